@@ -49,3 +49,56 @@ class SerializationError(PermanentError):
     """A record cannot be encoded or decoded (not Avro, unknown fingerprint, bad payload)."""
 
     reason = "undecodable"
+
+
+# --- HDFS (WebHDFS) errors: raised by ``ferry.core.hdfs`` and ``ferry.transfer.copy`` -----------
+
+
+class HdfsUnavailable(TransientError):
+    """A NameNode or DataNode call failed in a way a later attempt can fix: connection reset,
+    refused by the NameNode, NameNode in safe mode or standby, a 5xx answer, a truncated read."""
+
+    reason = "hdfs_unavailable"
+
+
+class HdfsTimeout(HdfsUnavailable):
+    """A WebHDFS call passed its connect or read timeout (``settings.retry``; case C08)."""
+
+    reason = "hdfs_timeout"
+
+
+class ChecksumMismatch(TransientError):
+    """Bytes written do not read back with the size and sha256 that were sent (a fresh attempt
+    rewrites them; the final path was never touched)."""
+
+    reason = "checksum_mismatch"
+
+
+class DataNodeUnreachable(PermanentError):
+    """WebHDFS redirected to a DataNode address this client cannot connect to (case C06).
+
+    Permanent on purpose: the NameNode hands out the same advertised address on the next attempt,
+    so the fix is configuration (the DataNode's advertised host or
+    ``clusters.<x>.datanode_address_map``), after which a replay repairs the file.
+    """
+
+    reason = "datanode_unreachable"
+
+
+class HdfsPathNotFound(PermanentError):
+    """The path (or its parent) does not exist on the cluster."""
+
+    reason = "hdfs_not_found"
+
+
+class HdfsPathExists(PermanentError):
+    """The path exists where it must not (rename or create without overwrite), or holds
+    different bytes than the ones being written."""
+
+    reason = "hdfs_exists"
+
+
+class HdfsRequestRejected(PermanentError):
+    """The NameNode or DataNode refused the request itself: permission, quota, invalid path."""
+
+    reason = "hdfs_rejected"
