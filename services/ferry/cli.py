@@ -15,6 +15,7 @@ app = typer.Typer(help="Ferry: NAS → HDFS B → Spark → HDFS A → Hive, ove
 #: (sub-command, module holding a ``app: typer.Typer``, help text)
 _SUBAPPS: list[tuple[str, str, str]] = [
     ("stack", "ferry.stack.cli", "Start, check and stop the embedded local stack."),
+    ("schemas", "ferry.core.schemas_cli", "Check Avro schema evolution; release a schema snapshot."),
 ]
 
 for _name, _module, _help in _SUBAPPS:

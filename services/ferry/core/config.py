@@ -182,6 +182,10 @@ class PathSettings(_Frozen):
     rejects_path: str = Field("/ferry/rejects", description="Rejected rows (with reasons) on HDFS B.")
     incoming_path: str = Field("/ferry/incoming", description="Transferred files on HDFS A.")
     datasets_dir: Path = Field(REPO_ROOT / "datasets", description="Dataset definitions (YAML).")
+    schemas_dir: Path = Field(
+        REPO_ROOT / "schemas",
+        description="Avro schemas (ferry.<Name>.avsc) and released versions under released/<version>/.",
+    )
 
 
 class Settings(BaseSettings):
