@@ -1,0 +1,60 @@
+"""``ferry stack up | down | status``."""
+
+from __future__ import annotations
+
+import time
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ferry.core.config import get_settings
+from ferry.core.errors import StackError
+
+app = typer.Typer(no_args_is_help=True)
+console = Console(width=150)
+
+
+@app.command()
+def up(deadline: float = typer.Option(300.0, help="Seconds to wait for every component to be healthy.")) -> None:
+    """Start the local stack (idempotent) and wait until every component passes its health check."""
+    from ferry.stack.manager import Stack
+
+    t0 = time.monotonic()
+    try:
+        started = Stack(get_settings(), on_event=lambda m: console.print(f"[dim]{m}[/]")).up(deadline)
+    except StackError as exc:
+        console.print(f"[red]stack up failed:[/] {exc}")
+        raise typer.Exit(1) from exc
+    what = f"started {len(started)} component(s)" if started else "already running"
+    console.print(f"[green]stack healthy[/] ({what}) in {time.monotonic() - t0:.1f} s")
+
+
+@app.command()
+def down() -> None:
+    """Stop exactly the processes `ferry stack up` started (by pid, verified by their markers)."""
+    from ferry.stack.manager import Stack
+
+    for name, outcome in Stack(get_settings()).down():
+        console.print(f"{name:18} {outcome}")
+
+
+@app.command()
+def status() -> None:
+    """Print each component, its address, pid, health and memory. Exit 1 if any is unhealthy."""
+    from ferry.stack.manager import Stack
+
+    settings = get_settings()
+    rows = Stack(settings).status()
+    table = Table(title="Ferry local stack")
+    for col in ("component", "address", "pid", "health", "RSS MiB", "log"):
+        table.add_column(col)
+    for r in rows:
+        mark = "[green]ok[/] " if r.healthy else "[red]down[/] "
+        table.add_row(r.name, r.address, str(r.pid or "-"), mark + r.detail,
+                      f"{r.rss_bytes / 2**20:.0f}", r.log_file.replace(str(settings.var_dir) + "/", ""))
+    console.print(table)
+    total = sum(r.rss_bytes for r in rows)
+    console.print(f"total RSS: {total / 2**20:.0f} MiB over {sum(1 for r in rows if r.pid)} processes")
+    if not all(r.healthy for r in rows):
+        raise typer.Exit(1)

@@ -1,0 +1,157 @@
+"""Start and stop stack processes by pid, and only the ones this stack started.
+
+Every JVM the stack launches carries two system properties on its command line,
+``-Dferry.component=<name>`` and ``-Dferry.stack=<var_dir>``. A pid file alone is not proof: before
+signalling a pid, :func:`owned_pid` checks ``/proc/<pid>/cmdline`` for both markers, so a recycled
+pid or another checkout's stack is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ferry.core.errors import StackError
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to run one component: argv, extra environment, log file and pid file."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_file: Path
+    pid_file: Path
+    cwd: Path
+
+
+def markers(name: str, var_dir: Path) -> list[str]:
+    """The JVM system properties that identify a process as this stack's ``name``."""
+    return [f"-Dferry.component={name}", f"-Dferry.stack={var_dir}"]
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [p.decode("utf-8", "replace") for p in raw.split(b"\0") if p]
+
+
+def owned_pid(name: str, pid_file: Path, var_dir: Path) -> int | None:
+    """The live pid of component ``name`` if its pid file points at a process carrying its markers."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    args = _cmdline(pid)
+    if all(m in args for m in markers(name, var_dir)):
+        return pid
+    return None
+
+
+def start(launch: Launch) -> int:
+    """Start ``launch`` in its own session (process group), stdout+stderr appended to its log.
+
+    Returns the pid. Raises StackError if the executable cannot be started.
+    """
+    launch.log_file.parent.mkdir(parents=True, exist_ok=True)
+    launch.pid_file.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **launch.env}
+    with launch.log_file.open("ab") as log:
+        log.write(f"\n==== ferry stack: starting {launch.name} at {time.strftime('%F %T')} ====\n".encode())
+        log.flush()
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - argv built from settings, no shell
+                launch.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=launch.cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise StackError(f"cannot start {launch.name} ({launch.argv[0]}): {exc}") from exc
+    launch.pid_file.write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def stop(name: str, pid: int, *, grace_s: float = 20.0) -> str:
+    """SIGTERM the process group of ``pid``, wait up to ``grace_s`` seconds, then SIGKILL.
+
+    Returns ``"stopped"`` or ``"killed"``.
+    """
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "stopped"
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            _reap(pid)
+            return "stopped"
+        time.sleep(0.2)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return "stopped"
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    _reap(pid)
+    if alive(pid):
+        raise StackError(f"{name} (pid {pid}) survived SIGKILL")
+    return "killed"
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass  # not our child (started by an earlier `ferry stack up`): init reaps it
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of ``pid`` in bytes (0 if gone), from /proc/<pid>/status VmRSS."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return 0
+    return 0
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True if something accepts TCP connections on host:port (0.5 s connect timeout)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    """Last ``lines`` lines of a log file, for error messages."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 16_384))
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(data.splitlines()[-lines:])
