@@ -1,0 +1,298 @@
+"""Dataset definitions: which NAS files belong to a dataset and how they become Hive rows.
+
+One YAML file per dataset in ``settings.paths.datasets_dir`` (``datasets/*.yaml``). A definition
+ties a NAS sub-directory and file glob to a parse schema (ordered columns, Spark SQL types), CSV
+options, a small declarative set of row validation rules, derived columns, the Hive table with its
+partition columns, and the policy by which extract decides a file is finished (case C09).
+
+This module is pure Python (no Spark): extract uses it to match NAS paths; the Spark jobs in
+:mod:`ferry.jobs` turn it into schemas and DDL.
+
+Table layout (decided here, used by :mod:`ferry.jobs.load`): the Hive table holds the parse columns
+and the derived columns, minus the partition columns, in definition order; then the partition
+columns ``hive.partition_by``; then :data:`FILE_ID_COLUMN` as the LAST partition column, so that
+loading one file again replaces exactly that file's partitions (case C13).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ferry.core.errors import ConfigError
+
+#: Column added by load to every row: the ``file_id`` of the source file; last partition column.
+FILE_ID_COLUMN = "ferry_file_id"
+
+#: Spark SQL / Hive type names a column may have (lower case), plus ``decimal(p,s)``.
+_SIMPLE_TYPES = frozenset(
+    {"string", "boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "date", "timestamp"}
+)
+_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_NUMERIC_TYPES = frozenset({"tinyint", "smallint", "int", "bigint", "float", "double"})
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _check_type(value: str) -> str:
+    v = value.strip().lower()
+    if v in _SIMPLE_TYPES:
+        return v
+    m = _DECIMAL.match(v)
+    if m and 0 < int(m.group(1)) <= 38 and int(m.group(2)) <= int(m.group(1)):
+        return f"decimal({m.group(1)},{m.group(2)})"
+    raise ValueError(f"unsupported type {value!r}; use one of {sorted(_SIMPLE_TYPES)} or decimal(p,s)")
+
+
+class ColumnSpec(_Frozen):
+    """One parse column: a lower-case name and a Spark SQL type name (``int``, ``decimal(9,2)``…)."""
+
+    name: str
+    type: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"column name {v!r} must match {_NAME.pattern} (Hive lower-cases names)")
+        if v.startswith("ferry_"):
+            raise ValueError(f"column name {v!r}: the prefix 'ferry_' is reserved for Ferry's columns")
+        return v
+
+    @field_validator("type")
+    @classmethod
+    def _type(cls, v: str) -> str:
+        return _check_type(v)
+
+
+class DerivedColumn(ColumnSpec):
+    """A column computed from the parse columns by a Spark SQL expression.
+
+    The expression must be total: it may not raise on any row (Spark 4 runs with ANSI mode on, so
+    use ``try_*`` functions, e.g. ``try_to_date``). A derived partition column that evaluates to
+    NULL rejects the row with reason ``invalid_partition_value``.
+    """
+
+    expr: str = Field(description="Spark SQL expression over the parse columns.")
+
+
+class CsvOptions(_Frozen):
+    """How the files are parsed (Spark CSV options of the same meaning)."""
+
+    header: bool = Field(True, description="First line of each file is a header (checked, then skipped).")
+    delimiter: str = Field(",", min_length=1, max_length=1)
+    quote: str = Field('"', min_length=1, max_length=1)
+    escape: str = Field('"', min_length=1, max_length=1, description="Escape inside quotes (RFC 4180: doubled quote).")
+    null_value: str = Field("", description="Token read as NULL, e.g. 'NA'.")
+    encoding: Literal["UTF-8"] = "UTF-8"
+
+
+class RangeRule(_Frozen):
+    """Inclusive bounds of a numeric column; ``None`` = unbounded. NULL values pass (use not_null)."""
+
+    min: float | None = None
+    max: float | None = None
+
+
+class ValidationRules(_Frozen):
+    """Row rules. A row failing one is rejected with a reason, never dropped.
+
+    Reasons, in the order checked: ``malformed`` (wrong token count or unparsable value),
+    ``null:<col>``, ``range:<col>``, ``not_allowed:<col>``, ``invalid_partition_value:<col>``.
+    """
+
+    not_null: tuple[str, ...] = ()
+    ranges: dict[str, RangeRule] = Field(default_factory=dict)
+    allowed_values: dict[str, tuple[str | int | float, ...]] = Field(default_factory=dict)
+
+
+class HiveTarget(_Frozen):
+    """Target table. ``partition_by`` names parse or derived columns; ``ferry_file_id`` is appended."""
+
+    database: str
+    table: str
+    partition_by: tuple[str, ...] = ()
+
+    @field_validator("database", "table")
+    @classmethod
+    def _ident(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"Hive identifier {v!r} must match {_NAME.pattern}")
+        return v
+
+    @property
+    def full_name(self) -> str:
+        """``database.table``."""
+        return f"{self.database}.{self.table}"
+
+
+class FinishedPolicy(_Frozen):
+    """When extract may take a NAS file (case C09: never a file still being copied).
+
+    ``stable``: size and mtime unchanged over ``stable_polls`` consecutive polls ``poll_interval_s``
+    seconds apart. ``marker``: a sibling file named ``<file><marker_suffix>`` exists.
+    """
+
+    policy: Literal["stable", "marker"] = "stable"
+    stable_polls: int = Field(2, ge=1)
+    poll_interval_s: float = Field(2.0, gt=0)
+    marker_suffix: str = Field(".done", min_length=1)
+
+
+class NasSource(_Frozen):
+    """Files of the dataset: ``<nas_dir>/<subdir>/<name matching pattern>`` (fnmatch, case-sensitive)."""
+
+    subdir: str
+    pattern: str
+
+    @field_validator("subdir")
+    @classmethod
+    def _subdir(cls, v: str) -> str:
+        p = PurePosixPath(v)
+        if p.is_absolute() or ".." in p.parts or not p.parts:
+            raise ValueError(f"subdir {v!r} must be a relative path inside the NAS directory")
+        return str(p)
+
+
+class DatasetSpec(_Frozen):
+    """A validated dataset definition. Build with :func:`load_datasets`."""
+
+    name: str
+    nas: NasSource
+    columns: tuple[ColumnSpec, ...] = Field(min_length=1)
+    csv: CsvOptions = CsvOptions()
+    validation: ValidationRules = ValidationRules()
+    derived: tuple[DerivedColumn, ...] = ()
+    hive: HiveTarget
+    finished: FinishedPolicy = FinishedPolicy()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"dataset name {v!r} must match {_NAME.pattern}")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> DatasetSpec:
+        parse = [c.name for c in self.columns]
+        every = parse + [d.name for d in self.derived]
+        dupes = sorted({n for n in every if every.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate column names: {dupes}")
+        types = {c.name: c.type for c in (*self.columns, *self.derived)}
+        rules = self.validation
+        for col in (*rules.not_null, *rules.ranges, *rules.allowed_values):
+            if col not in types:
+                raise ValueError(f"validation rule names unknown column {col!r}")
+        for col in rules.ranges:
+            if types[col] not in _NUMERIC_TYPES and not types[col].startswith("decimal"):
+                raise ValueError(f"range rule on non-numeric column {col!r} ({types[col]})")
+        for col in self.hive.partition_by:
+            if col not in types:
+                raise ValueError(f"partition column {col!r} is not a parse or derived column")
+        if len(set(self.hive.partition_by)) != len(self.hive.partition_by):
+            raise ValueError(f"partition_by repeats a column: {list(self.hive.partition_by)}")
+        if len(self.hive.partition_by) >= len(every):
+            raise ValueError("a Hive table needs at least one column that is not a partition column")
+        return self
+
+    # -- views used by extract and the jobs -----------------------------------------------------
+
+    def match(self, relative_nas_path: str | PurePosixPath) -> bool:
+        """True if a path relative to the NAS directory is a file of this dataset.
+
+        ``flights/flights_2013-01-01.csv`` matches ``subdir: flights``, ``pattern: flights_*.csv``;
+        files in deeper sub-directories, and marker files, do not. Compared as given (no Unicode
+        normalisation: extract normalises names before asking).
+        """
+        p = PurePosixPath(relative_nas_path)
+        if str(p.parent) != self.nas.subdir:
+            return False
+        if self.finished.policy == "marker" and p.name.endswith(self.finished.marker_suffix):
+            return False
+        return fnmatch.fnmatchcase(p.name, self.nas.pattern)
+
+    @property
+    def all_columns(self) -> tuple[ColumnSpec, ...]:
+        """Parse columns then derived columns: the columns of a staged (Parquet) row, in order."""
+        return (*self.columns, *(ColumnSpec(name=d.name, type=d.type) for d in self.derived))
+
+    @property
+    def table_data_columns(self) -> tuple[ColumnSpec, ...]:
+        """Non-partition columns of the Hive table, in table order."""
+        return tuple(c for c in self.all_columns if c.name not in self.hive.partition_by)
+
+    @property
+    def table_partition_columns(self) -> tuple[ColumnSpec, ...]:
+        """Partition columns of the Hive table, in order, ending with ``ferry_file_id string``."""
+        types = {c.name: c.type for c in self.all_columns}
+        return (
+            *(ColumnSpec(name=n, type=types[n]) for n in self.hive.partition_by),
+            ColumnSpec.model_construct(name=FILE_ID_COLUMN, type="string"),
+        )
+
+    @property
+    def table_columns(self) -> tuple[ColumnSpec, ...]:
+        """Every Hive table column in table order (data columns, then partition columns)."""
+        return (*self.table_data_columns, *self.table_partition_columns)
+
+
+def load_dataset(path: str | Path) -> DatasetSpec:
+    """Read and validate one definition file.
+
+    Raises:
+        ConfigError: the file cannot be read, is not YAML, or is not a valid definition; the
+            message names the file.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"dataset definition {path}: cannot read: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"dataset definition {path}: must be a mapping, not {type(data).__name__}")
+    try:
+        return DatasetSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"dataset definition {path}: invalid: {exc}") from exc
+
+
+def load_datasets(directory: str | Path) -> dict[str, DatasetSpec]:
+    """Every ``*.yaml``/``*.yml`` definition in ``directory``, keyed by dataset name.
+
+    Raises:
+        ConfigError: the directory is missing, a file is invalid (named), two files define the
+            same dataset name, or two datasets share a NAS sub-directory and pattern.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ConfigError(f"datasets directory {directory} does not exist")
+    specs: dict[str, DatasetSpec] = {}
+    origin: dict[str, Path] = {}
+    for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
+        spec = load_dataset(path)
+        if spec.name in specs:
+            raise ConfigError(f"dataset {spec.name!r} defined twice: {origin[spec.name]} and {path}")
+        for other in specs.values():
+            if (other.nas.subdir, other.nas.pattern) == (spec.nas.subdir, spec.nas.pattern):
+                raise ConfigError(f"datasets {other.name!r} and {spec.name!r} ({path}) claim the same NAS files")
+        specs[spec.name] = spec
+        origin[spec.name] = path
+    return specs
+
+
+def dataset_for(specs: dict[str, DatasetSpec], relative_nas_path: str | PurePosixPath) -> DatasetSpec | None:
+    """The one dataset whose definition matches the path, or ``None`` if no dataset claims it."""
+    for spec in specs.values():
+        if spec.match(relative_nas_path):
+            return spec
+    return None
