@@ -1,0 +1,1 @@
+"""Test helpers that ship with Ferry (fault-injecting proxy, ...); never imported by services."""

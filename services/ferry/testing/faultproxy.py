@@ -1,0 +1,458 @@
+"""A fault-injecting TCP proxy for tests (cases C01, C06, C08).
+
+:class:`FaultProxy` listens on a loopback address with an ephemeral port and forwards every
+connection to one loopback ``host:port`` (a NameNode or DataNode HTTP port, a test server). It runs
+an asyncio loop in a background thread. The fault mode can be switched at any time from the test's
+thread; each switch applies to connections from then on (and :meth:`FaultProxy.cut_off` also to
+open ones):
+
+=========================  ===========================================================  ==============
+method                     what the client sees                                         count key
+=========================  ===========================================================  ==============
+``pass_through()``         a transparent relay                                          --
+``reset_rate(p)``          each new connection, with probability ``p`` (seeded RNG),    ``reset_rate``
+                           gets a TCP RST after ``0..within_bytes`` bytes
+``reset_after(n)``         RST once ``n`` bytes went client→server (``direction="up"``)  ``reset_mid_stream``
+                           or server→client (``"down"``), on the next ``times`` conns
+``reset_on_response()``    the request reaches the server, which answers; the client    ``reset_on_response``
+                           gets a RST instead of the answer (HTTP ``close``/``complete``)
+``stall()``                the connection is accepted, the request read, never answered  ``stall``
+``refuse()``               the listener is closed: connect gets ECONNREFUSED             ``refused_periods``
+``cut_off(s)``             for ``s`` seconds open connections are reset, new ones get   ``cut_off``
+                           a RST at once
+=========================  ===========================================================  ==============
+
+A RST is made with ``SO_LINGER`` ``(1, 0)`` and an abortive close; both sides of the relay are
+reset. Only loopback addresses are accepted, so the proxy can never touch a real network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import random
+import socket
+import struct
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+Direction = Literal["up", "down"]
+_READ = 64 * 1024
+
+
+def _require_loopback(host: str) -> None:
+    if host == "localhost":
+        return
+    try:
+        ok = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"FaultProxy only works on loopback addresses, not {host!r}")
+
+
+@dataclass
+class _Mode:
+    kind: str = "pass"
+    rate: float = 0.0
+    within_bytes: int = 0
+    n_bytes: int = 0
+    direction: Direction = "up"
+    min_request_bytes: int = 0
+    times: int | None = None  # remaining connections to fault; None = unlimited
+
+
+@dataclass
+class _Plan:
+    """What one connection will suffer, fixed when it is accepted."""
+
+    reset_up_at: int | None = None
+    reset_down_at: int | None = None
+    reset_on_response: bool = False
+    min_request_bytes: int = 0
+    kind: str = ""
+
+
+@dataclass(eq=False)
+class _Conn:
+    client: asyncio.StreamWriter
+    upstream: asyncio.StreamWriter | None = None
+    up_bytes: int = 0
+    down_bytes: int = 0
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+class FaultProxy:
+    """TCP proxy ``127.0.0.1:<ephemeral>`` → ``target_host:target_port`` with switchable faults.
+
+    Use as a context manager (``with FaultProxy("127.0.0.1", 29870) as proxy:``) or with
+    :meth:`start`/:meth:`stop`. :attr:`port`, :attr:`address` (``"127.0.0.1:port"``) and
+    :attr:`url` (``"http://127.0.0.1:port"``) name the listening side.
+
+    Args:
+        target_host, target_port: where connections are forwarded (loopback only).
+        seed: seed of the RNG that :meth:`reset_rate` draws from, one draw per connection.
+
+    Raises:
+        ValueError: a non-loopback address.
+    """
+
+    def __init__(
+        self,
+        target_host: str,
+        target_port: int,
+        *,
+        listen_host: str = "127.0.0.1",
+        seed: int = 0,
+    ) -> None:
+        _require_loopback(target_host)
+        _require_loopback(listen_host)
+        self.target = (target_host, int(target_port))
+        self.host = listen_host
+        self.port = 0
+        self._rng = random.Random(seed)
+        self._mode = _Mode()
+        self._cut_until = 0.0
+        self._counts: Counter[str] = Counter()
+        self._cond = threading.Condition()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: set[_Conn] = set()  # type: ignore[misc]
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> FaultProxy:
+        """Start listening; returns ``self`` once the port is bound.
+
+        Raises:
+            RuntimeError: already started, or not listening within ``timeout`` seconds.
+        """
+        if self._thread is not None:
+            raise RuntimeError("FaultProxy already started")
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._listen())
+            except BaseException as exc:  # handed to the starting thread below
+                errors.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name=f"faultproxy->{self.target}", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout):
+            raise RuntimeError(f"FaultProxy to {self.target} did not start within {timeout}s")
+        if errors:
+            self._thread = None
+            raise RuntimeError(f"FaultProxy to {self.target} failed to start: {errors[0]}") from errors[0]
+        log.info("fault proxy %s -> %s:%d", self.address, *self.target)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Close the listener and every relayed connection (abortively); join the thread."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        fut = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
+        with contextlib.suppress(TimeoutError):
+            fut.result(timeout)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+        self._thread = None
+        self._loop = None
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(
+            self._handle, self.host, self.port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for conn in list(self._conns):
+            self._abort(conn)
+        tasks = [t for c in self._conns for t in c.tasks if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _call(self, coro_factory: Callable[[], object], timeout: float = 10.0) -> None:
+        if self._loop is None:
+            raise RuntimeError("FaultProxy not started")
+        asyncio.run_coroutine_threadsafe(coro_factory(), self._loop).result(timeout)  # type: ignore[arg-type]
+
+    # -- modes -----------------------------------------------------------------------------
+
+    def _set(self, mode: _Mode) -> None:
+        listening = self._server is not None
+        with self._cond:
+            self._mode = mode
+        if mode.kind == "refuse" and listening:
+            self._call(self._close_listener)
+        elif mode.kind != "refuse" and not listening and self._loop is not None:
+            self._call(self._listen)
+
+    async def _close_listener(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    def pass_through(self) -> None:
+        """Relay everything unchanged (also ends :meth:`refuse`)."""
+        self._set(_Mode())
+
+    def reset_rate(self, rate: float, *, within_bytes: int = 0, direction: Direction = "up",
+                   times: int | None = None) -> None:
+        """Reset each new connection with probability ``rate`` (0..1), after a number of bytes
+        drawn uniformly from ``0..within_bytes`` in ``direction`` (0: at accept)."""
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"rate must be within [0, 1], not {rate}")
+        self._set(_Mode("rate", rate=rate, within_bytes=within_bytes, direction=direction,
+                        times=times))
+
+    def reset_after(self, n_bytes: int, *, direction: Direction = "up", times: int | None = 1) -> None:
+        """Reset the next ``times`` connections (``None``: all) once ``n_bytes`` bytes went in
+        ``direction`` (``"up"``: client→server, ``"down"``: server→client); exactly ``n_bytes``
+        are relayed first."""
+        self._set(_Mode("after", n_bytes=n_bytes, direction=direction, times=times))
+
+    def reset_on_response(self, *, min_request_bytes: int = 0, times: int | None = 1) -> None:
+        """On the next ``times`` connections that sent at least ``min_request_bytes`` to the
+        server, reset the client when the server's first response bytes arrive (they are
+        dropped). The server has then done the work (e.g. completed a file) but the client
+        never hears of it."""
+        self._set(_Mode("response", min_request_bytes=min_request_bytes, times=times))
+
+    def stall(self) -> None:
+        """Accept new connections, read what they send, never connect upstream or answer."""
+        self._set(_Mode("stall"))
+
+    def refuse(self) -> None:
+        """Close the listener: connects fail with ECONNREFUSED until another mode is set."""
+        with self._cond:
+            self._counts["refused_periods"] += 1
+            self._cond.notify_all()
+        self._set(_Mode("refuse"))
+
+    def cut_off(self, seconds: float) -> None:
+        """For ``seconds``: reset every open relayed connection now and every new one at once.
+        The mode set before keeps applying afterwards."""
+        with self._cond:
+            self._cut_until = time.monotonic() + seconds
+        if self._loop is not None:
+            self._call(self._cut_open)
+
+    async def _cut_open(self) -> None:
+        for conn in list(self._conns):
+            self._count("cut_off")
+            self._abort(conn)
+
+    @property
+    def cut_off_active(self) -> bool:
+        return time.monotonic() < self._cut_until
+
+    # -- counts ----------------------------------------------------------------------------
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Copy of the counters: ``connections``, ``bytes_up``, ``bytes_down`` and one key per
+        fault kind (see the module table)."""
+        with self._cond:
+            return dict(self._counts)
+
+    @property
+    def faults(self) -> int:
+        """Number of faults injected so far (all kinds)."""
+        c = self.counts
+        return sum(v for k, v in c.items() if k not in ("connections", "bytes_up", "bytes_down"))
+
+    def wait_for(self, predicate: Callable[[dict[str, int]], bool], timeout: float = 10.0) -> dict[str, int]:
+        """Block until ``predicate(counts)`` is true; return the counts.
+
+        Raises:
+            TimeoutError: not true within ``timeout`` seconds (the counts are in the message).
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate(dict(self._counts)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"condition not met within {timeout}s; counts {dict(self._counts)}")
+                self._cond.wait(left)
+            return dict(self._counts)
+
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._cond:
+            self._counts[key] += n
+            self._cond.notify_all()
+
+    # -- relay -----------------------------------------------------------------------------
+
+    def _plan(self) -> _Plan:
+        with self._cond:
+            m = self._mode
+            plan = _Plan(kind=m.kind)
+            if m.kind == "rate":
+                if self._rng.random() < m.rate and self._take(m):
+                    at = self._rng.randint(0, m.within_bytes) if m.within_bytes else 0
+                    if m.direction == "up":
+                        plan.reset_up_at = at
+                    else:
+                        plan.reset_down_at = at
+            elif m.kind == "after" and self._take(m):
+                if m.direction == "up":
+                    plan.reset_up_at = m.n_bytes
+                else:
+                    plan.reset_down_at = m.n_bytes
+            elif m.kind == "response" and self._take(m):
+                plan.reset_on_response = True
+                plan.min_request_bytes = m.min_request_bytes
+            return plan
+
+    def _take(self, m: _Mode) -> bool:
+        if m.times is None:
+            return True
+        if m.times <= 0:
+            return False
+        m.times -= 1
+        return True
+
+    def _plan_key(self, plan: _Plan) -> str:
+        return {"rate": "reset_rate", "after": "reset_mid_stream"}.get(plan.kind, plan.kind)
+
+    async def _handle(self, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
+        conn = _Conn(cwriter)
+        self._conns.add(conn)
+        task = asyncio.current_task()
+        if task is not None:
+            conn.tasks.append(task)
+        self._count("connections")
+        try:
+            if self.cut_off_active:
+                self._count("cut_off")
+                self._abort(conn)
+                return
+            plan = self._plan()
+            if plan.kind == "stall":
+                self._count("stall")
+                while await creader.read(_READ):
+                    pass
+                return
+            if plan.reset_up_at == 0 or plan.reset_down_at == 0:
+                self._count(self._plan_key(plan))
+                self._abort(conn)
+                return
+            try:
+                ureader, uwriter = await asyncio.open_connection(*self.target)
+            except OSError as exc:
+                log.info("fault proxy %s: upstream %s:%d: %s", self.address, *self.target, exc)
+                self._count("upstream_failed")
+                self._abort(conn)
+                return
+            conn.upstream = uwriter
+            up = asyncio.ensure_future(self._pump(conn, plan, creader, uwriter, "up"))
+            down = asyncio.ensure_future(self._pump(conn, plan, ureader, cwriter, "down"))
+            conn.tasks += [up, down]
+            await asyncio.gather(up, down, return_exceptions=True)
+        finally:
+            self._close(conn)
+            self._conns.discard(conn)
+
+    async def _pump(self, conn: _Conn, plan: _Plan, reader: asyncio.StreamReader,
+                    writer: asyncio.StreamWriter, direction: Direction) -> None:
+        limit = plan.reset_up_at if direction == "up" else plan.reset_down_at
+        try:
+            while True:
+                data = await reader.read(_READ)
+                if not data:
+                    if writer.can_write_eof():
+                        writer.write_eof()
+                    return
+                if self.cut_off_active:
+                    self._count("cut_off")
+                    self._abort(conn)
+                    return
+                done = conn.up_bytes if direction == "up" else conn.down_bytes
+                if direction == "down" and plan.reset_on_response and conn.up_bytes >= plan.min_request_bytes:
+                    self._count("reset_on_response")
+                    self._abort(conn)
+                    return
+                if limit is not None and done + len(data) >= limit:
+                    head = data[: limit - done]
+                    if head:
+                        writer.write(head)
+                        await writer.drain()
+                        self._add(conn, direction, len(head))
+                    self._count(self._plan_key(plan))
+                    self._abort(conn)
+                    return
+                writer.write(data)
+                await writer.drain()
+                self._add(conn, direction, len(data))
+        except (ConnectionError, OSError) as exc:
+            log.debug("fault proxy %s: %s pump ended: %s", self.address, direction, exc)
+            self._abort(conn)
+
+    def _add(self, conn: _Conn, direction: Direction, n: int) -> None:
+        if direction == "up":
+            conn.up_bytes += n
+            self._count("bytes_up", n)
+        else:
+            conn.down_bytes += n
+            self._count("bytes_down", n)
+
+    @staticmethod
+    def _rst(writer: asyncio.StreamWriter | None) -> None:
+        if writer is None or writer.transport.is_closing():
+            return
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already shut down by the peer: abort is enough
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+
+    def _abort(self, conn: _Conn) -> None:
+        self._rst(conn.client)
+        self._rst(conn.upstream)
+
+    @staticmethod
+    def _close(conn: _Conn) -> None:
+        for w in (conn.client, conn.upstream):
+            if w is not None and not w.transport.is_closing():
+                w.close()
