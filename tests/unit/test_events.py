@@ -181,7 +181,9 @@ def test_old_event_read_with_new_reader_schema(tmp_path: Path) -> None:
 
     old_only = EventCodec.from_dir(released)  # writes with the old schema as "current"
     event = FileLoaded(manifest(), table="demo.flights", partition={"day": "x"})
-    old_bytes = old_only.encode_datum("ferry.FileLoaded", {"manifest": event.manifest.to_dict(), "table": "demo.flights"})
+    old_bytes = old_only.encode_datum(
+        "ferry.FileLoaded", {"manifest": event.manifest.to_dict(), "table": "demo.flights"}
+    )
 
     codec = EventCodec.from_dir(tmp_path)
     assert codec.known_fingerprints()[old_bytes[2:10]] == ("ferry.FileLoaded", "0.9")

@@ -67,7 +67,11 @@ def test_release_snapshot_is_exact_copy(schemas: Path) -> None:
 
 
 def test_field_added_with_default_passes(schemas: Path) -> None:
-    edit(schemas, "FileManifest", add_field({"name": "owner", "type": "string", "default": "", "doc": "Owner."}))
+    edit(
+        schemas,
+        "FileManifest",
+        add_field({"name": "owner", "type": "string", "default": "", "doc": "Owner."}),
+    )
     assert check_schemas(schemas) == []
 
 
@@ -76,11 +80,19 @@ def test_field_added_without_default_fails(schemas: Path) -> None:
     problems = check_schemas(schemas)
     # FileManifest itself and the five events that embed it: each cannot read release 1.0 data.
     assert len(problems) == 6
-    assert "ferry.FileManifest: current cannot read release 1.0 data: ferry.FileManifest.owner: reader field has no default and the writer does not write it" in problems
+    assert (
+        "ferry.FileManifest: current cannot read release 1.0 data: ferry.FileManifest.owner: "
+        "reader field has no default and the writer does not write it"
+        in problems
+    )
 
 
 def test_field_removed_that_old_readers_need_fails(schemas: Path) -> None:
-    edit(schemas, "FileLoaded", lambda doc: doc.update(fields=[f for f in doc["fields"] if f["name"] != "table"]))
+    edit(
+        schemas,
+        "FileLoaded",
+        lambda doc: doc.update(fields=[f for f in doc["fields"] if f["name"] != "table"]),
+    )
     assert check_schemas(schemas) == [
         "ferry.FileLoaded: release 1.0 cannot read current data: ferry.FileLoaded.table: "
         "reader field has no default and the writer does not write it"
@@ -105,7 +117,9 @@ def test_union_branch_added_fails_forward(schemas: Path) -> None:
 
 def test_type_removed_fails(schemas: Path) -> None:
     (schemas / "ferry.FileTransferred.avsc").unlink()
-    assert check_schemas(schemas) == ["ferry.FileTransferred: in release 1.0 but removed from current"]
+    assert check_schemas(schemas) == [
+        "ferry.FileTransferred: in release 1.0 but removed from current"
+    ]
 
 
 def test_field_without_doc_fails(schemas: Path) -> None:
@@ -127,8 +141,14 @@ def _fastavro_reads(writer: Any, reader: Any, datum: dict[str, Any]) -> bool:
 def test_checker_agrees_with_fastavro_both_outcomes(schemas: Path) -> None:
     old = load_schema_dir(schemas / "released" / "1.0")["ferry.FileManifest"]
     datum = {
-        "file_id": "f", "dataset": "d", "source_path": "p", "size_bytes": 1, "sha256": "s",
-        "created_at": 0, "updated_at": 0, "trace_id": "t",
+        "file_id": "f",
+        "dataset": "d",
+        "source_path": "p",
+        "size_bytes": 1,
+        "sha256": "s",
+        "created_at": 0,
+        "updated_at": 0,
+        "trace_id": "t",
     }
     edit(schemas, "FileManifest", add_field({"name": "owner", "type": "string", "doc": "Owner."}))
     no_default = load_schema_dir(schemas)["ferry.FileManifest"]

@@ -84,7 +84,9 @@ def load_schema_dir(directory: Path) -> dict[str, Any]:
             raise ConfigError(f"cannot load Avro schema {path}: {exc}") from exc
         name = parsed.get("name") if isinstance(parsed, dict) else None
         if name != path.name[: -len(".avsc")]:
-            raise ConfigError(f"schema file {path} defines {name!r}; the file must be named <full name>.avsc")
+            raise ConfigError(
+                f"schema file {path} defines {name!r}; the file must be named <full name>.avsc"
+            )
         schemas[name] = parsed
     return schemas
 
@@ -114,13 +116,17 @@ def load_schema_history(schemas_dir: Path) -> list[SchemaVersion]:
     versions = [SchemaVersion(CURRENT, current)]
     rel = released_dir(schemas_dir)
     if rel.is_dir():
-        for sub in sorted((p for p in rel.iterdir() if p.is_dir()), key=lambda p: _version_key(p.name)):
+        for sub in sorted(
+            (p for p in rel.iterdir() if p.is_dir()), key=lambda p: _version_key(p.name)
+        ):
             versions.append(SchemaVersion(sub.name, load_schema_dir(sub)))
     return versions
 
 
 def _version_key(name: str) -> tuple[Any, ...]:
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"[.\-]", name))
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"[.\-]", name)
+    )
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,9 @@ class EventCodec:
         if not versions or versions[0].version != CURRENT:
             raise ConfigError("schema history must start with the current version")
         self.current: Mapping[str, Any] = versions[0].schemas
-        self._fingerprint: dict[str, bytes] = {n: schema_fingerprint(s) for n, s in self.current.items()}
+        self._fingerprint: dict[str, bytes] = {
+            n: schema_fingerprint(s) for n, s in self.current.items()
+        }
         self._writers: dict[bytes, _Writer] = {}
         for version in reversed(versions):  # the current version wins identical fingerprints
             for name, schema in version.schemas.items():
@@ -163,7 +171,9 @@ class EventCodec:
         try:
             return self._fingerprint[name]
         except KeyError as exc:
-            raise SerializationError(f"no current Avro schema named {name!r}", reason="unknown_schema") from exc
+            raise SerializationError(
+                f"no current Avro schema named {name!r}", reason="unknown_schema"
+            ) from exc
 
     def known_fingerprints(self) -> dict[bytes, tuple[str, str]]:
         """Every fingerprint this codec can read → (type full name, version)."""
@@ -194,17 +204,21 @@ class EventCodec:
         """
         if len(data) < HEADER_BYTES or data[:2] != MAGIC:
             raise SerializationError(
-                f"not Avro single-object encoding ({len(data)} bytes, starts {data[:4].hex() or 'empty'})",
+                f"not Avro single-object encoding ({len(data)} bytes, "
+                f"starts {data[:4].hex() or 'empty'})",
                 reason="undecodable",
             )
         fp = bytes(data[2:HEADER_BYTES])
         writer = self._writers.get(fp)
         if writer is None:
-            raise SerializationError(f"unknown Avro schema fingerprint {fp.hex()}", reason="unknown_schema")
+            raise SerializationError(
+                f"unknown Avro schema fingerprint {fp.hex()}", reason="unknown_schema"
+            )
         reader = self.current.get(writer.name)
         if reader is None:
             raise SerializationError(
-                f"type {writer.name} (fingerprint {fp.hex()}, version {writer.version}) has no current schema",
+                f"type {writer.name} (fingerprint {fp.hex()}, version {writer.version}) "
+                "has no current schema",
                 reason="unknown_schema",
             )
         buf = io.BytesIO(data)
@@ -215,12 +229,14 @@ class EventCodec:
             )
         except _DECODE_ERRORS as exc:
             raise SerializationError(
-                f"bad {writer.name} payload (writer version {writer.version}): {type(exc).__name__}: {exc}",
+                f"bad {writer.name} payload (writer version {writer.version}): "
+                f"{type(exc).__name__}: {exc}",
                 reason="undecodable",
             ) from exc
         if buf.tell() != len(data):
             raise SerializationError(
-                f"{len(data) - buf.tell()} trailing bytes after a {writer.name} payload", reason="undecodable"
+                f"{len(data) - buf.tell()} trailing bytes after a {writer.name} payload",
+                reason="undecodable",
             )
         if not isinstance(datum, dict):
             raise SerializationError(f"{writer.name} payload is not a record", reason="undecodable")
@@ -255,7 +271,9 @@ def _codec_for(schemas_dir: Path) -> EventCodec:
 
 
 def default_codec(schemas_dir: Path | None = None) -> EventCodec:
-    """The process-wide codec over ``schemas_dir`` (default ``settings.paths.schemas_dir``), built once.
+    """The process-wide codec over ``schemas_dir`` (default: ``settings.paths.schemas_dir``).
+
+    Built once per directory.
 
     Raises:
         ConfigError: the schemas cannot be loaded.

@@ -94,6 +94,13 @@ class KafkaSettings(_Frozen):
     )
     session_timeout_ms: int = Field(45_000, description="Consumer session.timeout.ms.")
     request_timeout_s: float = Field(10.0, description="Timeout of one admin/produce/flush call, s.")
+    shutdown_grace_s: float = Field(
+        30.0,
+        description=(
+            "On SIGTERM, how long a running handler may finish its record, s; after that the record "
+            "is abandoned without storing its offset (it is redelivered)."
+        ),
+    )
     heap_mb: int = Field(512, description="Broker JVM heap, MiB.")
 
     @property

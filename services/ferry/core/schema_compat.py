@@ -97,19 +97,26 @@ class _Resolver:
                 self._check(w, branch, path, trial)
                 if not trial:
                     return
-            out.append(f"{where}: writer type {self._label(w)} matches no branch of reader union {self._label(r)}")
+            out.append(
+                f"{where}: writer type {self._label(w)} matches no branch of "
+                f"reader union {self._label(r)}"
+            )
             return
         wk = w if isinstance(w, str) else w.get("type")
         rk = r if isinstance(r, str) else r.get("type")
         if wk in _PRIMITIVES or rk in _PRIMITIVES:
             if wk != rk and rk not in _PROMOTIONS.get(wk, ()):
-                out.append(f"{where}: writer type {self._label(w)} cannot be read as {self._label(r)}")
+                out.append(
+                    f"{where}: writer type {self._label(w)} cannot be read as {self._label(r)}"
+                )
             return
         if wk != rk and {wk, rk} != {"record", "error"}:
             out.append(f"{where}: writer type {wk} cannot be read as {rk}")
             return
-        if wk in _NAMED and _short(w["name"]) != _short(r["name"]) and not any(
-            _short(a) == _short(w["name"]) for a in r.get("aliases", ())
+        if (
+            wk in _NAMED
+            and _short(w["name"]) != _short(r["name"])
+            and not any(_short(a) == _short(w["name"]) for a in r.get("aliases", ()))
         ):
             out.append(f"{where}: writer {wk} {w['name']} cannot be read as {r['name']}")
             return
@@ -118,10 +125,14 @@ class _Resolver:
         elif wk == "enum":
             missing = [s for s in w["symbols"] if s not in r["symbols"]]
             if missing and "default" not in r:
-                out.append(f"{where}: enum {r['name']} lacks writer symbols {missing} and has no default")
+                out.append(
+                    f"{where}: enum {r['name']} lacks writer symbols {missing} and has no default"
+                )
         elif wk == "fixed":
             if w["size"] != r["size"]:
-                out.append(f"{where}: fixed {r['name']} size {w['size']} cannot be read as {r['size']}")
+                out.append(
+                    f"{where}: fixed {r['name']} size {w['size']} cannot be read as {r['size']}"
+                )
         elif wk == "array":
             self._check(w["items"], r["items"], f"{path}[]", out)
         elif wk == "map":
@@ -141,7 +152,9 @@ class _Resolver:
             if src is not None:
                 self._check(src["type"], field["type"], field_path, out)
             elif "default" not in field:
-                out.append(f"{field_path}: reader field has no default and the writer does not write it")
+                out.append(
+                    f"{field_path}: reader field has no default and the writer does not write it"
+                )
         self._seen.discard(key)
 
 
@@ -169,9 +182,13 @@ def compatibility_problems(history: list[SchemaVersion]) -> list[str]:
                 problems.append(f"{name}: in release {released.version} but removed from {CURRENT}")
                 continue
             for p in resolution_problems(old, new):
-                problems.append(f"{name}: {CURRENT} cannot read release {released.version} data: {p}")
+                problems.append(
+                    f"{name}: {CURRENT} cannot read release {released.version} data: {p}"
+                )
             for p in resolution_problems(new, old):
-                problems.append(f"{name}: release {released.version} cannot read {CURRENT} data: {p}")
+                problems.append(
+                    f"{name}: release {released.version} cannot read {CURRENT} data: {p}"
+                )
     return problems
 
 
@@ -190,7 +207,9 @@ def doc_problems(schemas_dir: Path) -> list[str]:
             if kind in ("record", "error"):
                 for f in schema.get("fields", []):
                     if not f.get("doc"):
-                        problems.append(f"{where}: field {schema.get('name')}.{f.get('name')} has no doc")
+                        problems.append(
+                            f"{where}: field {schema.get('name')}.{f.get('name')} has no doc"
+                        )
                     walk(f.get("type"), where)
             elif kind == "array":
                 walk(schema.get("items"), where)

@@ -17,7 +17,9 @@ app = typer.Typer(no_args_is_help=True)
 
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([-+][A-Za-z0-9.]+)?$")
 
-_DIR_OPTION = typer.Option(None, "--dir", help="Schema directory (default: settings.paths.schemas_dir).")
+_DIR_OPTION = typer.Option(
+    None, "--dir", help="Schema directory (default: settings.paths.schemas_dir)."
+)
 
 
 def _schemas_dir(directory: Path | None) -> Path:
@@ -42,7 +44,9 @@ def release_schemas(schemas_dir: Path, version: str) -> Path:
         raise ConfigError(f"release version {version!r} must look like 1, 1.2 or 1.2.3(-tag)")
     target = released_dir(schemas_dir) / version
     if target.exists():
-        raise ConfigError(f"schema release {version} already exists at {target}; releases are immutable")
+        raise ConfigError(
+            f"schema release {version} already exists at {target}; releases are immutable"
+        )
     problems = check_schemas(schemas_dir)
     if problems:
         raise ConfigError("current schemas fail the check:\n  " + "\n  ".join(problems))

@@ -1,0 +1,143 @@
+"""Kafka client settings and the one produce-and-wait helper every stage uses.
+
+Nothing here connects at import: :func:`build_consumer`, :func:`build_producer` and
+:func:`build_admin` create clients when a stage's ``build()`` calls them.
+
+Delivery guarantees (ARCHITECTURE.md "Delivery and idempotency"): the producer is idempotent
+(``enable.idempotence=true``, ``acks=all``); the consumer auto-commits only offsets the runner has
+*stored* (``enable.auto.commit=true``, ``enable.auto.offset.store=false``), and the runner stores
+an offset only after the record's output events were acknowledged (:func:`produce_and_wait`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from ferry.core.config import KafkaSettings
+from ferry.core.errors import TransientError
+
+log = logging.getLogger(__name__)
+
+
+def group_id(kafka: KafkaSettings, stage: str) -> str:
+    """Consumer group of a stage: ``<topic_prefix>.<stage>`` (e.g. ``ferry.transform``)."""
+    return f"{kafka.topic_prefix}.{stage}"
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def delivery_timeout_s(kafka: KafkaSettings) -> float:
+    """How long one produced message may take to be acknowledged or fail for good, s.
+
+    Three request timeouts, so a broker that answers late still gets retried by librdkafka;
+    :func:`produce_and_wait` waits this long (plus 1 s) so every message is settled when it returns.
+    """
+    return 3 * kafka.request_timeout_s
+
+
+def producer_config(kafka: KafkaSettings, client_id: str = "ferry") -> dict[str, Any]:
+    """librdkafka settings of Ferry's idempotent producer."""
+    return {
+        "bootstrap.servers": kafka.bootstrap_servers,
+        "client.id": client_id,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 5,
+        "request.timeout.ms": _ms(kafka.request_timeout_s),
+        "delivery.timeout.ms": _ms(delivery_timeout_s(kafka)),
+        "socket.connection.setup.timeout.ms": _ms(kafka.request_timeout_s),
+    }
+
+
+def consumer_config(kafka: KafkaSettings, group: str, client_id: str = "ferry") -> dict[str, Any]:
+    """librdkafka settings of a stage consumer in consumer group ``group``.
+
+    ``auto.offset.reset=earliest``: a new group starts at the oldest retained event, so nothing
+    produced before a stage's first start is skipped.
+    """
+    return {
+        "bootstrap.servers": kafka.bootstrap_servers,
+        "client.id": client_id,
+        "group.id": group,
+        "enable.auto.commit": True,
+        "enable.auto.offset.store": False,
+        "auto.commit.interval.ms": 1000,
+        "auto.offset.reset": "earliest",
+        "max.poll.interval.ms": kafka.max_poll_interval_ms,
+        "session.timeout.ms": kafka.session_timeout_ms,
+        "heartbeat.interval.ms": max(100, min(3000, kafka.session_timeout_ms // 3)),
+        "socket.connection.setup.timeout.ms": _ms(kafka.request_timeout_s),
+    }
+
+
+def build_producer(kafka: KafkaSettings, client_id: str = "ferry") -> Producer:
+    """An idempotent producer (see :func:`producer_config`). Connects lazily."""
+    return Producer(producer_config(kafka, client_id))
+
+
+def build_consumer(kafka: KafkaSettings, group: str, client_id: str = "ferry") -> Consumer:
+    """A stage consumer (see :func:`consumer_config`). Connects on subscribe/poll."""
+    return Consumer(consumer_config(kafka, group, client_id))
+
+
+def build_admin(kafka: KafkaSettings) -> AdminClient:
+    """An admin client; every call made through :mod:`ferry.core.topics` has a timeout."""
+    return AdminClient(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "socket.connection.setup.timeout.ms": _ms(kafka.request_timeout_s),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class OutboundRecord:
+    """One record to produce: topic (full name), key and value bytes."""
+
+    topic: str
+    key: bytes
+    value: bytes
+
+
+def produce_and_wait(
+    producer: Producer, records: Sequence[OutboundRecord], timeout_s: float
+) -> None:
+    """Produce ``records`` and return only once the broker acknowledged every one (``acks=all``).
+
+    Args:
+        timeout_s: how long to wait for acknowledgements, s; use
+            ``delivery_timeout_s(kafka) + 1`` so every message is settled on return.
+
+    Raises:
+        TransientError: a record could not be queued, was rejected, or was not acknowledged in
+            ``timeout_s``; the message names the topic. Callers retry or stop without storing
+            their input offset, so a failure here never loses an event (it may duplicate one).
+    """
+    failures: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+    for rec in records:
+        try:
+            producer.produce(rec.topic, value=rec.value, key=rec.key, on_delivery=on_delivery)
+        except (BufferError, KafkaException) as exc:
+            producer.flush(timeout_s)
+            raise TransientError(f"cannot queue a record for topic {rec.topic}: {exc}") from exc
+    remaining = producer.flush(timeout_s)
+    if remaining:
+        raise TransientError(
+            f"{remaining} of {len(records)} record(s) to {sorted({r.topic for r in records})} "
+            f"not acknowledged within {timeout_s:.1f}s"
+        )
+    if failures:
+        raise TransientError("broker rejected record(s): " + "; ".join(failures))

@@ -1,0 +1,409 @@
+"""The stage runner with in-memory fakes of the consumer and producer (no broker)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from ferry.core.avro import EventCodec, default_codec
+from ferry.core.config import RetrySettings, Settings, get_settings
+from ferry.core.errors import ConfigError, PermanentError, TransientError
+from ferry.core.events import (
+    FileExtracted,
+    FileFailed,
+    FileLoaded,
+    FileManifest,
+    FileTransformed,
+    derive_file_id,
+)
+from ferry.core.runner import Record, Stage, StageRunner, process_record
+
+T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+SHA = "0f" * 32
+FILE_ID = derive_file_id("flights", SHA)
+MANIFEST = FileManifest(
+    file_id=FILE_ID,
+    dataset="flights",
+    source_path="flights/a.csv",
+    size_bytes=10,
+    sha256=SHA,
+    created_at=T0,
+    updated_at=T0,
+    trace_id="t" * 32,
+)
+EXTRACTED = FileExtracted(MANIFEST)
+TRANSFORMED = FileTransformed(MANIFEST.advance(rows_out=7, updated_at=T0))
+
+
+def settings(**kafka: Any) -> Settings:
+    base = get_settings()
+    return base.model_copy(
+        update={
+            "retry": RetrySettings(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002),
+            "kafka": base.kafka.model_copy(update={"topic_prefix": "unit", **kafka}),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def codec() -> EventCodec:
+    return default_codec()
+
+
+def record(value: bytes | None, key: bytes | None = FILE_ID.encode(), offset: int = 5) -> Record:
+    return Record("unit.extracted", 1, offset, key, value)
+
+
+def run_one(codec: EventCodec, handler: Callable[..., Any], value: bytes | None, **kw: Any) -> Any:
+    stage = Stage("transform", {FileExtracted: handler})
+    return process_record(record(value, **kw), stage, None, codec, settings(), threading.Event())
+
+
+def only_failed(codec: EventCodec, out: Any) -> FileFailed:
+    assert out is not None and len(out) == 1
+    assert out[0].topic == "unit.failed"
+    failed = codec.decode(out[0].value)
+    assert isinstance(failed, FileFailed)
+    return failed
+
+
+# -- process_record -------------------------------------------------------------------------
+
+
+def test_success_routes_outputs_by_type_and_file_id(codec: EventCodec) -> None:
+    out = run_one(codec, lambda ev, deps: [TRANSFORMED], codec.encode(EXTRACTED))
+    assert [(r.topic, r.key) for r in out] == [("unit.transformed", FILE_ID.encode())]
+    assert codec.decode(out[0].value) == TRANSFORMED
+
+
+def test_not_avro_is_quarantined_with_raw_bytes_and_coordinates(codec: EventCodec) -> None:
+    calls: list[Any] = []
+    out = run_one(codec, lambda ev, deps: calls.append(ev) or [], b"not-avro", key=b"k1")
+    failed = only_failed(codec, out)
+    assert calls == []
+    assert out[0].key == b"k1"
+    assert (failed.stage, failed.reason, failed.attempt) == ("transform", "undecodable", 1)
+    assert (failed.source_topic, failed.source_partition, failed.source_offset) == (
+        "unit.extracted",
+        1,
+        5,
+    )
+    assert (failed.raw_key, failed.raw_value, failed.manifest) == (b"k1", b"not-avro", None)
+    assert failed.error.startswith("unit.extracted[1]@5: SerializationError: not Avro")
+
+
+def test_unknown_fingerprint_is_quarantined(codec: EventCodec) -> None:
+    data = b"\xc3\x01" + b"\x11" * 8 + b"\x00"
+    failed = only_failed(codec, run_one(codec, lambda ev, deps: [], data, key=None, offset=9))
+    assert (failed.reason, failed.raw_value, failed.raw_key) == ("unknown_schema", data, None)
+
+
+def test_transient_errors_are_retried_then_succeed(codec: EventCodec) -> None:
+    attempts: list[int] = []
+
+    def flaky(ev: FileExtracted, deps: Any) -> list[Any]:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise TransientError("connection reset by peer")
+        return [TRANSFORMED]
+
+    out = run_one(codec, flaky, codec.encode(EXTRACTED))
+    assert len(attempts) == 3
+    assert [r.topic for r in out] == ["unit.transformed"]
+
+
+def test_retries_exhausted_quarantine_with_reason_and_attempts(codec: EventCodec) -> None:
+    class Reset(TransientError):
+        reason = "connection_reset"
+
+    def broken(ev: FileExtracted, deps: Any) -> list[Any]:
+        raise Reset("namenode reset")
+
+    failed = only_failed(codec, run_one(codec, broken, codec.encode(EXTRACTED)))
+    assert (failed.reason, failed.attempt, failed.manifest) == ("connection_reset", 3, MANIFEST)
+    assert (failed.raw_value, failed.raw_key) == (None, None)
+    assert "namenode reset" in failed.error
+
+
+def test_permanent_error_quarantines_at_once_with_its_reason(codec: EventCodec) -> None:
+    attempts: list[int] = []
+
+    def bad(ev: FileExtracted, deps: Any) -> list[Any]:
+        attempts.append(1)
+        raise PermanentError("header missing", reason="bad_header")
+
+    failed = only_failed(codec, run_one(codec, bad, codec.encode(EXTRACTED)))
+    assert len(attempts) == 1
+    assert (failed.reason, failed.attempt, failed.manifest) == ("bad_header", 1, MANIFEST)
+
+
+def test_handler_bug_is_quarantined_not_raised(codec: EventCodec) -> None:
+    failed = only_failed(codec, run_one(codec, lambda ev, deps: 1 / 0, codec.encode(EXTRACTED)))
+    assert failed.reason == "handler_error"
+    assert "ZeroDivisionError" in failed.error
+
+
+def test_config_error_stops_the_runner(codec: EventCodec) -> None:
+    def misconfigured(ev: Any, deps: Any) -> list[Any]:
+        raise ConfigError("no dataset flights")
+
+    with pytest.raises(ConfigError):
+        run_one(codec, misconfigured, codec.encode(EXTRACTED))
+
+
+def test_event_without_handler_is_quarantined(codec: EventCodec) -> None:
+    loaded = FileLoaded(MANIFEST, table="t")
+    failed = only_failed(codec, run_one(codec, lambda ev, deps: [], codec.encode(loaded)))
+    assert (failed.reason, failed.manifest) == ("unexpected_event", MANIFEST)
+
+
+def test_handler_returning_a_non_event_is_quarantined(codec: EventCodec) -> None:
+    failed = only_failed(
+        codec, run_one(codec, lambda ev, deps: [{"x": 1}], codec.encode(EXTRACTED))
+    )
+    assert failed.reason == "unencodable"
+
+
+def test_stop_requested_abandons_before_the_handler_runs(codec: EventCodec) -> None:
+    stop = threading.Event()
+    stop.set()
+    stage = Stage("transform", {FileExtracted: lambda ev, deps: [TRANSFORMED]})
+    assert (
+        process_record(record(codec.encode(EXTRACTED)), stage, None, codec, settings(), stop)
+        is None
+    )
+
+
+# -- the loop, with fakes -------------------------------------------------------------------
+
+
+class FakeMessage:
+    def __init__(
+        self, topic: str, partition: int, offset: int, value: bytes | None, key: bytes | None
+    ):
+        self._t, self._p, self._o, self._v, self._k = topic, partition, offset, value, key
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def value(self) -> bytes | None:
+        return self._v
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def error(self) -> None:
+        return None
+
+
+class FakeConsumer:
+    """Serves queued messages; honours pause(); records every call in ``log``."""
+
+    def __init__(self, log: list[Any], messages: list[FakeMessage]) -> None:
+        self.log = log
+        self.queue = deque(messages)
+        self.parts = [TopicPartition("unit.extracted", 0)]
+        self.paused = False
+        self.callbacks: dict[str, Any] = {}
+        self.polls_while_paused = 0
+        self.on_poll: Callable[[FakeConsumer], None] | None = None
+
+    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
+        self.log.append(("subscribe", tuple(topics)))
+        self.callbacks = callbacks
+        callbacks["on_assign"](self, self.parts)
+
+    def assign(self, parts: list[TopicPartition]) -> None:
+        self.log.append(("assign", len(parts)))
+
+    def assignment(self) -> list[TopicPartition]:
+        return self.parts
+
+    def pause(self, parts: list[TopicPartition]) -> None:
+        self.paused = True
+        self.log.append(("pause",))
+
+    def resume(self, parts: list[TopicPartition]) -> None:
+        self.paused = False
+        self.log.append(("resume",))
+
+    def poll(self, timeout: float) -> FakeMessage | None:
+        if self.on_poll is not None:
+            self.on_poll(self)
+        if self.paused:
+            self.polls_while_paused += 1
+            time.sleep(min(timeout, 0.01))
+            return None
+        if self.queue:
+            return self.queue.popleft()
+        time.sleep(min(timeout, 0.01))
+        return None
+
+    def store_offsets(self, message: FakeMessage) -> None:
+        self.log.append(("store", message.offset() + 1))
+
+    def close(self) -> None:
+        self.log.append(("close",))
+
+
+class FakeProducer:
+    def __init__(self, log: list[Any], unacked: int = 0) -> None:
+        self.log = log
+        self.unacked = unacked
+        self.sent: list[tuple[str, bytes, bytes]] = []
+        self._pending: list[Any] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Any) -> None:
+        self.log.append(("produce", topic))
+        self._pending.append((topic, key, value))
+
+    def flush(self, timeout: float) -> int:
+        if self._pending:
+            self.log.append(("flush",))
+        if self.unacked:
+            return self.unacked
+        self.sent.extend(self._pending)
+        self._pending.clear()
+        return 0
+
+
+def make_runner(
+    codec: EventCodec, handler: Callable[..., Any], values: list[bytes], **kw: Any
+) -> tuple[StageRunner, FakeConsumer, FakeProducer, list[Any]]:
+    log: list[Any] = []
+    msgs = [FakeMessage("unit.extracted", 0, i, v, FILE_ID.encode()) for i, v in enumerate(values)]
+    consumer = FakeConsumer(log, msgs)
+    producer = FakeProducer(log, unacked=kw.pop("unacked", 0))
+    runner = StageRunner(
+        Stage("transform", {FileExtracted: handler}),
+        None,
+        consumer=consumer,
+        producer=producer,
+        codec=codec,
+        settings=kw.pop("settings", settings()),
+        pause_after_s=0.05,
+        poll_timeout_s=0.01,
+    )
+    return runner, consumer, producer, log
+
+
+def run_until(runner: StageRunner, condition: Callable[[], bool], timeout_s: float = 5.0) -> Any:
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["stats"] = runner.run(install_signal_handlers=False)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.005)
+    runner.stop()
+    thread.join(timeout_s)
+    assert not thread.is_alive()
+    return result
+
+
+def test_offset_is_stored_only_after_outputs_are_acknowledged(codec: EventCodec) -> None:
+    runner, consumer, producer, log = make_runner(
+        codec, lambda ev, deps: [TRANSFORMED], [codec.encode(EXTRACTED), b"not-avro"]
+    )
+    run_until(runner, lambda: runner.stats.processed == 2)
+    steps = [entry for entry in log if entry[0] in ("produce", "flush", "store", "close")]
+    assert steps == [
+        ("produce", "unit.transformed"),
+        ("flush",),
+        ("store", 1),
+        ("produce", "unit.failed"),
+        ("flush",),
+        ("store", 2),
+        ("close",),
+    ]
+    assert (runner.stats.processed, runner.stats.quarantined, runner.stats.pauses) == (2, 1, 0)
+
+
+def test_long_handler_pauses_keeps_polling_then_resumes(codec: EventCodec) -> None:
+    def slow(ev: FileExtracted, deps: Any) -> list[Any]:
+        time.sleep(0.4)
+        return [TRANSFORMED]
+
+    runner, consumer, producer, log = make_runner(codec, slow, [codec.encode(EXTRACTED)])
+    run_until(runner, lambda: runner.stats.processed == 1)
+    names = [entry[0] for entry in log if entry[0] in ("pause", "resume", "produce", "store")]
+    assert names == ["pause", "resume", "produce", "store"]
+    assert consumer.polls_while_paused >= 10
+    assert (runner.stats.pauses, runner.stats.handler_calls) == (1, 1)
+
+
+def test_unacknowledged_output_stops_the_runner_without_storing(codec: EventCodec) -> None:
+    runner, consumer, producer, log = make_runner(
+        codec, lambda ev, deps: [TRANSFORMED], [codec.encode(EXTRACTED)], unacked=1
+    )
+    result = run_until(runner, lambda: False, timeout_s=5.0)
+    assert isinstance(result.get("error"), TransientError)
+    assert [e for e in log if e[0] == "store"] == []
+    assert ("close",) in log
+    assert sum(1 for e in log if e[0] == "produce") == 3  # settings().retry.max_attempts
+
+
+def test_stop_during_long_handler_abandons_after_grace(codec: EventCodec) -> None:
+    release = threading.Event()
+
+    def stuck(ev: FileExtracted, deps: Any) -> list[Any]:
+        release.wait(5)
+        return [TRANSFORMED]
+
+    runner, consumer, producer, log = make_runner(
+        codec, stuck, [codec.encode(EXTRACTED)], settings=settings(shutdown_grace_s=0.1)
+    )
+    result = run_until(runner, lambda: runner.stats.pauses == 1)
+    release.set()
+    assert "error" not in result
+    assert [e for e in log if e[0] in ("produce", "store")] == []
+    assert runner.stats.abandoned == 1
+
+
+def test_stop_during_handler_within_grace_finishes_the_record(codec: EventCodec) -> None:
+    def slow(ev: FileExtracted, deps: Any) -> list[Any]:
+        time.sleep(0.3)
+        return [TRANSFORMED]
+
+    runner, consumer, producer, log = make_runner(codec, slow, [codec.encode(EXTRACTED)])
+    run_until(runner, lambda: runner.stats.pauses == 1)
+    assert [e for e in log if e[0] in ("produce", "store")] == [
+        ("produce", "unit.transformed"),
+        ("store", 1),
+    ]
+
+
+def test_revoked_partition_drops_the_running_record(codec: EventCodec) -> None:
+    def slow(ev: FileExtracted, deps: Any) -> list[Any]:
+        time.sleep(0.3)
+        return [TRANSFORMED]
+
+    runner, consumer, producer, log = make_runner(codec, slow, [codec.encode(EXTRACTED)])
+
+    def revoke_once(c: FakeConsumer) -> None:
+        if c.paused and runner.stats.revocations == 0:
+            c.callbacks["on_revoke"](c, c.parts)
+
+    consumer.on_poll = revoke_once
+    run_until(runner, lambda: runner.stats.abandoned == 1)
+    assert [e for e in log if e[0] in ("produce", "store")] == []
+    assert runner.stats.revocations == 1
