@@ -1,0 +1,171 @@
+"""Cross-cluster copy (B → A): streamed, verified by sha256, renamed atomically, retried.
+
+This is the fragile step Ferry isolates (ARCHITECTURE.md: "the complicated step ... separated from
+the fragile step"): one file per call, no Spark, every byte streamed from the source DataNode to
+the destination DataNode through this process, never held whole in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import tenacity
+
+from ferry.core.errors import (
+    ChecksumMismatch,
+    HdfsPathExists,
+    HdfsRequestRejected,
+    TransientError,
+)
+from ferry.core.hdfs import DEFAULT_CHUNK_SIZE, HdfsPort
+
+if TYPE_CHECKING:
+    from ferry.core.config import RetrySettings
+
+log = logging.getLogger(__name__)
+
+
+def retrying(
+    retry: RetrySettings,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    what: str = "",
+) -> tenacity.Retrying:
+    """Ferry's retry policy for one network step, as a ``tenacity.Retrying``.
+
+    Retries :class:`~ferry.core.errors.TransientError` only; waits ``uniform(0, min(max_backoff_s,
+    initial_backoff_s * 2**(n-1)))`` before attempt ``n+1`` (exponential backoff with full
+    jitter, AWS Architecture Blog "Exponential Backoff And Jitter"); stops after
+    ``retry.max_attempts`` attempts and re-raises the last error unchanged. Permanent errors
+    (e.g. ``DataNodeUnreachable``, case C06) are raised at once.
+    """
+
+    def _log(state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "%s: attempt %d/%d failed (%s); next in %.2fs",
+            what or "call", state.attempt_number, retry.max_attempts, exc,
+            state.next_action.sleep if state.next_action else 0.0,
+        )
+
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(TransientError),
+        wait=tenacity.wait_random_exponential(
+            multiplier=retry.initial_backoff_s, max=retry.max_backoff_s
+        ),
+        stop=tenacity.stop_after_attempt(retry.max_attempts),
+        reraise=True,
+        sleep=sleep,
+        before_sleep=_log,
+    )
+
+
+def copy_between(
+    src: HdfsPort,
+    src_path: str,
+    dst: HdfsPort,
+    dst_path: str,
+    *,
+    expected_sha256: str | None = None,
+    overwrite: bool = False,
+    retry: RetrySettings | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[int, str]:
+    """Copy file ``src_path`` on ``src`` to ``dst_path`` on ``dst``; return ``(size in bytes,
+    sha256 hex)`` of the file now at ``dst_path``.
+
+    One attempt: stat the source; if ``dst_path`` already holds a file with the source's size and
+    sha256, stop (idempotent: redelivery, replay, a lost rename answer); else stream the source
+    into a temporary file beside ``dst_path``, hashing on the fly, re-read the temporary file from
+    ``dst`` (streaming) and compare size and sha256, and only then rename it onto ``dst_path``
+    (:meth:`HdfsPort.upload_stream`). A failed attempt deletes only its own temporary file, so no
+    partial or duplicate file is ever visible at ``dst_path`` (cases C01, C02).
+
+    Attempts are repeated on :class:`~ferry.core.errors.TransientError` by :func:`retrying`
+    (``retry`` default: ``get_settings().retry``); each HTTP call is bounded by the ports'
+    connect/read timeouts (C08).
+
+    Args:
+        expected_sha256: sha256 the source must have (e.g. from the manifest); checked on the
+            streamed bytes, and used for the idempotency check without re-reading the source.
+        overwrite: replace a ``dst_path`` that holds other bytes; otherwise that is an error.
+
+    Raises:
+        HdfsPathExists: ``dst_path`` holds other bytes and ``overwrite`` is false.
+        HdfsPathNotFound, HdfsRequestRejected: missing source, not a file, permissions.
+        DataNodeUnreachable: a redirect points at an address this host cannot reach (C06).
+        ChecksumMismatch, HdfsUnavailable, HdfsTimeout: still failing after the last attempt.
+    """
+    if retry is None:
+        from ferry.core.config import get_settings
+
+        retry = get_settings().retry
+    what = f"copy {src.name}:{src_path} -> {dst.name}:{dst_path}"
+    started = time.monotonic()
+    size, digest = retrying(retry, sleep=sleep, what=what)(
+        _copy_once, src, src_path, dst, dst_path, expected_sha256, overwrite, chunk_size
+    )
+    elapsed = time.monotonic() - started
+    log.info("%s: %d bytes, sha256 %s, %.2fs", what, size, digest, elapsed)
+    return size, digest
+
+
+def _copy_once(
+    src: HdfsPort,
+    src_path: str,
+    dst: HdfsPort,
+    dst_path: str,
+    expected_sha256: str | None,
+    overwrite: bool,
+    chunk_size: int,
+) -> tuple[int, str]:
+    source = src.status(src_path)
+    if not source.is_file:
+        raise HdfsRequestRejected(
+            f"copy source {src.name}:{source.path!r} is a {source.kind.lower()}, not a file"
+        )
+    existing = dst.status_or_none(dst_path)
+    if existing is not None:
+        if existing.is_file and existing.size == source.size:
+            want = expected_sha256 or src.sha256(src_path, chunk_size)[1]
+            if dst.sha256(dst_path, chunk_size) == (source.size, want):
+                log.info("%s:%s already holds %s:%s (sha256 %s)", dst.name, existing.path,
+                         src.name, source.path, want)
+                return source.size, want
+        if not overwrite:
+            raise HdfsPathExists(
+                f"copy target {dst.name}:{existing.path!r} exists ({existing.kind.lower()}, "
+                f"{existing.size} bytes) with other content than {src.name}:{source.path!r}"
+            )
+    chunks = _exactly(src.open_stream(src_path, chunk_size), source.size, src, source.path)
+    written = dst.upload_stream(
+        dst_path,
+        chunks,
+        overwrite=overwrite,
+        expected_size=source.size,
+        expected_sha256=expected_sha256,  # checked on the streamed bytes, before the rename
+        verify=True,
+    )
+    return written.size, written.sha256
+
+
+def _exactly(chunks: Iterator[bytes], size: int, port: HdfsPort, path: str) -> Iterator[bytes]:
+    """Pass ``chunks`` through; raise :class:`ChecksumMismatch` if they add up to more than
+    ``size`` bytes (a source that grew) — fewer bytes are caught by ``expected_size``."""
+    seen = 0
+    try:
+        for chunk in chunks:
+            seen += len(chunk)
+            if seen > size:
+                raise ChecksumMismatch(
+                    f"{port.name}:{path!r} gave more than its {size} bytes; it changed while copied"
+                )
+            yield chunk
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
