@@ -61,8 +61,8 @@ class FakeHdfs(HdfsPort):
     ) -> None:
         """Make the next ``times`` calls of ``op`` (one of :data:`OPS`) on a path containing
         ``path_contains`` raise ``error``. For ``create``/``open`` with ``after_bytes``, the
-        error is raised once that many bytes were written/read, leaving a partial file behind on
-        ``create`` (as a DataNode does)."""
+        error is raised once that many bytes were written/read (calls that stay below do not use
+        up ``times``), leaving a partial file behind on ``create`` (as a DataNode does)."""
         if op not in OPS:
             raise ValueError(f"unknown op {op!r}; one of {OPS}")
         with self._lock:
@@ -72,18 +72,24 @@ class FakeHdfs(HdfsPort):
         with self._lock:
             for fault in self._faults:
                 if fault.op == op and (fault.path_contains is None or fault.path_contains in path):
-                    fault.times -= 1
-                    if fault.times <= 0:
-                        self._faults.remove(fault)
                     return fault
         return None
 
+    def _fire(self, fault: _Fault) -> FerryError:
+        """Use up one of ``fault``'s ``times``; return its error for the caller to raise."""
+        with self._lock:
+            fault.times -= 1
+            if fault.times <= 0 and fault in self._faults:
+                self._faults.remove(fault)
+        return fault.error
+
     def _call(self, op: str, path: str) -> _Fault | None:
+        """Record the call; raise an immediate fault, or return a byte-count fault to watch."""
         with self._lock:
             self.calls.append((op, path))
         fault = self._fault(op, path)
         if fault is not None and fault.after_bytes is None:
-            raise fault.error
+            raise self._fire(fault)
         return fault
 
     # -- helpers ---------------------------------------------------------------------------
@@ -215,7 +221,7 @@ class FakeHdfs(HdfsPort):
                 if sent + len(chunk) > fault.after_bytes:
                     if fault.after_bytes > sent:
                         yield chunk[: fault.after_bytes - sent]
-                    raise fault.error
+                    raise self._fire(fault)
             sent += len(chunk)
             yield chunk
 
@@ -234,7 +240,7 @@ class FakeHdfs(HdfsPort):
             if fault is not None and fault.after_bytes is not None and len(written) >= fault.after_bytes:
                 with self._lock:
                     self.files[p] = bytes(written[: fault.after_bytes])
-                raise fault.error
+                raise self._fire(fault)
             with self._lock:
                 if p not in self.files:
                     raise HdfsPathNotFound(f"cluster {self.name!r}: CREATE {p!r}: deleted meanwhile")
