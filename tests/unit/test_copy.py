@@ -192,3 +192,28 @@ def test_missing_source_is_permanent(clusters: tuple[FakeHdfs, FakeHdfs]) -> Non
     with pytest.raises(HdfsPathNotFound):
         copy_between(b, "/staging/nope", a, "/incoming/nope", retry=RETRY, sleep=sleeps)
     assert sleeps == []
+
+
+def test_temp_left_by_failed_cleanup_is_swept(clusters: tuple[FakeHdfs, FakeHdfs]) -> None:
+    b, a = clusters
+    a.fail("create", HdfsUnavailable("reset mid-write"), after_bytes=1000)
+    a.fail("delete", HdfsUnavailable("NameNode cut off"), times=3)  # all of _discard's tries
+    assert _copy(b, a) == (len(DATA), SHA)
+    assert _temps(a) == []
+    assert a.files["/incoming/f.parquet"] == DATA
+
+
+def test_source_that_grows_is_a_checksum_mismatch() -> None:
+    b, a = FakeHdfs("b"), FakeHdfs("a")
+    b.files["/s/f"] = DATA
+
+    real_open = b.open_stream
+
+    def growing(path: str, chunk_size: int = 1 << 20, *, offset: int = 0):  # type: ignore[no-untyped-def]
+        yield from real_open(path, chunk_size, offset=offset)
+        yield b"appended meanwhile"
+
+    b.open_stream = growing  # type: ignore[method-assign]
+    with pytest.raises(ChecksumMismatch, match="more than its"):
+        copy_between(b, "/s/f", a, "/t/f", retry=RETRY, sleep=_Sleeps())
+    assert a.files == {}

@@ -35,6 +35,7 @@ import hashlib
 import logging
 import os
 import posixpath
+import time
 import unicodedata
 import uuid
 from collections.abc import Iterable, Iterator
@@ -57,6 +58,7 @@ from ferry.core.errors import (
     HdfsRequestRejected,
     HdfsTimeout,
     HdfsUnavailable,
+    TransientError,
 )
 
 if TYPE_CHECKING:
@@ -309,6 +311,7 @@ class HdfsPort(abc.ABC):
         expected_size: int | None = None,
         expected_sha256: str | None = None,
         verify: bool = True,
+        temp_paths: list[str] | None = None,
     ) -> Written:
         """Write ``chunks`` (an iterable of ``bytes``) to file ``path``, all or nothing.
 
@@ -320,6 +323,9 @@ class HdfsPort(abc.ABC):
         (5) rename it onto ``path``. If ``path`` appeared meanwhile (another attempt or instance
         won the race) and holds the same bytes, the temporary file is dropped and the call
         succeeds (``created=False``). On any failure only the temporary file is deleted [C02].
+
+        ``temp_paths``, if given, gets the temporary path appended before it is created, so a
+        caller can sweep it later if the clean-up itself failed (e.g. the NameNode was cut off).
 
         Returns:
             :class:`Written` with the final path, size and sha256 of the bytes.
@@ -347,6 +353,8 @@ class HdfsPort(abc.ABC):
                         f"{expected_sha256} (size {existing.size}); not overwriting"
                     )
         temp = temp_path_for(final)
+        if temp_paths is not None:
+            temp_paths.append(temp)
         source = _Hashing(chunks)
         try:
             self._create(temp, source)
@@ -395,14 +403,26 @@ class HdfsPort(abc.ABC):
                 return False
             raise
 
-    def _discard(self, temp: str) -> None:
-        """Delete this attempt's temporary file; a failure here is logged, never raised, so the
-        error that caused the clean-up is the one the caller sees."""
-        try:
-            self.delete(temp)
-        except FerryError as exc:
-            log.warning("cluster %r: could not remove temporary file %r (%s); it stays as an "
-                        "orphan named *%s*", self.name, temp, exc, TEMP_MARKER)
+    def _discard(self, temp: str, attempts: int = 3, backoff_s: float = 0.1) -> bool:
+        """Delete this attempt's temporary file (``attempts`` tries, doubling ``backoff_s``
+        between them); ``True`` once it is gone. A failure is logged, never raised, so the error
+        that caused the clean-up is the one the caller sees."""
+        for attempt in range(1, attempts + 1):
+            try:
+                self.delete(temp)
+                return True
+            except TransientError as exc:
+                if attempt == attempts:
+                    log.warning("cluster %r: could not remove temporary file %r after %d tries "
+                                "(%s); it stays as an orphan named *%s*", self.name, temp,
+                                attempts, exc, TEMP_MARKER)
+                    return False
+                time.sleep(backoff_s * 2 ** (attempt - 1))
+            except FerryError as exc:
+                log.warning("cluster %r: could not remove temporary file %r (%s)",
+                            self.name, temp, exc)
+                return False
+        return False
 
 
 def _close(obj: object) -> None:

@@ -16,11 +16,12 @@ import tenacity
 
 from ferry.core.errors import (
     ChecksumMismatch,
+    FerryError,
     HdfsPathExists,
     HdfsRequestRejected,
     TransientError,
 )
-from ferry.core.hdfs import DEFAULT_CHUNK_SIZE, HdfsPort
+from ferry.core.hdfs import DEFAULT_CHUNK_SIZE, TEMP_MARKER, HdfsPort
 
 if TYPE_CHECKING:
     from ferry.core.config import RetrySettings
@@ -106,9 +107,14 @@ def copy_between(
         retry = get_settings().retry
     what = f"copy {src.name}:{src_path} -> {dst.name}:{dst_path}"
     started = time.monotonic()
-    size, digest = retrying(retry, sleep=sleep, what=what)(
-        _copy_once, src, src_path, dst, dst_path, expected_sha256, overwrite, chunk_size
-    )
+    temps: list[str] = []
+    try:
+        size, digest = retrying(retry, sleep=sleep, what=what)(
+            _copy_once, src, src_path, dst, dst_path, expected_sha256, overwrite, chunk_size,
+            temps,
+        )
+    finally:
+        _sweep(dst, temps, retry, sleep)
     elapsed = time.monotonic() - started
     log.info("%s: %d bytes, sha256 %s, %.2fs", what, size, digest, elapsed)
     return size, digest
@@ -122,6 +128,7 @@ def _copy_once(
     expected_sha256: str | None,
     overwrite: bool,
     chunk_size: int,
+    temps: list[str],
 ) -> tuple[int, str]:
     source = src.status(src_path)
     if not source.is_file:
@@ -149,8 +156,24 @@ def _copy_once(
         expected_size=source.size,
         expected_sha256=expected_sha256,  # checked on the streamed bytes, before the rename
         verify=True,
+        temp_paths=temps,
     )
     return written.size, written.sha256
+
+
+def _sweep(port: HdfsPort, temps: list[str], retry: RetrySettings,
+           sleep: Callable[[float], None]) -> None:
+    """Make sure no temporary file of this call survives: each attempt removes its own, but that
+    removal can itself fail (NameNode reset or cut off), so check again, under the retry policy.
+    Only paths this call created are touched (house style rule 12)."""
+    for temp in temps:
+        try:
+            retrying(retry, sleep=sleep, what=f"remove {port.name}:{temp}")(
+                lambda t=temp: port.exists(t) and port.delete(t)
+            )
+        except FerryError as exc:
+            log.error("%s:%s: temporary file may remain (%s); it is named *%s* and can be "
+                      "removed by hand", port.name, temp, exc, TEMP_MARKER)
 
 
 def _exactly(chunks: Iterator[bytes], size: int, port: HdfsPort, path: str) -> Iterator[bytes]:
