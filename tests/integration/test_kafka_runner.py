@@ -1,0 +1,368 @@
+"""Issue 3 on the real broker: topic plan, at-least-once across SIGKILL, poison records (case C05),
+handlers longer than max.poll.interval.ms (case C04).
+
+Each test has its own topic prefix and therefore its own topics and consumer groups. Topics have
+one partition so offsets are exact. This file is also the child process of the SIGKILL test:
+``python test_kafka_runner.py child <kill|run> <state dir>`` (settings from FERRY_* variables).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource
+
+from ferry.core.avro import default_codec
+from ferry.core.config import RetrySettings, Settings, get_settings
+from ferry.core.events import (
+    FileExtracted,
+    FileFailed,
+    FileManifest,
+    FileTransformed,
+    derive_file_id,
+)
+from ferry.core.kafka import build_admin, group_id
+from ferry.core.runner import Stage, StageRunner, build_runner
+from ferry.core.topics import ensure_topics
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2024, 3, 1, 8, 0, 0, tzinfo=UTC)
+STAGE = "transform"
+
+
+def make_manifest(n: int) -> FileManifest:
+    sha = f"{n:02x}" * 32
+    return FileManifest(
+        file_id=derive_file_id("flights", sha),
+        dataset="flights",
+        source_path=f"flights/{n}.csv",
+        size_bytes=100 + n,
+        sha256=sha,
+        created_at=T0,
+        updated_at=T0,
+        trace_id=f"{n:032x}",
+    )
+
+
+def transformed_of(event: FileExtracted) -> FileTransformed:
+    """Deterministic output, so a re-run produces an identical event."""
+    return FileTransformed(
+        event.manifest.advance(rows_in=10, rows_out=9, rows_rejected=1, updated_at=T0)
+    )
+
+
+# -- fixtures and helpers ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def kafka_up(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """Settings of a healthy broker: the running one, else the session ``stack`` fixture's."""
+    from ferry.stack.health import Unhealthy
+    from ferry.stack.manager import Stack
+
+    st = Stack(settings)
+    comp = st.component("kafka")
+    if st.pid(comp) is not None:
+        try:
+            comp.check()
+            return settings
+        except Unhealthy:
+            pass  # fall through to the stack fixture, which starts or waits for it
+    stacked: Settings = request.getfixturevalue("stack")
+    return stacked
+
+
+@pytest.fixture
+def ks(kafka_up: Settings, unique: Any) -> Settings:
+    """This test's settings: own topic prefix, one partition, fast retries, short poll interval."""
+    base = unique.settings(kafka_up)
+    return base.model_copy(
+        update={
+            "kafka": base.kafka.model_copy(
+                update={"partitions": 1, "max_poll_interval_ms": 6000, "session_timeout_ms": 6000}
+            ),
+            "retry": RetrySettings(max_attempts=3, initial_backoff_s=0.05, max_backoff_s=0.2),
+        }
+    )
+
+
+def env_of(s: Settings) -> dict[str, str]:
+    k = s.kafka
+    return {
+        **os.environ,
+        "FERRY_KAFKA__TOPIC_PREFIX": k.topic_prefix,
+        "FERRY_KAFKA__PARTITIONS": str(k.partitions),
+        "FERRY_KAFKA__MAX_POLL_INTERVAL_MS": str(k.max_poll_interval_ms),
+        "FERRY_KAFKA__SESSION_TIMEOUT_MS": str(k.session_timeout_ms),
+        "FERRY_KAFKA__BOOTSTRAP_SERVERS_OVERRIDE": k.bootstrap_servers,
+        "FERRY_RETRY__MAX_ATTEMPTS": str(s.retry.max_attempts),
+        "FERRY_RETRY__INITIAL_BACKOFF_S": str(s.retry.initial_backoff_s),
+        "FERRY_RETRY__MAX_BACKOFF_S": str(s.retry.max_backoff_s),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def produce(s: Settings, topic: str, key: bytes, value: bytes) -> None:
+    producer = Producer(
+        {"bootstrap.servers": s.kafka.bootstrap_servers, "enable.idempotence": True}
+    )
+    producer.produce(s.kafka.topic(topic), key=key, value=value)
+    assert producer.flush(10) == 0
+
+
+def read_all(s: Settings, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    """Every record now in partition 0 of ``topic`` (up to its high watermark)."""
+    full = s.kafka.topic(topic)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": s.kafka.bootstrap_servers,
+            "group.id": f"reader-{full}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(full, 0), timeout=10)
+        consumer.assign([TopicPartition(full, 0, low)])
+        out: list[tuple[bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while len(out) < high - low:
+            assert time.monotonic() < deadline, f"read {len(out)} of {high - low} records of {full}"
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                out.append((msg.key(), msg.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+def committed(s: Settings, stage: str, topic: str) -> int:
+    consumer = Consumer(
+        {"bootstrap.servers": s.kafka.bootstrap_servers, "group.id": group_id(s.kafka, stage)}
+    )
+    try:
+        [tp] = consumer.committed([TopicPartition(s.kafka.topic(topic), 0)], timeout=10)
+        return int(tp.offset)
+    finally:
+        consumer.close()
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
+        time.sleep(0.1)
+
+
+class Running:
+    """A runner on a background thread (signals stay with pytest)."""
+
+    def __init__(self, runner: StageRunner) -> None:
+        self.runner = runner
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.runner.run(install_signal_handlers=False)
+        except BaseException as exc:  # noqa: BLE001 - reported by stop()
+            self.error = exc
+
+    def stop(self) -> None:
+        self.runner.stop()
+        self.thread.join(60)
+        assert not self.thread.is_alive()
+        assert self.error is None, self.error
+
+
+@pytest.fixture
+def running() -> Iterator[list[Running]]:
+    started: list[Running] = []
+    yield started
+    for r in started:
+        if r.thread.is_alive():
+            r.runner.stop()
+            r.thread.join(60)
+
+
+def start(running: list[Running], s: Settings, handler: Callable[..., Any]) -> Running:
+    r = Running(build_runner(Stage(STAGE, {FileExtracted: handler}), None, s))
+    running.append(r)
+    return r
+
+
+# -- tests ------------------------------------------------------------------------------------
+
+
+def test_topic_plan_is_created_once_with_partitions_and_retention(ks: Settings) -> None:
+    admin = build_admin(ks.kafka)
+    names = [
+        ks.kafka.topic(n) for n in ("extracted", "transformed", "transferred", "loaded", "failed")
+    ]
+    assert ensure_topics(admin, ks.kafka) == dict.fromkeys(names, "created")
+    assert ensure_topics(admin, ks.kafka) == dict.fromkeys(names, "exists")
+    meta = admin.list_topics(timeout=10)
+    assert {n: len(meta.topics[n].partitions) for n in names} == dict.fromkeys(names, 1)
+    res = ConfigResource(ConfigResource.Type.TOPIC, ks.kafka.topic("failed"))
+    configs = admin.describe_configs([res], request_timeout=10)[res].result(timeout=10)
+    assert configs["retention.ms"].value == str(ks.kafka.retention_ms)
+
+
+def test_poison_record_lands_in_failed_exactly_once_and_is_not_redelivered(
+    ks: Settings, running: list[Running]
+) -> None:
+    codec = default_codec()
+    ensure_topics(build_admin(ks.kafka), ks.kafka)
+    good = FileExtracted(make_manifest(1))
+    produce(ks, "extracted", b"poison", b"not-avro")
+    produce(ks, "extracted", good.file_id.encode(), codec.encode(good))
+
+    first = start(running, ks, lambda ev, deps: [transformed_of(ev)])
+    wait_for(lambda: first.runner.stats.processed == 2, "two records processed")
+    first.stop()
+
+    failed = read_all(ks, "failed")
+    assert len(failed) == 1
+    key, value = failed[0]
+    event = codec.decode(value or b"")
+    assert isinstance(event, FileFailed)
+    assert key == b"poison"
+    assert (event.stage, event.reason, event.attempt) == (STAGE, "undecodable", 1)
+    assert (event.source_topic, event.source_partition, event.source_offset) == (
+        ks.kafka.topic("extracted"),
+        0,
+        0,
+    )
+    assert (event.raw_key, event.raw_value, event.manifest) == (b"poison", b"not-avro", None)
+    assert [codec.decode(v or b"") for _, v in read_all(ks, "transformed")] == [
+        transformed_of(good)
+    ]
+    assert committed(ks, STAGE, "extracted") == 2
+
+    # A restarted stage resumes after both records: a third record is the next thing it handles.
+    third = FileExtracted(make_manifest(3))
+    second = start(running, ks, lambda ev, deps: [transformed_of(ev)])
+    produce(ks, "extracted", third.file_id.encode(), codec.encode(third))
+    wait_for(lambda: second.runner.stats.processed == 1, "the third record processed")
+    second.stop()
+    assert second.runner.stats.processed == 1
+    assert len(read_all(ks, "failed")) == 1
+    assert [codec.decode(v or b"") for _, v in read_all(ks, "transformed")] == [
+        transformed_of(good),
+        transformed_of(third),
+    ]
+    assert committed(ks, STAGE, "extracted") == 3
+
+
+def test_handler_longer_than_max_poll_interval_stays_in_group(
+    ks: Settings, running: list[Running]
+) -> None:
+    codec = default_codec()
+    ensure_topics(build_admin(ks.kafka), ks.kafka)
+    event = FileExtracted(make_manifest(2))
+    produce(ks, "extracted", event.file_id.encode(), codec.encode(event))
+    long_s = 2 * ks.kafka.max_poll_interval_ms / 1000  # 12 s against max.poll.interval.ms=6000
+    calls: list[float] = []
+
+    def slow(ev: FileExtracted, deps: Any) -> list[Any]:
+        calls.append(time.monotonic())
+        time.sleep(long_s)  # the slow work itself (e.g. a Spark batch), not a wait for a condition
+        return [transformed_of(ev)]
+
+    r = start(running, ks, slow)
+    wait_for(lambda: r.runner.stats.processed == 1, "the slow record processed", timeout_s=90)
+    stats = r.runner.stats
+    assert (stats.revocations, stats.assignments, stats.handler_calls, stats.pauses) == (0, 1, 1, 1)
+    r.stop()
+    assert len(calls) == 1
+    assert [codec.decode(v or b"") for _, v in read_all(ks, "transformed")] == [
+        transformed_of(event)
+    ]
+    assert committed(ks, STAGE, "extracted") == 1
+
+
+def test_sigkill_between_produce_and_offset_store_reprocesses_once(
+    ks: Settings, tmp_path: Path
+) -> None:
+    codec = default_codec()
+    ensure_topics(build_admin(ks.kafka), ks.kafka)
+    event = FileExtracted(make_manifest(4))
+    produce(ks, "extracted", event.file_id.encode(), codec.encode(event))
+    cmd = [sys.executable, __file__, "child"]
+
+    killed = subprocess.run(
+        [*cmd, "kill", str(tmp_path)], env=env_of(ks), timeout=120, capture_output=True
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    assert len(read_all(ks, "transformed")) == 1
+    assert (tmp_path / "calls.log").read_text().count("\n") == 1
+    assert committed(ks, STAGE, "extracted") < 0  # nothing committed: no stored offset
+
+    child = subprocess.Popen([*cmd, "run", str(tmp_path)], env=env_of(ks), stderr=subprocess.PIPE)
+    try:
+        wait_for(
+            lambda: len(read_all(ks, "transformed")) == 2,
+            "the record processed again",
+            timeout_s=90,
+        )
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err.decode()[-2000:]
+    assert (tmp_path / "calls.log").read_text().count("\n") == 2
+    outcomes = sorted((tmp_path / "outcomes").iterdir())
+    assert [p.name for p in outcomes] == [event.file_id]
+    assert outcomes[0].read_text() == "rows_out=9"
+    produced = [codec.decode(v or b"") for _, v in read_all(ks, "transformed")]
+    assert produced == [
+        transformed_of(event),
+        transformed_of(event),
+    ]  # at-least-once: same event twice
+    assert committed(ks, STAGE, "extracted") == 1
+
+
+# -- the child process of the SIGKILL test ----------------------------------------------------
+
+
+def _child(mode: str, state: Path) -> None:
+    outcomes = state / "outcomes"
+    outcomes.mkdir(parents=True, exist_ok=True)
+
+    def handler(ev: FileExtracted, deps: Any) -> list[Any]:
+        with open(state / "calls.log", "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()} {ev.file_id}\n")
+        # Idempotent outcome: one file per file_id, written to a temp name and renamed.
+        tmp = outcomes / f".{ev.file_id}.{os.getpid()}"
+        tmp.write_text("rows_out=9")
+        os.replace(tmp, outcomes / ev.file_id)
+        return [transformed_of(ev)]
+
+    runner = build_runner(Stage(STAGE, {FileExtracted: handler}), None, get_settings())
+    if mode == "kill":
+
+        def die_before_storing(msg: Any) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        runner._store_offset = die_before_storing  # type: ignore[method-assign]
+    runner.run()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "child":
+        _child(sys.argv[2], Path(sys.argv[3]))
+    else:
+        sys.exit("usage: test_kafka_runner.py child <kill|run> <state dir>")
