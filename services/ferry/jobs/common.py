@@ -1,0 +1,170 @@
+"""Helpers shared by the transform and load jobs: Spark types, source-path attribution, and the
+small filesystem port the jobs commit through.
+
+Source-path attribution (case C07): Spark reports a row's file (``input_file_name()``,
+``_metadata.file_path``) as a percent-encoded URI (``file:///d/donn%C3%A9es%20%23%25.csv`` keeps
+non-ASCII letters raw but encodes space, ``#``, ``%``, ``[``…), and its scheme/authority form varies
+(``file:/`` vs ``file:///``). Ferry compares files by :func:`path_key`: the decoded path component,
+without scheme or authority. :func:`source_key_column` computes the same key inside Spark, so a row
+is attributed to the exact path string the caller passed, byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import TYPE_CHECKING, Protocol
+
+from ferry.core.errors import TransientError
+from ferry.datasets import ColumnSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+_SCHEME_AUTHORITY = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?"
+_GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
+_FILE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+def spark_type(type_name: str) -> DataType:
+    """Spark DataType of a definition type name (``int``, ``decimal(9,2)``…), without a JVM."""
+    from pyspark.sql import types as T
+
+    simple = {
+        "string": T.StringType(), "boolean": T.BooleanType(), "tinyint": T.ByteType(),
+        "smallint": T.ShortType(), "int": T.IntegerType(), "bigint": T.LongType(),
+        "float": T.FloatType(), "double": T.DoubleType(), "date": T.DateType(),
+        "timestamp": T.TimestampType(),
+    }
+    if type_name in simple:
+        return simple[type_name]
+    p, s = type_name[len("decimal("):-1].split(",")
+    return T.DecimalType(int(p), int(s))
+
+
+def struct_for(columns: tuple[ColumnSpec, ...] | list[ColumnSpec]) -> StructType:
+    """Nullable StructType of ``columns`` in order."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(c.name, spark_type(c.type), True) for c in columns])
+
+
+def path_key(path: str) -> str:
+    """The comparison key of a raw (not percent-encoded) path: its path component.
+
+    ``hdfs://nn:8020/ferry/landing/a b.csv`` → ``/ferry/landing/a b.csv``; ``/x/y`` → ``/x/y``.
+    """
+    return re.sub(_SCHEME_AUTHORITY, "", path, count=1)
+
+
+def source_key_column(uri: Column) -> Column:
+    """Spark column: :func:`path_key` of a percent-encoded file URI reported by Spark.
+
+    ``+`` is protected before ``url_decode`` (which reads it as a space, form-style).
+    """
+    from pyspark.sql import functions as F
+
+    stripped = F.regexp_replace(uri, _SCHEME_AUTHORITY, "")
+    return F.url_decode(F.replace(stripped, F.lit("+"), F.lit("%2B")))
+
+
+def escape_glob(path: str) -> str:
+    """Escape Hadoop glob characters (``\\ [ ] { } * ?``) so a literal file name is read as is."""
+    return _GLOB_CHARS.sub(r"\\\1", path)
+
+
+def check_file_id(file_id: str) -> str:
+    """Return ``file_id`` if it is safe as a directory name and partition value.
+
+    Raises:
+        ValueError: empty or with characters other than letters, digits, ``_ . -``.
+    """
+    if not _FILE_ID.match(file_id):
+        raise ValueError(f"file_id {file_id!r} must match {_FILE_ID.pattern}")
+    return file_id
+
+
+def join_path(root: str, *parts: str) -> str:
+    """``root`` and ``parts`` joined by single slashes (works for URIs and plain paths)."""
+    out = root.rstrip("/")
+    for p in parts:
+        out += "/" + p.strip("/")
+    return out
+
+
+class FileSystemOps(Protocol):
+    """What the jobs need from a filesystem to commit by rename (house style rule 12)."""
+
+    def exists(self, path: str) -> bool: ...
+    def rename(self, src: str, dst: str) -> None: ...
+    def mkdirs(self, path: str) -> None: ...
+    def delete(self, path: str, recursive: bool = True) -> None: ...
+    def read_head(self, path: str, nbytes: int) -> bytes: ...
+
+
+class HadoopFileSystem:
+    """:class:`FileSystemOps` over the Hadoop FileSystem API of a SparkSession's JVM.
+
+    Works for any scheme the session can read (``hdfs://``, ``file:``); unqualified paths resolve
+    against the session's ``fs.defaultFS``. Raises :class:`TransientError` when an operation
+    reports failure (Hadoop's ``rename``/``mkdirs``/``delete`` return ``false`` instead of raising).
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._jvm = spark._jvm  # type: ignore[attr-defined]
+        self._conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+
+    def _fs_path(self, path: str) -> tuple[object, object]:
+        p = self._jvm.org.apache.hadoop.fs.Path(path)
+        return p.getFileSystem(self._conf), p
+
+    def exists(self, path: str) -> bool:
+        fs, p = self._fs_path(path)
+        return bool(fs.exists(p))  # type: ignore[attr-defined]
+
+    def rename(self, src: str, dst: str) -> None:
+        fs, s = self._fs_path(src)
+        _, d = self._fs_path(dst)
+        parent = d.getParent()  # type: ignore[attr-defined]
+        if parent is not None:
+            fs.mkdirs(parent)  # type: ignore[attr-defined]
+        if not fs.rename(s, d):  # type: ignore[attr-defined]
+            raise TransientError(f"rename {src} -> {dst} failed")
+
+    def mkdirs(self, path: str) -> None:
+        fs, p = self._fs_path(path)
+        if not fs.mkdirs(p):  # type: ignore[attr-defined]
+            raise TransientError(f"mkdirs {path} failed")
+
+    def delete(self, path: str, recursive: bool = True) -> None:
+        fs, p = self._fs_path(path)
+        if fs.exists(p) and not fs.delete(p, recursive):  # type: ignore[attr-defined]
+            raise TransientError(f"delete {path} failed")
+
+    def read_head(self, path: str, nbytes: int) -> bytes:
+        fs, p = self._fs_path(path)
+        stream = fs.open(p)  # type: ignore[attr-defined]
+        try:
+            return bytes(stream.readNBytes(nbytes))
+        finally:
+            stream.close()
+
+
+def commit_dir(fs: FileSystemOps, src: str, dst: str) -> None:
+    """Make directory ``src`` visible as ``dst`` by rename, replacing an existing ``dst``.
+
+    A Hadoop rename onto an existing directory would move ``src`` INSIDE it, so an existing
+    ``dst`` is first renamed aside (``<dst>.replaced-<random>``), then deleted after the
+    commit. Readers see either the old or the new directory, never a partial one.
+
+    Raises:
+        TransientError: a rename failed.
+    """
+    aside = None
+    if fs.exists(dst):
+        aside = f"{dst.rstrip('/')}.replaced-{uuid.uuid4().hex[:12]}"
+        fs.rename(dst, aside)
+    fs.rename(src, dst)
+    if aside is not None:
+        fs.delete(aside, recursive=True)

@@ -1,0 +1,56 @@
+"""Unit-tier fixtures: ONE local SparkSession for the whole run (house style rule 13).
+
+The session is Hive-enabled (embedded Derby metastore and warehouse under a pytest temp dir) so
+the load tests exercise real Hive tables; transform tests use the same session. ``local[1]``,
+small heap, no UI, one shuffle partition: the machine has 2 cores shared with other work. The JVM
+starts only when a test asks for ``spark``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from ferry.core.config import REPO_ROOT
+from ferry.datasets import DatasetSpec, load_datasets
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from pyspark.sql import SparkSession
+
+    root = tmp_path_factory.mktemp("spark")
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("ferry-unit-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "768m")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.default.parallelism", "1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", str(root / "warehouse"))
+        .config("spark.hadoop.javax.jdo.option.ConnectionURL",
+                f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true")
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={root}")
+        .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+        .enableHiveSupport()
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def specs() -> dict[str, DatasetSpec]:
+    """The repository's dataset definitions (``datasets/*.yaml``)."""
+    return load_datasets(REPO_ROOT / "datasets")
+
+
+@pytest.fixture
+def unique_db() -> str:
+    """A Hive database name private to one test."""
+    return f"ferry_t_{uuid.uuid4().hex[:10]}"
+

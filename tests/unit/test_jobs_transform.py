@@ -1,0 +1,216 @@
+"""Transform job on tiny files: parse, attribution, rejects, counts, per-file commit (C07, C10, C11)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from pyspark.sql import Row
+from pyspark.testing import assertDataFrameEqual
+
+from ferry.datasets import DatasetSpec
+from ferry.jobs.common import HadoopFileSystem, path_key
+from ferry.jobs.transform import (
+    CORRUPT_COLUMN,
+    REJECT_REASON_COLUMN,
+    SOURCE_COLUMN,
+    FileCounts,
+    classify,
+    file_counts,
+    read_csv,
+    run_batch,
+    transform,
+)
+
+SPEC = DatasetSpec.model_validate(
+    {
+        "name": "tiny",
+        "nas": {"subdir": "tiny", "pattern": "*.csv"},
+        "columns": [
+            {"name": "id", "type": "int"},
+            {"name": "kind", "type": "string"},
+            {"name": "y", "type": "int"},
+            {"name": "m", "type": "int"},
+            {"name": "d", "type": "int"},
+        ],
+        "csv": {"null_value": "NA"},
+        "validation": {
+            "not_null": ["id"],
+            "ranges": {"m": {"min": 1, "max": 12}},
+            "allowed_values": {"kind": ["a", "b"]},
+        },
+        "derived": [
+            {
+                "name": "day",
+                "type": "date",
+                "expr": "try_to_date(format_string('%04d-%02d-%02d', y, m, d), 'yyyy-MM-dd')",
+            }
+        ],
+        "hive": {"database": "ferry", "table": "tiny", "partition_by": ["day"]},
+    }
+)
+HEADER = b"id,kind,y,m,d\n"
+D1 = dt.date(2013, 1, 1)
+
+
+def put(path: Path, data: bytes) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return str(path)
+
+
+def test_bom_file_loads_with_real_first_column_name(spark, tmp_path):
+    """C10: a file starting with EF BB BF: the first value parses, nothing is malformed."""
+    p = put(tmp_path / "bom.csv", b"\xef\xbb\xbf" + HEADER + b"1,a,2013,1,1\n2,b,2013,1,2\n")
+    valid, rejects = transform(read_csv(spark, [p], SPEC), SPEC)
+    assertDataFrameEqual(
+        valid.drop(SOURCE_COLUMN),
+        [Row(id=1, kind="a", y=2013, m=1, d=1, day=D1),
+         Row(id=2, kind="b", y=2013, m=1, d=2, day=dt.date(2013, 1, 2))],
+    )
+    assert rejects.count() == 0
+    # What Spark itself does with a BOM header when it names the columns: no U+FEFF in the name.
+    assert spark.read.option("header", "true").csv(p).columns == ["id", "kind", "y", "m", "d"]
+
+
+def test_bom_without_header_first_value_parses(spark, tmp_path):
+    spec = SPEC.model_copy(update={"csv": SPEC.csv.model_copy(update={"header": False})})
+    p = put(tmp_path / "bomnh.csv", b"\xef\xbb\xbf7,a,2013,1,1\n")
+    valid, _ = transform(read_csv(spark, [p], spec), spec)
+    assert [r.id for r in valid.collect()] == [7]
+
+
+def test_malformed_and_invalid_rows_become_rejects_with_reasons(spark, tmp_path):
+    p = put(
+        tmp_path / "bad.csv",
+        HEADER
+        + b"1,a,2013,1,1\n"        # valid
+        + b"2,a,2013,1\n"          # too few tokens -> malformed
+        + b"3,a,2013,1,1,9\n"      # too many tokens -> malformed
+        + b"x,a,2013,1,1\n"        # not an int -> malformed
+        + b"NA,a,2013,1,1\n"       # null id
+        + b"5,a,2013,13,1\n"       # month out of range
+        + b"6,c,2013,1,1\n"        # kind not allowed
+        + b"7,b,2013,2,30\n"       # no such date -> partition value null
+        + b"\n"                    # blank line: not a record
+        + b"8,b,NA,1,1\n",         # partition value null
+    )
+    c = classify(read_csv(spark, [p], SPEC), SPEC)
+    valid, rejects = transform(read_csv(spark, [p], SPEC), SPEC)
+    assertDataFrameEqual(valid.drop(SOURCE_COLUMN), [Row(id=1, kind="a", y=2013, m=1, d=1, day=D1)])
+    assertDataFrameEqual(
+        rejects.select("id", CORRUPT_COLUMN, REJECT_REASON_COLUMN),
+        [
+            Row(id=2, _corrupt_record="2,a,2013,1", reject_reason="malformed"),
+            Row(id=3, _corrupt_record="3,a,2013,1,1,9", reject_reason="malformed"),
+            Row(id=None, _corrupt_record="x,a,2013,1,1", reject_reason="malformed"),
+            Row(id=None, _corrupt_record=None, reject_reason="null:id"),
+            Row(id=5, _corrupt_record=None, reject_reason="range:m"),
+            Row(id=6, _corrupt_record=None, reject_reason="not_allowed:kind"),
+            Row(id=7, _corrupt_record=None, reject_reason="invalid_partition_value:day"),
+            Row(id=8, _corrupt_record=None, reject_reason="invalid_partition_value:day"),
+        ],
+    )
+    assert file_counts(c, [p]) == {
+        p: FileCounts(
+            rows_in=9, rows_out=1, rows_rejected=8,
+            reject_reasons={"malformed": 3, "null:id": 1, "range:m": 1, "not_allowed:kind": 1,
+                            "invalid_partition_value:day": 2},
+        )
+    }
+    # The same counts from the split frames: nothing was dropped between them.
+    both = valid.unionByName(rejects, allowMissingColumns=True)
+    assert file_counts(both, [p])[p].rows_in == 9
+
+
+ODD_NAMES = [
+    "données été.csv",        # non-ASCII letters and a space
+    "a%20b 100%.csv",         # percent signs that look like escapes
+    "k=v#frag.csv",           # partition-like '=' and a URI fragment '#'
+    "x [1] {a,b} *?.csv",     # Hadoop glob characters
+    "plus+sign.csv",          # '+' (form-decoding would make it a space)
+    "e\u0301-nfd.csv",        # NFD: e + combining acute, kept as given
+]
+
+
+def test_many_files_one_scan_attributes_rows_to_exact_paths(spark, tmp_path):
+    """C07: odd names round-trip byte for byte into the attributed source path."""
+    paths = [
+        put(tmp_path / "land" / name, HEADER + f"{i},a,2013,1,1\n{i},b,2013,1,1\n".encode())
+        for i, name in enumerate(ODD_NAMES)
+    ]
+    df = read_csv(spark, paths, SPEC)
+    got = {r[SOURCE_COLUMN]: r["n"] for r in df.groupBy(SOURCE_COLUMN).count()
+           .withColumnRenamed("count", "n").collect()}
+    assert got == {path_key(p): 2 for p in paths}
+    counts = file_counts(classify(df, SPEC), paths)
+    assert counts == {p: FileCounts(rows_in=2, rows_out=2, rows_rejected=0) for p in paths}
+    # Path strings are compared as given: same bytes as the names written.
+    assert {Path(p).name.encode() for p in counts} == {n.encode() for n in ODD_NAMES}
+
+
+def test_header_only_file_in_batch_counts_zero(spark, tmp_path):
+    a = put(tmp_path / "h.csv", HEADER)
+    b = put(tmp_path / "n.csv", HEADER + b"1,a,2013,1,1\n")
+    counts = file_counts(classify(read_csv(spark, [a, b], SPEC), SPEC), [a, b])
+    assert counts == {a: FileCounts(), b: FileCounts(rows_in=1, rows_out=1)}
+
+
+def test_read_csv_rejects_relative_paths(spark):
+    with pytest.raises(ValueError, match="absolute"):
+        read_csv(spark, ["land/x.csv"], SPEC)
+
+
+def test_run_batch_commits_each_file_and_classifies_empty_and_bad_header(spark, tmp_path):
+    land = tmp_path / "land"
+    files = {
+        put(land / "good one.csv", HEADER + b"1,a,2013,1,1\n2,b,2013,1,2\n9,z,2013,1,1\n"): "f1",
+        put(land / "ümlaut#2.csv", b"\xef\xbb\xbf" + HEADER.replace(b"\n", b"\r\n")
+            + b"3,a,2013,1,1\r\n"): "f2",
+        put(land / "zero.csv", b""): "f3",
+        put(land / "header.csv", HEADER): "f4",
+        put(land / "swapped.csv", b"kind,id,y,m,d\na,1,2013,1,1\n"): "f5",
+        put(land / "allbad.csv", HEADER + b"NA,a,2013,1,1\n"): "f6",
+    }
+    staging, rejects = f"file://{tmp_path}/staging", str(tmp_path / "rejects")
+    res = run_batch(spark, SPEC, files, staging_root=staging, rejects_root=rejects)
+    assert {k: (v.status, v.reason) for k, v in res.items()} == {
+        "f1": ("transformed", None), "f2": ("transformed", None), "f3": ("empty", "zero_bytes"),
+        "f4": ("empty", "header_only"), "f5": ("failed", "header_mismatch"),
+        "f6": ("transformed", None),
+    }
+    assert "column 1 is 'kind'" in (res["f5"].message or "")
+    assert res["f1"].counts == FileCounts(3, 2, 1, {"not_allowed:kind": 1})
+    assert res["f2"].counts == FileCounts(1, 1, 0)
+    assert res["f6"].counts == FileCounts(1, 0, 1, {"null:id": 1})
+    assert res["f1"].staged_path == f"{staging}/tiny/f1"
+    assert res["f1"].rejects_path == f"{rejects}/tiny/f1"
+    assert res["f2"].rejects_path is None
+    assertDataFrameEqual(
+        spark.read.parquet(res["f1"].staged_path),
+        [Row(id=1, kind="a", y=2013, m=1, d=1, day=D1),
+         Row(id=2, kind="b", y=2013, m=1, d=2, day=dt.date(2013, 1, 2))],
+    )
+    assertDataFrameEqual(
+        spark.read.parquet(res["f1"].rejects_path).select("id", REJECT_REASON_COLUMN, SOURCE_COLUMN),
+        [Row(id=9, reject_reason="not_allowed:kind", ferry_source_path=str(land / "good one.csv"))],
+    )
+    # A file whose rows are all rejected still gets its (empty) staging directory; the batch's
+    # temp directory is gone (the shared `_tmp` parent, hidden from Spark readers, stays).
+    stage_dir = tmp_path / "staging" / "tiny"
+    assert sorted(p.name for p in stage_dir.iterdir()) == ["_tmp", "f1", "f2", "f6"]
+    assert list((stage_dir / "f6").iterdir()) == []
+    assert list((stage_dir / "_tmp").iterdir()) == []
+
+    # Idempotent: running the batch again replaces each file's directory, never nests or doubles.
+    res2 = run_batch(spark, SPEC, files, staging_root=staging, rejects_root=rejects)
+    assert res2["f1"].counts == res["f1"].counts
+    assert spark.read.parquet(res2["f1"].staged_path).count() == 2
+    assert sorted(p.name for p in stage_dir.iterdir()) == ["_tmp", "f1", "f2", "f6"]
+    assert sorted(p.name for p in (tmp_path / "rejects" / "tiny").iterdir()) == ["_tmp", "f1", "f6"]
+
+
+def test_hadoop_fs_read_head(spark, tmp_path):
+    p = put(tmp_path / "é #.csv", b"0123456789")
+    assert HadoopFileSystem(spark).read_head(p, 4) == b"0123"
