@@ -72,7 +72,12 @@ def check(directory: Path | None = _DIR_OPTION) -> None:
     if problems:
         typer.echo(f"{len(problems)} schema problem(s) in {schemas_dir}", err=True)
         raise typer.Exit(1)
-    typer.echo(f"schemas in {schemas_dir} are compatible with every release")
+    rel = released_dir(schemas_dir)
+    releases = sorted(p.name for p in rel.iterdir() if p.is_dir()) if rel.is_dir() else []
+    typer.echo(
+        f"schemas in {schemas_dir} are documented and compatible with "
+        f"{len(releases)} release(s): {', '.join(releases) or 'none yet'}"
+    )
 
 
 @app.command("release")
