@@ -42,7 +42,10 @@ demo: install ## Set up, start the stack and run the pipeline on the nycflights1
 	$(FERRY) demo
 
 test: install ## Set up and run every test tier (the stack starts and stops inside pytest)
-	$(PYTEST) tests
+	@# Two pytest processes: pyspark allows one SparkContext per process, and the unit tier uses a
+	@# local Spark while integration/e2e use the standalone cluster.
+	$(PYTEST) tests/unit
+	$(PYTEST) tests/integration tests/e2e tests/compose
 
 test-unit: install ## Unit tests only (no servers)
 	$(PYTEST) tests/unit

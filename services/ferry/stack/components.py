@@ -211,8 +211,18 @@ def build_components(settings: Settings) -> list[Component]:
     # --- Spark standalone: two masters (ZooKeeper recovery) and one worker -----------------
     sp = settings.spark
     spark_conf = conf / "spark"
+    daemon_home = var / "spark-home"
 
     def prep_spark() -> None:
+        # The worker builds executor command lines from SPARK_HOME and finds jars/ only where a
+        # RELEASE file marks a distribution; the pip package has none. Give the daemons a home of
+        # links into the pyspark package instead of touching the package itself.
+        daemon_home.mkdir(parents=True, exist_ok=True)
+        for sub in ("bin", "jars", "python"):
+            link = daemon_home / sub
+            if not link.is_symlink():
+                link.symlink_to(sh / sub)
+        (daemon_home / "RELEASE").write_text(f"Spark from the pyspark distribution at {sh}\n")
         spark_conf.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(CONF_SRC / "spark-log4j2.properties", spark_conf / "log4j2.properties")
         (data / "spark-worker").mkdir(parents=True, exist_ok=True)
@@ -224,7 +234,8 @@ def build_components(settings: Settings) -> list[Component]:
                 "-Djdk.reflect.useDirectMethodHandle=false", "-Dio.netty.tryReflectionSetAccessible=true",
                 *opts, "-cp", f"{spark_conf}:{sh / 'jars'}/*", main, *args]
 
-    spark_env = {"SPARK_HOME": str(sh), "SPARK_CONF_DIR": str(spark_conf), "SPARK_LOG_DIR": str(logs),
+    # SPARK_SCALA_VERSION is what bin/load-spark-env.sh exports; the executor launcher needs it.
+    spark_env = {"SPARK_HOME": str(daemon_home), "SPARK_SCALA_VERSION": "2.13", "SPARK_CONF_DIR": str(spark_conf), "SPARK_LOG_DIR": str(logs),
                  "SPARK_LOCAL_IP": sp.host, "SPARK_WORKER_DIR": str(data / "spark-worker")}
     recovery = ("-Dspark.deploy.recoveryMode=ZOOKEEPER", f"-Dspark.deploy.zookeeper.url={zk.connect}",
                 f"-Dspark.deploy.zookeeper.dir={sp.zookeeper_dir}")
