@@ -4,7 +4,7 @@ retry policy (transient retried with bounded full-jitter backoff, permanent not 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -149,8 +149,8 @@ def test_source_error_propagates_unchanged_and_cleans_up() -> None:
 class _Corrupting(FakeHdfs):
     """A cluster whose stored bytes differ from the bytes sent (bit flip on write)."""
 
-    def _create(self, path: str, chunks: Iterable[bytes]) -> None:
-        super()._create(path, chunks)
+    def _create(self, path: str, chunks: Iterable[bytes], on_started: Callable[[], None]) -> None:
+        super()._create(path, chunks, on_started)
         data = bytearray(self.files[path])
         data[0] ^= 0xFF
         self.files[path] = bytes(data)

@@ -38,7 +38,7 @@ import posixpath
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -46,6 +46,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from hdfs.client import Client as _CliClient
+from hdfs.client import _to_error
 from hdfs.util import HdfsError as _CliError
 from urllib3.exceptions import NewConnectionError
 
@@ -263,8 +264,10 @@ class HdfsPort(abc.ABC):
         """
 
     @abc.abstractmethod
-    def _create(self, path: str, chunks: Iterable[bytes]) -> None:
-        """Create file ``path`` (must not exist; parents are created) from ``chunks``."""
+    def _create(self, path: str, chunks: Iterable[bytes], on_started: Callable[[], None]) -> None:
+        """Create file ``path`` (must not exist; parents are created) from ``chunks``; call
+        ``on_started()`` once the file may exist (before the first byte goes to a DataNode), so
+        a failure before that point needs no clean-up."""
 
     # -- built on the primitives -----------------------------------------------------------
 
@@ -356,8 +359,9 @@ class HdfsPort(abc.ABC):
         if temp_paths is not None:
             temp_paths.append(temp)
         source = _Hashing(chunks)
+        started: list[bool] = []
         try:
-            self._create(temp, source)
+            self._create(temp, source, lambda: started.append(True))
             size, digest = source.size, source.hexdigest()
             where = f"cluster {self.name!r}: {temp!r} (for {final!r})"
             if expected_size is not None and size != expected_size:
@@ -373,7 +377,8 @@ class HdfsPort(abc.ABC):
             created = self._commit(temp, final, size, digest, overwrite=overwrite)
         except BaseException:
             source.close()
-            self._discard(temp)
+            if started:  # else the NameNode never got as far as creating it
+                self._discard(temp)
             raise
         return Written(final, size, digest, created=created)
 
@@ -626,10 +631,18 @@ class WebHdfs(HdfsPort):
         finally:
             res.close()
 
-    def _create(self, path: str, chunks: Iterable[bytes]) -> None:
+    def _create(self, path: str, chunks: Iterable[bytes], on_started: Callable[[], None]) -> None:
+        # HdfsCLI's write() in two visible steps: the NameNode only picks a DataNode (nothing is
+        # created yet); the DataNode creates the file and streams the body into it.
         p = normalize_path(path)
         with self._errors("CREATE", p):
-            self._client.write(p, data=iter(chunks), overwrite=False)
+            res = self._client._create(p, overwrite=False)
+            location = res.headers["location"]
+        on_started()
+        with self._errors("CREATE", p, url=self._client.rewrite(location)):
+            res = self._client._request(method="PUT", url=location, data=iter(chunks))
+            if not res:
+                raise _to_error(res)
 
     def checksum(self, path: str) -> dict[str, Any]:
         """WebHDFS ``GETFILECHECKSUM`` of ``path``: ``{"algorithm", "bytes", "length"}``.
@@ -695,6 +708,18 @@ class WebHdfs(HdfsPort):
         return HdfsUnavailable(f"{what}: {cause}")
 
 
+#: Messages of plain ``IOException``s that the NameNode raises for a request that can never
+#: succeed as sent (FSDirRenameOp, FSDirMkdirOp, FSDirectory); other IOExceptions are transient.
+_PERMANENT_MESSAGES = (
+    "must both be directories",
+    "is not a directory",
+    "Parent path is not a directory",
+    "Invalid path name",
+    "is non empty",
+    "is a directory",
+)
+
+
 def _remote_error(what: str, exc: _CliError) -> FerryError:
     name = (exc.exception or "").rsplit(".", 1)[-1]
     message = exc.message
@@ -703,6 +728,8 @@ def _remote_error(what: str, exc: _CliError) -> FerryError:
     message = " ".join(str(message).split())[:500]
     if name in _PERMANENT_REMOTE:
         return _PERMANENT_REMOTE[name](f"{what}: {name}: {message}")
+    if any(m in message for m in _PERMANENT_MESSAGES):
+        return HdfsRequestRejected(f"{what}: {name or 'error'}: {message}")
     if not name and "Authentication failure" in message:
         return HdfsRequestRejected(f"{what}: {message}")
     return HdfsUnavailable(f"{what}: {name or 'HTTP error'}: {message}")

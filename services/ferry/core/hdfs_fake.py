@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from ferry.core.errors import (
@@ -225,9 +225,10 @@ class FakeHdfs(HdfsPort):
             sent += len(chunk)
             yield chunk
 
-    def _create(self, path: str, chunks: Iterable[bytes]) -> None:
+    def _create(self, path: str, chunks: Iterable[bytes], on_started: Callable[[], None]) -> None:
         p = normalize_path(path)
-        fault = self._call("create", p)
+        fault = self._call("create", p)  # an immediate fault: nothing created (NameNode step)
+        on_started()
         with self._lock:
             if p in self.files or p in self.dirs:
                 raise HdfsPathExists(f"cluster {self.name!r}: CREATE {p!r}: exists")

@@ -3,8 +3,9 @@
 :class:`FaultProxy` listens on a loopback address with an ephemeral port and forwards every
 connection to one loopback ``host:port`` (a NameNode or DataNode HTTP port, a test server). It runs
 an asyncio loop in a background thread. The fault mode can be switched at any time from the test's
-thread; each switch applies to connections from then on (and :meth:`FaultProxy.cut_off` also to
-open ones):
+thread; a switch applies to new connections and, from their next bytes on, to open (keep-alive)
+ones, whose byte thresholds count from the switch. ``times`` limits are used up only when a fault
+actually fires:
 
 =========================  ===========================================================  ==============
 method                     what the client sees                                         count key
@@ -70,23 +71,20 @@ class _Mode:
     times: int | None = None  # remaining connections to fault; None = unlimited
 
 
-@dataclass
-class _Plan:
-    """What one connection will suffer, fixed when it is accepted."""
-
-    reset_up_at: int | None = None
-    reset_down_at: int | None = None
-    reset_on_response: bool = False
-    min_request_bytes: int = 0
-    kind: str = ""
-
-
 @dataclass(eq=False)
 class _Conn:
+    """One relayed connection. ``gen``/``base_*`` record the mode generation this connection
+    last adopted and its byte counts at that moment; faults count bytes from there."""
+
     client: asyncio.StreamWriter
     upstream: asyncio.StreamWriter | None = None
     up_bytes: int = 0
     down_bytes: int = 0
+    gen: int = -1
+    base_up: int = 0
+    base_down: int = 0
+    rate_at: int | None = None  # reset-rate draw for this generation: bytes, or None (spared)
+    stalled: bool = False
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
@@ -120,6 +118,7 @@ class FaultProxy:
         self.port = 0
         self._rng = random.Random(seed)
         self._mode = _Mode()
+        self._gen = 0
         self._cut_until = 0.0
         self._counts: Counter[str] = Counter()
         self._cond = threading.Condition()
@@ -223,6 +222,7 @@ class FaultProxy:
         listening = self._server is not None
         with self._cond:
             self._mode = mode
+            self._gen += 1
         if mode.kind == "refuse" and listening:
             self._call(self._close_listener)
         elif mode.kind != "refuse" and not listening and self._loop is not None:
@@ -324,37 +324,36 @@ class FaultProxy:
 
     # -- relay -----------------------------------------------------------------------------
 
-    def _plan(self) -> _Plan:
+    def _adopt(self, conn: _Conn) -> _Mode:
+        """The current mode; if it changed since ``conn`` last looked, rebase ``conn``'s byte
+        counts and, in rate mode, draw whether (and after how many bytes) it is reset."""
         with self._cond:
             m = self._mode
-            plan = _Plan(kind=m.kind)
-            if m.kind == "rate":
-                if self._rng.random() < m.rate and self._take(m):
-                    at = self._rng.randint(0, m.within_bytes) if m.within_bytes else 0
-                    if m.direction == "up":
-                        plan.reset_up_at = at
-                    else:
-                        plan.reset_down_at = at
-            elif m.kind == "after" and self._take(m):
-                if m.direction == "up":
-                    plan.reset_up_at = m.n_bytes
-                else:
-                    plan.reset_down_at = m.n_bytes
-            elif m.kind == "response" and self._take(m):
-                plan.reset_on_response = True
-                plan.min_request_bytes = m.min_request_bytes
-            return plan
+            if conn.gen != self._gen:
+                conn.gen = self._gen
+                conn.base_up, conn.base_down = conn.up_bytes, conn.down_bytes
+                conn.rate_at = None
+                if m.kind == "rate" and self._rng.random() < m.rate:
+                    conn.rate_at = self._rng.randint(0, m.within_bytes) if m.within_bytes else 0
+            return m
 
-    def _take(self, m: _Mode) -> bool:
-        if m.times is None:
+    def _consume(self, m: _Mode) -> bool:
+        """Use up one of ``m.times``; False when none is left."""
+        with self._cond:
+            if m.times is None:
+                return True
+            if m.times <= 0:
+                return False
+            m.times -= 1
             return True
-        if m.times <= 0:
-            return False
-        m.times -= 1
-        return True
 
-    def _plan_key(self, plan: _Plan) -> str:
-        return {"rate": "reset_rate", "after": "reset_mid_stream"}.get(plan.kind, plan.kind)
+    def _threshold(self, conn: _Conn, m: _Mode, direction: Direction) -> tuple[int | None, str]:
+        """(bytes in ``direction`` since the mode was adopted at which to reset, count key)."""
+        if m.kind == "rate" and m.direction == direction and conn.rate_at is not None:
+            return conn.rate_at, "reset_rate"
+        if m.kind == "after" and m.direction == direction:
+            return m.n_bytes, "reset_mid_stream"
+        return None, ""
 
     async def _handle(self, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
         conn = _Conn(cwriter)
@@ -368,16 +367,18 @@ class FaultProxy:
                 self._count("cut_off")
                 self._abort(conn)
                 return
-            plan = self._plan()
-            if plan.kind == "stall":
-                self._count("stall")
+            m = self._adopt(conn)
+            if m.kind == "stall":
+                self._stall(conn)
                 while await creader.read(_READ):
                     pass
                 return
-            if plan.reset_up_at == 0 or plan.reset_down_at == 0:
-                self._count(self._plan_key(plan))
-                self._abort(conn)
-                return
+            for direction in ("up", "down"):
+                at, key = self._threshold(conn, m, direction)  # type: ignore[arg-type]
+                if at == 0 and self._consume(m):
+                    self._count(key)
+                    self._abort(conn)
+                    return
             try:
                 ureader, uwriter = await asyncio.open_connection(*self.target)
             except OSError as exc:
@@ -386,45 +387,61 @@ class FaultProxy:
                 self._abort(conn)
                 return
             conn.upstream = uwriter
-            up = asyncio.ensure_future(self._pump(conn, plan, creader, uwriter, "up"))
-            down = asyncio.ensure_future(self._pump(conn, plan, ureader, cwriter, "down"))
+            up = asyncio.ensure_future(self._pump(conn, creader, uwriter, "up"))
+            down = asyncio.ensure_future(self._pump(conn, ureader, cwriter, "down"))
             conn.tasks += [up, down]
             await asyncio.gather(up, down, return_exceptions=True)
+        except asyncio.CancelledError:
+            self._abort(conn)  # proxy stopping; end quietly
         finally:
             self._close(conn)
             self._conns.discard(conn)
 
-    async def _pump(self, conn: _Conn, plan: _Plan, reader: asyncio.StreamReader,
+    def _stall(self, conn: _Conn) -> None:
+        if not conn.stalled:
+            conn.stalled = True
+            self._count("stall")
+
+    async def _pump(self, conn: _Conn, reader: asyncio.StreamReader,
                     writer: asyncio.StreamWriter, direction: Direction) -> None:
-        limit = plan.reset_up_at if direction == "up" else plan.reset_down_at
         try:
             while True:
                 data = await reader.read(_READ)
                 if not data:
-                    if writer.can_write_eof():
+                    if writer.can_write_eof() and not conn.stalled:
                         writer.write_eof()
                     return
                 if self.cut_off_active:
                     self._count("cut_off")
                     self._abort(conn)
                     return
-                done = conn.up_bytes if direction == "up" else conn.down_bytes
-                if direction == "down" and plan.reset_on_response and conn.up_bytes >= plan.min_request_bytes:
+                m = self._adopt(conn)
+                if m.kind == "stall" or conn.stalled:
+                    self._stall(conn)  # an open connection goes silent too
+                    continue
+                if (direction == "down" and m.kind == "response"
+                        and conn.up_bytes - conn.base_up >= m.min_request_bytes
+                        and self._consume(m)):
                     self._count("reset_on_response")
                     self._abort(conn)
                     return
-                if limit is not None and done + len(data) >= limit:
-                    head = data[: limit - done]
+                at, key = self._threshold(conn, m, direction)
+                done = (conn.up_bytes - conn.base_up) if direction == "up" else (
+                    conn.down_bytes - conn.base_down)
+                if at is not None and done + len(data) >= at and self._consume(m):
+                    head = data[: max(0, at - done)]
                     if head:
                         writer.write(head)
                         await writer.drain()
                         self._add(conn, direction, len(head))
-                    self._count(self._plan_key(plan))
+                    self._count(key)
                     self._abort(conn)
                     return
                 writer.write(data)
                 await writer.drain()
                 self._add(conn, direction, len(data))
+        except asyncio.CancelledError:
+            return  # proxy stopping
         except (ConnectionError, OSError) as exc:
             log.debug("fault proxy %s: %s pump ended: %s", self.address, direction, exc)
             self._abort(conn)
