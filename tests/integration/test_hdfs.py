@@ -46,8 +46,13 @@ C07_NAMES = [
 ]
 
 #: Retry policy for fault tests: same shape as production, shorter waits.
-FAST_RETRY = RetrySettings(max_attempts=10, initial_backoff_s=0.1, max_backoff_s=1.0,
-                           connect_timeout_s=2.0, read_timeout_s=10.0)
+FAST_RETRY = RetrySettings(
+    max_attempts=10,
+    initial_backoff_s=0.1,
+    max_backoff_s=1.0,
+    connect_timeout_s=2.0,
+    read_timeout_s=10.0,
+)
 
 
 def _payload(n: int, seed: int = 0) -> bytes:
@@ -62,11 +67,12 @@ def _payload(n: int, seed: int = 0) -> bytes:
 
 def _chunks(data: bytes, size: int = 1 << 20) -> Iterator[bytes]:
     for i in range(0, len(data), size):
-        yield data[i:i + size]
+        yield data[i : i + size]
 
 
-def _port(settings: Settings, name: str, *, retry: RetrySettings | None = None,
-          **cluster_update: object) -> WebHdfs:
+def _port(
+    settings: Settings, name: str, *, retry: RetrySettings | None = None, **cluster_update: object
+) -> WebHdfs:
     cluster: HdfsClusterSettings = settings.cluster(name)
     if cluster_update:
         cluster = cluster.model_copy(update=cluster_update)
@@ -100,21 +106,26 @@ def test_write_read_rename_list(stack: Settings, ports, cluster: str) -> None:  
     port.mkdirs(f"{root}/d")
     written = port.upload_stream(f"{root}/d/f.bin", _chunks(data))
     assert (written.size, written.sha256, written.created) == (
-        len(data), hashlib.sha256(data).hexdigest(), True)
+        len(data),
+        hashlib.sha256(data).hexdigest(),
+        True,
+    )
     assert port.status(f"{root}/d/f.bin").size == len(data)
     assert b"".join(port.open_stream(f"{root}/d/f.bin", 256 * 1024)) == data
     assert b"".join(port.open_stream(f"{root}/d/f.bin", offset=len(data) - 17)) == data[-17:]
     port.rename(f"{root}/d/f.bin", f"{root}/d/g.bin")
     assert [(e.name, e.kind, e.size) for e in port.list(f"{root}/d")] == [
-        ("g.bin", "FILE", len(data))]
+        ("g.bin", "FILE", len(data))
+    ]
     port.upload_stream(f"{root}/d/h.bin", iter([b"h"]))
     with pytest.raises(HdfsPathExists, match="g.bin"):
         port.rename(f"{root}/d/h.bin", f"{root}/d/g.bin")
     # never moved *into* an existing directory (rename with options: same-type paths only)
     with pytest.raises(HdfsRequestRejected, match="must both be directories"):
         port.rename(f"{root}/d/h.bin", f"{root}/d")
-    again = port.upload_stream(f"{root}/d/g.bin", _chunks(data),
-                               expected_sha256=hashlib.sha256(data).hexdigest())
+    again = port.upload_stream(
+        f"{root}/d/g.bin", _chunks(data), expected_sha256=hashlib.sha256(data).hexdigest()
+    )
     assert again.created is False
     assert port.delete(f"{root}/d/h.bin") is True
     assert port.delete(f"{root}/d/h.bin") is False
@@ -141,18 +152,30 @@ def test_copy_b_to_a_streams_with_checksum(stack: Settings, ports, record_proper
     sha = hashlib.sha256(data).hexdigest()
     b.upload_stream(f"{root}/staging/flights 2013-01-01.parquet", _chunks(data))
     started = time.monotonic()
-    size, digest = copy_between(b, f"{root}/staging/flights 2013-01-01.parquet",
-                                a, f"{root}/incoming/flights 2013-01-01.parquet")
+    size, digest = copy_between(
+        b,
+        f"{root}/staging/flights 2013-01-01.parquet",
+        a,
+        f"{root}/incoming/flights 2013-01-01.parquet",
+    )
     elapsed = time.monotonic() - started
     assert (size, digest) == (len(data), sha)
     assert a.sha256(f"{root}/incoming/flights 2013-01-01.parquet") == (len(data), sha)
     assert [e.name for e in a.list(f"{root}/incoming")] == ["flights 2013-01-01.parquet"]
     record_property("copy_mb_per_s", round(len(data) / elapsed / 1e6, 1))
-    log.warning("copy B->A direct: %d bytes in %.2fs = %.1f MB/s (stream + read-back verify)",
-                len(data), elapsed, len(data) / elapsed / 1e6)
+    log.warning(
+        "copy B->A direct: %d bytes in %.2fs = %.1f MB/s (stream + read-back verify)",
+        len(data),
+        elapsed,
+        len(data) / elapsed / 1e6,
+    )
     # idempotent: a second copy writes nothing and returns the same answer
-    assert copy_between(b, f"{root}/staging/flights 2013-01-01.parquet",
-                        a, f"{root}/incoming/flights 2013-01-01.parquet") == (len(data), sha)
+    assert copy_between(
+        b,
+        f"{root}/staging/flights 2013-01-01.parquet",
+        a,
+        f"{root}/incoming/flights 2013-01-01.parquet",
+    ) == (len(data), sha)
 
 
 def test_c01_resets_at_namenode_and_datanode(stack: Settings, ports, record_property) -> None:  # type: ignore[no-untyped-def]
@@ -163,30 +186,43 @@ def test_c01_resets_at_namenode_and_datanode(stack: Settings, ports, record_prop
     sha = hashlib.sha256(data).hexdigest()
     b.upload_stream(f"{root}/staging/f.bin", _chunks(data))
 
-    with FaultProxy(cluster_a.host, cluster_a.namenode_http_port, seed=11) as nn, \
-            FaultProxy(cluster_a.host, cluster_a.datanode_http_port, seed=12) as dn:
-        a = _port(stack, "a", retry=FAST_RETRY, webhdfs_url_override=nn.url,
-                  datanode_address_map={advertised_dn: dn.address})
+    with (
+        FaultProxy(cluster_a.host, cluster_a.namenode_http_port, seed=11) as nn,
+        FaultProxy(cluster_a.host, cluster_a.datanode_http_port, seed=12) as dn,
+    ):
+        a = _port(
+            stack,
+            "a",
+            retry=FAST_RETRY,
+            webhdfs_url_override=nn.url,
+            datanode_address_map={advertised_dn: dn.address},
+        )
         try:
             # 1. resets mid-write on the DataNode, plus random resets at the NameNode
             nn.reset_rate(0.5, within_bytes=400)
             dn.reset_after(5 * (1 << 20), direction="up", times=2)
             started = time.monotonic()
-            got = copy_between(b, f"{root}/staging/f.bin", a, f"{root}/incoming/f.bin",
-                               retry=FAST_RETRY)
+            got = copy_between(
+                b, f"{root}/staging/f.bin", a, f"{root}/incoming/f.bin", retry=FAST_RETRY
+            )
             elapsed = time.monotonic() - started
             assert got == (len(data), sha)
             assert dn.counts["reset_mid_stream"] == 2
             assert nn.counts.get("reset_rate", 0) >= 1
             record_property("copy_with_faults_s", round(elapsed, 2))
-            log.warning("copy B->A through proxies with %d DN + %d NN resets: %.2fs",
-                        dn.counts["reset_mid_stream"], nn.counts["reset_rate"], elapsed)
+            log.warning(
+                "copy B->A through proxies with %d DN + %d NN resets: %.2fs",
+                dn.counts["reset_mid_stream"],
+                nn.counts["reset_rate"],
+                elapsed,
+            )
 
             # 2. the DataNode completes the file but the client's answer is reset ("complete")
             nn.pass_through()
             dn.reset_on_response(min_request_bytes=len(data), times=1)
-            got = copy_between(b, f"{root}/staging/f.bin", a, f"{root}/incoming/g.bin",
-                               retry=FAST_RETRY)
+            got = copy_between(
+                b, f"{root}/staging/f.bin", a, f"{root}/incoming/g.bin", retry=FAST_RETRY
+            )
             assert got == (len(data), sha)
             assert dn.counts["reset_on_response"] == 1
         finally:
@@ -257,8 +293,9 @@ def test_c06_unreachable_datanode_fails_fast_with_address(stack: Settings, ports
         b.upload_stream(f"{root}/c06/src", iter([b"y" * 10]))
         sleeps: list[float] = []
         with pytest.raises(DataNodeUnreachable):
-            copy_between(b, f"{root}/c06/src", a, f"{root}/c06/dst", retry=FAST_RETRY,
-                         sleep=sleeps.append)
+            copy_between(
+                b, f"{root}/c06/src", a, f"{root}/c06/dst", retry=FAST_RETRY, sleep=sleeps.append
+            )
         assert sleeps == []
         b.close()
     finally:
@@ -270,7 +307,9 @@ def test_c08_stalled_peer_fails_within_timeout(stack: Settings, ports, target: s
     _, _, root = ports
     cluster_a = stack.cluster("a")
     retry = RetrySettings(connect_timeout_s=1.0, read_timeout_s=1.5)
-    upstream = cluster_a.namenode_http_port if target == "namenode" else cluster_a.datanode_http_port
+    upstream = (
+        cluster_a.namenode_http_port if target == "namenode" else cluster_a.datanode_http_port
+    )
     with FaultProxy(cluster_a.host, upstream) as proxy:
         proxy.stall()
         if target == "namenode":
@@ -307,14 +346,19 @@ def test_bench_copy_through_proxy(stack: Settings, ports) -> None:  # type: igno
     copy_between(b, f"{root}/s/f", a, f"{root}/direct/f")
     direct_s = time.monotonic() - t0
     advertised = f"{cluster_a.host}:{cluster_a.datanode_http_port}"
-    with FaultProxy(cluster_a.host, cluster_a.namenode_http_port) as nn, \
-            FaultProxy(cluster_a.host, cluster_a.datanode_http_port) as dn:
-        pa = _port(stack, "a", webhdfs_url_override=nn.url,
-                   datanode_address_map={advertised: dn.address})
+    with (
+        FaultProxy(cluster_a.host, cluster_a.namenode_http_port) as nn,
+        FaultProxy(cluster_a.host, cluster_a.datanode_http_port) as dn,
+    ):
+        pa = _port(
+            stack, "a", webhdfs_url_override=nn.url, datanode_address_map={advertised: dn.address}
+        )
         t0 = time.monotonic()
         copy_between(b, f"{root}/s/f", pa, f"{root}/proxied/f")
         proxied_s = time.monotonic() - t0
         pa.close()
     mb = len(data) / 1e6
-    print(f"\nBENCH copy B->A 64 MiB: direct {mb / direct_s:.1f} MB/s ({direct_s:.2f}s), "
-          f"through proxies {mb / proxied_s:.1f} MB/s ({proxied_s:.2f}s)")
+    print(
+        f"\nBENCH copy B->A 64 MiB: direct {mb / direct_s:.1f} MB/s ({direct_s:.2f}s), "
+        f"through proxies {mb / proxied_s:.1f} MB/s ({proxied_s:.2f}s)"
+    )

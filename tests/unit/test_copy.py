@@ -41,8 +41,16 @@ class _Sleeps(list[float]):
 
 
 def _copy(b: FakeHdfs, a: FakeHdfs, sleeps: _Sleeps | None = None, **kw: object) -> tuple[int, str]:
-    return copy_between(b, "/staging/f.parquet", a, "/incoming/f.parquet", retry=RETRY,
-                        chunk_size=100_000, sleep=sleeps if sleeps is not None else _Sleeps(), **kw)
+    return copy_between(
+        b,
+        "/staging/f.parquet",
+        a,
+        "/incoming/f.parquet",
+        retry=RETRY,
+        chunk_size=100_000,
+        sleep=sleeps if sleeps is not None else _Sleeps(),
+        **kw,
+    )
 
 
 def _temps(port: FakeHdfs) -> list[str]:
@@ -120,18 +128,28 @@ def test_c06_permanent_error_is_not_retried(clusters: tuple[FakeHdfs, FakeHdfs])
     assert sleeps == []
 
 
-def test_c02_failure_after_create_removes_only_own_temp(clusters: tuple[FakeHdfs, FakeHdfs]) -> None:
+def test_c02_failure_after_create_removes_only_own_temp(
+    clusters: tuple[FakeHdfs, FakeHdfs],
+) -> None:
     _, a = clusters
     a.files["/incoming/.x.ferry-tmp-otherattempt"] = b"another attempt's temp"
-    a.fail("create", HdfsUnavailable("could only be written to 0 of the 1 minReplication nodes"),
-           after_bytes=5)
+    a.fail(
+        "create",
+        HdfsUnavailable("could only be written to 0 of the 1 minReplication nodes"),
+        after_bytes=5,
+    )
     with pytest.raises(HdfsUnavailable, match="minReplication"):
         a.upload_stream("/incoming/x", iter([b"abc", b"defgh", b"ij"]))
-    assert a.files == {"/incoming/neighbour": b"keep me",
-                       "/incoming/.x.ferry-tmp-otherattempt": b"another attempt's temp"}
+    assert a.files == {
+        "/incoming/neighbour": b"keep me",
+        "/incoming/.x.ferry-tmp-otherattempt": b"another attempt's temp",
+    }
     assert "/incoming" in a.dirs
     [(op, path)] = [c for c in a.calls if c[0] == "delete"]
-    assert path.startswith("/incoming/.x" + TEMP_MARKER) and path != "/incoming/.x.ferry-tmp-otherattempt"
+    assert (
+        path.startswith("/incoming/.x" + TEMP_MARKER)
+        and path != "/incoming/.x.ferry-tmp-otherattempt"
+    )
 
 
 def test_source_error_propagates_unchanged_and_cleans_up() -> None:
@@ -165,7 +183,9 @@ def test_checksum_mismatch_blocks_the_rename() -> None:
     assert [p for p in a.files if not is_temp_path(p)] == [] and _temps(a) == []
 
 
-def test_expected_sha256_mismatch_is_caught_before_rename(clusters: tuple[FakeHdfs, FakeHdfs]) -> None:
+def test_expected_sha256_mismatch_is_caught_before_rename(
+    clusters: tuple[FakeHdfs, FakeHdfs],
+) -> None:
     b, a = clusters
     with pytest.raises(ChecksumMismatch, match="expected 00"):
         _copy(b, a, expected_sha256="00" * 32)

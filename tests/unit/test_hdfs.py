@@ -75,8 +75,9 @@ def stub() -> Iterator[WebHdfsStub]:
         yield s
 
 
-def _port(url: str, address_map: dict[str, str] | None = None,
-          retry: RetrySettings = FAST) -> WebHdfs:
+def _port(
+    url: str, address_map: dict[str, str] | None = None, retry: RetrySettings = FAST
+) -> WebHdfs:
     return WebHdfs(_cluster(url, address_map), retry, name="t", user="ferry")
 
 
@@ -119,7 +120,7 @@ def test_datanode_redirect_is_rewritten_through_address_map(stub: WebHdfsStub) -
     stub.state.advertised_datanode = "datanode.invalid:9864"  # what a NAT'd DataNode advertises
     port = _port(stub.url, {"datanode.invalid:9864": stub.datanode_address})
     data = bytes(range(256)) * 5000  # 1.28 MB, several chunks
-    chunks = [data[i:i + 100_000] for i in range(0, len(data), 100_000)]
+    chunks = [data[i : i + 100_000] for i in range(0, len(data), 100_000)]
 
     written = port.upload_stream("/in/f.bin", iter(chunks))
 
@@ -138,7 +139,9 @@ def test_status_list_mkdirs_rename_delete(stub: WebHdfsStub) -> None:
     port.upload_stream("/a/b/one", iter([b"1"]))
     port.upload_stream("/a/b/two", iter([b"22"]))
     assert [(e.name, e.kind, e.size) for e in port.list("/a/b")] == [
-        ("one", "FILE", 1), ("two", "FILE", 2)]
+        ("one", "FILE", 1),
+        ("two", "FILE", 2),
+    ]
     port.rename("/a/b/one", "/a/b/three")
     assert port.exists("/a/b/three") and not port.exists("/a/b/one")
     with pytest.raises(HdfsPathExists, match="'/a/b/three'"):

@@ -30,6 +30,7 @@ Rules every caller can rely on (sources in brackets):
 from __future__ import annotations
 
 import abc
+import contextlib
 import getpass
 import hashlib
 import logging
@@ -38,8 +39,7 @@ import posixpath
 import time
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, MutableSequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -314,7 +314,7 @@ class HdfsPort(abc.ABC):
         expected_size: int | None = None,
         expected_sha256: str | None = None,
         verify: bool = True,
-        temp_paths: list[str] | None = None,
+        temp_paths: MutableSequence[str] | None = None,
     ) -> Written:
         """Write ``chunks`` (an iterable of ``bytes``) to file ``path``, all or nothing.
 
@@ -346,8 +346,12 @@ class HdfsPort(abc.ABC):
                 size_ok = expected_size is None or existing.size == expected_size
                 if existing.is_file and size_ok and self.sha256(final)[1] == expected_sha256:
                     _close(chunks)
-                    log.info("%s: %s already holds sha256 %s; nothing to write", self.name, final,
-                             expected_sha256)
+                    log.info(
+                        "%s: %s already holds sha256 %s; nothing to write",
+                        self.name,
+                        final,
+                        expected_sha256,
+                    )
                     return Written(final, existing.size, expected_sha256, created=False)
                 if not overwrite:
                     _close(chunks)
@@ -402,8 +406,12 @@ class HdfsPort(abc.ABC):
             return True
         except HdfsPathExists:
             if self.same_file(final, size, digest):
-                log.info("%s: %s appeared with the same bytes meanwhile; dropping %s",
-                         self.name, final, temp)
+                log.info(
+                    "%s: %s appeared with the same bytes meanwhile; dropping %s",
+                    self.name,
+                    final,
+                    temp,
+                )
                 self._discard(temp)
                 return False
             raise
@@ -418,14 +426,21 @@ class HdfsPort(abc.ABC):
                 return True
             except TransientError as exc:
                 if attempt == attempts:
-                    log.warning("cluster %r: could not remove temporary file %r after %d tries "
-                                "(%s); it stays as an orphan named *%s*", self.name, temp,
-                                attempts, exc, TEMP_MARKER)
+                    log.warning(
+                        "cluster %r: could not remove temporary file %r after %d tries "
+                        "(%s); it stays as an orphan named *%s*",
+                        self.name,
+                        temp,
+                        attempts,
+                        exc,
+                        TEMP_MARKER,
+                    )
                     return False
                 time.sleep(backoff_s * 2 ** (attempt - 1))
             except FerryError as exc:
-                log.warning("cluster %r: could not remove temporary file %r (%s)",
-                            self.name, temp, exc)
+                log.warning(
+                    "cluster %r: could not remove temporary file %r (%s)", self.name, temp, exc
+                )
                 return False
         return False
 
@@ -486,10 +501,9 @@ class _Client(_CliClient):
     def rewrite(self, url: str) -> str:
         """``url`` with its ``host:port`` replaced through the address map, and a ``Location``
         header that came through as Latin-1 re-read as UTF-8 (what ``requests`` does itself)."""
-        try:
+        # already text, or not UTF-8 bytes: use as given
+        with contextlib.suppress(UnicodeEncodeError, UnicodeDecodeError):
             url = url.encode("latin1").decode("utf8")
-        except (UnicodeEncodeError, UnicodeDecodeError):
-            pass  # already text, or not UTF-8 bytes: use as given
         parts = urlsplit(url)
         mapped = self.address_map.get(parts.netloc)
         if mapped is None:
@@ -657,9 +671,10 @@ class WebHdfs(HdfsPort):
 
     # -- errors ----------------------------------------------------------------------------
 
-    @contextmanager
-    def _errors(self, op: str, path: str, *, url: str | None = None,
-                detail: str = "") -> Iterator[None]:
+    @contextlib.contextmanager
+    def _errors(
+        self, op: str, path: str, *, url: str | None = None, detail: str = ""
+    ) -> Iterator[None]:
         try:
             yield
         except FerryError:
@@ -676,13 +691,15 @@ class WebHdfs(HdfsPort):
             return f"DataNode {advertised} (mapped to {netloc})", True
         return f"DataNode {netloc}", True
 
-    def _classify(self, op: str, path: str, exc: BaseException, *, url: str | None,
-                  detail: str) -> FerryError:
+    def _classify(
+        self, op: str, path: str, exc: BaseException, *, url: str | None, detail: str
+    ) -> FerryError:
         request = getattr(exc, "request", None)
         target = getattr(request, "url", None) or url or self._client.urls[0]
         netloc = urlsplit(target).netloc
         peer, is_datanode = self._address(netloc)
-        what = f"WebHDFS {op} {path!r}{' ' + detail if detail else ''} on cluster {self.name!r} via {peer}"
+        detail = f" {detail}" if detail else ""
+        what = f"WebHDFS {op} {path!r}{detail} on cluster {self.name!r} via {peer}"
         if isinstance(exc, _CliError):
             return _remote_error(what, exc)
         chain = list(_exception_chain(exc))
@@ -700,7 +717,9 @@ class WebHdfs(HdfsPort):
         if timed_out:
             limit = "connect" if connect_failed else "read"
             seconds = self.timeout[0] if connect_failed else self.timeout[1]
-            return HdfsTimeout(f"{what}: no answer within the {limit} timeout of {seconds}s: {cause}")
+            return HdfsTimeout(
+                f"{what}: no answer within the {limit} timeout of {seconds}s: {cause}"
+            )
         if connect_failed:
             return HdfsUnavailable(f"{what}: connection refused: {cause}")
         if any(isinstance(e, ConnectionResetError) for e in chain):

@@ -101,7 +101,9 @@ class FakeHdfs(HdfsPort):
     def _require_parent_dir(self, path: str, op: str) -> None:
         parent = posixpath.dirname(path)
         if parent not in self.dirs:
-            raise HdfsPathNotFound(f"cluster {self.name!r}: {op} {path!r}: parent {parent!r} missing")
+            raise HdfsPathNotFound(
+                f"cluster {self.name!r}: {op} {path!r}: parent {parent!r} missing"
+            )
 
     def _make_dirs(self, path: str) -> None:
         parts = [p for p in path.split("/") if p]
@@ -119,8 +121,9 @@ class FakeHdfs(HdfsPort):
     def _children(self, path: str) -> list[str]:
         prefix = path.rstrip("/") + "/"
         return sorted(
-            p for p in (*self.files, *self.dirs)
-            if p != path and p.startswith(prefix) and "/" not in p[len(prefix):]
+            p
+            for p in (*self.files, *self.dirs)
+            if p != path and p.startswith(prefix) and "/" not in p[len(prefix) :]
         )
 
     def _status(self, path: str) -> FileStatus:
@@ -144,9 +147,13 @@ class FakeHdfs(HdfsPort):
         self._call("list", p)
         with self._lock:
             if p in self.files:
-                raise HdfsRequestRejected(f"cluster {self.name!r}: LISTSTATUS {p!r}: not a directory")
+                raise HdfsRequestRejected(
+                    f"cluster {self.name!r}: LISTSTATUS {p!r}: not a directory"
+                )
             if p not in self.dirs:
-                raise HdfsPathNotFound(f"cluster {self.name!r}: LISTSTATUS {p!r}: no such directory")
+                raise HdfsPathNotFound(
+                    f"cluster {self.name!r}: LISTSTATUS {p!r}: no such directory"
+                )
             return [self._status(c) for c in self._children(p)]
 
     def mkdirs(self, path: str) -> None:
@@ -176,10 +183,10 @@ class FakeHdfs(HdfsPort):
             else:
                 prefix = s + "/"
                 for old in [p for p in self.files if p.startswith(prefix)]:
-                    self.files[d + old[len(s):]] = self.files.pop(old)
+                    self.files[d + old[len(s) :]] = self.files.pop(old)
                 for old in sorted(p for p in self.dirs if p == s or p.startswith(prefix)):
                     self.dirs.discard(old)
-                    self.dirs.add(d + old[len(s):])
+                    self.dirs.add(d + old[len(s) :])
             self._tick(d)
 
     def delete(self, path: str, *, recursive: bool = False) -> bool:
@@ -216,12 +223,12 @@ class FakeHdfs(HdfsPort):
             data = self.files[p]
         sent = 0
         for start in range(offset, len(data), chunk_size):
-            chunk = data[start:start + chunk_size]
-            if fault is not None and fault.after_bytes is not None:
-                if sent + len(chunk) > fault.after_bytes:
-                    if fault.after_bytes > sent:
-                        yield chunk[: fault.after_bytes - sent]
-                    raise self._fire(fault)
+            chunk = data[start : start + chunk_size]
+            limit = fault.after_bytes if fault is not None else None
+            if fault is not None and limit is not None and sent + len(chunk) > limit:
+                if limit > sent:
+                    yield chunk[: limit - sent]
+                raise self._fire(fault)
             sent += len(chunk)
             yield chunk
 
@@ -238,11 +245,17 @@ class FakeHdfs(HdfsPort):
         written = bytearray()
         for chunk in chunks:
             written += chunk
-            if fault is not None and fault.after_bytes is not None and len(written) >= fault.after_bytes:
+            if (
+                fault is not None
+                and fault.after_bytes is not None
+                and len(written) >= fault.after_bytes
+            ):
                 with self._lock:
                     self.files[p] = bytes(written[: fault.after_bytes])
                 raise self._fire(fault)
             with self._lock:
                 if p not in self.files:
-                    raise HdfsPathNotFound(f"cluster {self.name!r}: CREATE {p!r}: deleted meanwhile")
+                    raise HdfsPathNotFound(
+                        f"cluster {self.name!r}: CREATE {p!r}: deleted meanwhile"
+                    )
                 self.files[p] = bytes(written)

@@ -7,21 +7,18 @@ thread; a switch applies to new connections and, from their next bytes on, to op
 ones, whose byte thresholds count from the switch. ``times`` limits are used up only when a fault
 actually fires:
 
-=========================  ===========================================================  ==============
-method                     what the client sees                                         count key
-=========================  ===========================================================  ==============
-``pass_through()``         a transparent relay                                          --
-``reset_rate(p)``          each new connection, with probability ``p`` (seeded RNG),    ``reset_rate``
-                           gets a TCP RST after ``0..within_bytes`` bytes
-``reset_after(n)``         RST once ``n`` bytes went client→server (``direction="up"``)  ``reset_mid_stream``
-                           or server→client (``"down"``), on the next ``times`` conns
-``reset_on_response()``    the request reaches the server, which answers; the client    ``reset_on_response``
-                           gets a RST instead of the answer (HTTP ``close``/``complete``)
-``stall()``                the connection is accepted, the request read, never answered  ``stall``
-``refuse()``               the listener is closed: connect gets ECONNREFUSED             ``refused_periods``
-``cut_off(s)``             for ``s`` seconds open connections are reset, new ones get   ``cut_off``
-                           a RST at once
-=========================  ===========================================================  ==============
+* ``pass_through()``: a transparent relay.
+* ``reset_rate(p, within_bytes=k)``: each connection, with probability ``p`` (seeded RNG, one draw
+  per connection and mode switch), gets a TCP RST after ``0..k`` bytes. Count ``reset_rate``.
+* ``reset_after(n, direction=, times=)``: RST once ``n`` bytes went client→server (``"up"``) or
+  server→client (``"down"``); exactly ``n`` bytes are relayed first. Count ``reset_mid_stream``.
+* ``reset_on_response(min_request_bytes=, times=)``: the request reaches the server, which does the
+  work and answers; the client gets a RST instead of the answer (HTTP ``close``/``complete``).
+  Count ``reset_on_response``.
+* ``stall()``: the connection is accepted and read, never answered. Count ``stall``.
+* ``refuse()``: the listener is closed; connects get ECONNREFUSED. Count ``refused_periods``.
+* ``cut_off(s)``: for ``s`` seconds open connections are reset and new ones get a RST at once.
+  Count ``cut_off``.
 
 A RST is made with ``SO_LINGER`` ``(1, 0)`` and an abortive close; both sides of the relay are
 reset. Only loopback addresses are accepted, so the proxy can never touch a real network.
@@ -125,7 +122,7 @@ class FaultProxy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._conns: set[_Conn] = set()  # type: ignore[misc]
+        self._conns: set[_Conn] = set()
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -153,7 +150,7 @@ class FaultProxy:
             self._loop = loop
             try:
                 loop.run_until_complete(self._listen())
-            except BaseException as exc:  # handed to the starting thread below
+            except (OSError, RuntimeError) as exc:  # handed to the starting thread below
                 errors.append(exc)
                 ready.set()
                 loop.close()
@@ -171,7 +168,9 @@ class FaultProxy:
             raise RuntimeError(f"FaultProxy to {self.target} did not start within {timeout}s")
         if errors:
             self._thread = None
-            raise RuntimeError(f"FaultProxy to {self.target} failed to start: {errors[0]}") from errors[0]
+            raise RuntimeError(
+                f"FaultProxy to {self.target} failed to start: {errors[0]}"
+            ) from errors[0]
         log.info("fault proxy %s -> %s:%d", self.address, *self.target)
         return self
 
@@ -237,16 +236,25 @@ class FaultProxy:
         """Relay everything unchanged (also ends :meth:`refuse`)."""
         self._set(_Mode())
 
-    def reset_rate(self, rate: float, *, within_bytes: int = 0, direction: Direction = "up",
-                   times: int | None = None) -> None:
+    def reset_rate(
+        self,
+        rate: float,
+        *,
+        within_bytes: int = 0,
+        direction: Direction = "up",
+        times: int | None = None,
+    ) -> None:
         """Reset each new connection with probability ``rate`` (0..1), after a number of bytes
         drawn uniformly from ``0..within_bytes`` in ``direction`` (0: at accept)."""
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"rate must be within [0, 1], not {rate}")
-        self._set(_Mode("rate", rate=rate, within_bytes=within_bytes, direction=direction,
-                        times=times))
+        self._set(
+            _Mode("rate", rate=rate, within_bytes=within_bytes, direction=direction, times=times)
+        )
 
-    def reset_after(self, n_bytes: int, *, direction: Direction = "up", times: int | None = 1) -> None:
+    def reset_after(
+        self, n_bytes: int, *, direction: Direction = "up", times: int | None = 1
+    ) -> None:
         """Reset the next ``times`` connections (``None``: all) once ``n_bytes`` bytes went in
         ``direction`` (``"up"``: client→server, ``"down"``: server→client); exactly ``n_bytes``
         are relayed first."""
@@ -302,7 +310,9 @@ class FaultProxy:
         c = self.counts
         return sum(v for k, v in c.items() if k not in ("connections", "bytes_up", "bytes_down"))
 
-    def wait_for(self, predicate: Callable[[dict[str, int]], bool], timeout: float = 10.0) -> dict[str, int]:
+    def wait_for(
+        self, predicate: Callable[[dict[str, int]], bool], timeout: float = 10.0
+    ) -> dict[str, int]:
         """Block until ``predicate(counts)`` is true; return the counts.
 
         Raises:
@@ -313,7 +323,9 @@ class FaultProxy:
             while not predicate(dict(self._counts)):
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"condition not met within {timeout}s; counts {dict(self._counts)}")
+                    raise TimeoutError(
+                        f"condition not met within {timeout}s; counts {dict(self._counts)}"
+                    )
                 self._cond.wait(left)
             return dict(self._counts)
 
@@ -374,7 +386,7 @@ class FaultProxy:
                     pass
                 return
             for direction in ("up", "down"):
-                at, key = self._threshold(conn, m, direction)  # type: ignore[arg-type]
+                at, key = self._threshold(conn, m, direction)
                 if at == 0 and self._consume(m):
                     self._count(key)
                     self._abort(conn)
@@ -402,8 +414,13 @@ class FaultProxy:
             conn.stalled = True
             self._count("stall")
 
-    async def _pump(self, conn: _Conn, reader: asyncio.StreamReader,
-                    writer: asyncio.StreamWriter, direction: Direction) -> None:
+    async def _pump(
+        self,
+        conn: _Conn,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        direction: Direction,
+    ) -> None:
         try:
             while True:
                 data = await reader.read(_READ)
@@ -419,15 +436,21 @@ class FaultProxy:
                 if m.kind == "stall" or conn.stalled:
                     self._stall(conn)  # an open connection goes silent too
                     continue
-                if (direction == "down" and m.kind == "response"
-                        and conn.up_bytes - conn.base_up >= m.min_request_bytes
-                        and self._consume(m)):
+                if (
+                    direction == "down"
+                    and m.kind == "response"
+                    and conn.up_bytes - conn.base_up >= m.min_request_bytes
+                    and self._consume(m)
+                ):
                     self._count("reset_on_response")
                     self._abort(conn)
                     return
                 at, key = self._threshold(conn, m, direction)
-                done = (conn.up_bytes - conn.base_up) if direction == "up" else (
-                    conn.down_bytes - conn.base_down)
+                done = (
+                    (conn.up_bytes - conn.base_up)
+                    if direction == "up"
+                    else (conn.down_bytes - conn.base_down)
+                )
                 if at is not None and done + len(data) >= at and self._consume(m):
                     head = data[: max(0, at - done)]
                     if head:

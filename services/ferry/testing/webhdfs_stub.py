@@ -40,13 +40,18 @@ class StubState:
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
-def _remote(handler: http.server.BaseHTTPRequestHandler, status: int, exception: str,
-            message: str) -> None:
-    body = json.dumps({"RemoteException": {
-        "exception": exception,
-        "javaClassName": f"org.apache.hadoop.{exception}",
-        "message": message,
-    }}).encode()
+def _remote(
+    handler: http.server.BaseHTTPRequestHandler, status: int, exception: str, message: str
+) -> None:
+    body = json.dumps(
+        {
+            "RemoteException": {
+                "exception": exception,
+                "javaClassName": f"org.apache.hadoop.{exception}",
+                "message": message,
+            }
+        }
+    ).encode()
     handler.send_response(status)
     handler.send_header("Content-Type", "application/json")
     handler.send_header("Content-Length", str(len(body)))
@@ -73,7 +78,7 @@ class _Base(http.server.BaseHTTPRequestHandler):
 
     def _parse(self) -> tuple[str, str, dict[str, str]]:
         parts = urlsplit(self.path)
-        raw = parts.path[len(PREFIX):] if parts.path.startswith(PREFIX) else parts.path
+        raw = parts.path[len(PREFIX) :] if parts.path.startswith(PREFIX) else parts.path
         path = unquote(raw, encoding="utf-8", errors="strict")
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         op = query.get("op", "").upper()
@@ -90,7 +95,7 @@ class _Base(http.server.BaseHTTPRequestHandler):
             "modificationTime": int(time.time() * 1000),
         }
 
-    def _body_chunks(self):  # type: ignore[no-untyped-def]
+    def _body_chunks(self):
         """The request body as it arrives (Content-Length or chunked)."""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             while True:
@@ -118,7 +123,9 @@ class _NameNode(_Base):
 
     def _redirect(self, op: str, path: str, extra: str) -> None:
         dn = self.state.advertised_datanode or self.datanode_address
-        location = f"http://{dn}{PREFIX}{quote(path, safe='/')}?op={op}&namenoderpcaddress=stub{extra}"
+        location = (
+            f"http://{dn}{PREFIX}{quote(path, safe='/')}?op={op}&namenoderpcaddress=stub{extra}"
+        )
         self.send_response(307)
         self.send_header("Location", location)
         self.send_header("Content-Length", "0")
@@ -131,24 +138,34 @@ class _NameNode(_Base):
             exists = path in s.files or path in s.dirs
             if op == "GETFILESTATUS":
                 if not exists:
-                    return _remote(self, 404, "FileNotFoundException", f"File does not exist: {path}")
+                    return _remote(
+                        self, 404, "FileNotFoundException", f"File does not exist: {path}"
+                    )
                 return _json(self, {"FileStatus": self._status_doc(path)})
             if op == "LISTSTATUS":
                 if not exists:
-                    return _remote(self, 404, "FileNotFoundException", f"File {path} does not exist.")
+                    return _remote(
+                        self, 404, "FileNotFoundException", f"File {path} does not exist."
+                    )
                 if path in s.files:
                     return _json(self, {"FileStatuses": {"FileStatus": [self._status_doc(path)]}})
                 prefix = path.rstrip("/") + "/"
-                names = sorted({p[len(prefix):].split("/")[0] for p in (*s.files, *s.dirs)
-                                if p.startswith(prefix) and p != prefix})
+                names = sorted(
+                    {
+                        p[len(prefix) :].split("/")[0]
+                        for p in (*s.files, *s.dirs)
+                        if p.startswith(prefix) and p != prefix
+                    }
+                )
                 entries = [{**self._status_doc(prefix + n), "pathSuffix": n} for n in names]
                 return _json(self, {"FileStatuses": {"FileStatus": entries}})
-            if op == "OPEN":
-                if path not in s.files:
-                    return _remote(self, 404, "FileNotFoundException", f"File does not exist: {path}")
+            if op == "OPEN" and path not in s.files:
+                return _remote(self, 404, "FileNotFoundException", f"File does not exist: {path}")
         if op == "OPEN":
             return self._redirect("OPEN", path, f"&offset={query.get('offset', '0')}")
-        return _remote(self, 400, "IllegalArgumentException", f"Invalid value for webhdfs parameter \"op\": {op}")
+        return _remote(
+            self, 400, "IllegalArgumentException", f'Invalid value for webhdfs parameter "op": {op}'
+        )
 
     def do_PUT(self) -> None:  # noqa: N802
         op, path, query = self._parse()
@@ -168,20 +185,33 @@ class _NameNode(_Base):
                 dst = query.get("destination", "")
                 options = query.get("renameoptions", "")
                 if path not in s.files:
-                    return _remote(self, 404, "FileNotFoundException", f"rename source {path} is not found.")
+                    return _remote(
+                        self, 404, "FileNotFoundException", f"rename source {path} is not found."
+                    )
                 if posixpath.dirname(dst) not in s.dirs:
-                    return _remote(self, 404, "FileNotFoundException", f"rename destination parent {dst} not found.")
-                if dst in s.files or dst in s.dirs:
-                    if "OVERWRITE" not in options or dst in s.dirs:
-                        return _remote(self, 403, "FileAlreadyExistsException",
-                                       f"rename destination {dst} already exists")
+                    return _remote(
+                        self,
+                        404,
+                        "FileNotFoundException",
+                        f"rename destination parent {dst} not found.",
+                    )
+                exists = dst in s.files or dst in s.dirs
+                if exists and ("OVERWRITE" not in options or dst in s.dirs):
+                    return _remote(
+                        self,
+                        403,
+                        "FileAlreadyExistsException",
+                        f"rename destination {dst} already exists",
+                    )
                 s.files[dst] = s.files.pop(path)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/octet-stream")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return None
-        return _remote(self, 400, "IllegalArgumentException", f"Invalid value for webhdfs parameter \"op\": {op}")
+        return _remote(
+            self, 400, "IllegalArgumentException", f'Invalid value for webhdfs parameter "op": {op}'
+        )
 
     def do_DELETE(self) -> None:  # noqa: N802
         op, path, query = self._parse()
@@ -194,7 +224,9 @@ class _NameNode(_Base):
                 prefix = path.rstrip("/") + "/"
                 children = [p for p in (*s.files, *s.dirs) if p.startswith(prefix)]
                 if children and query.get("recursive", "").lower() != "true":
-                    return _remote(self, 403, "PathIsNotEmptyDirectoryException", f"{path} is non empty")
+                    return _remote(
+                        self, 403, "PathIsNotEmptyDirectoryException", f"{path} is non empty"
+                    )
                 for p in children:
                     s.files.pop(p, None)
                     s.dirs.discard(p)
@@ -235,8 +267,12 @@ class _DataNode(_Base):
                 elif path in s.files:
                     s.files[path] = bytes(written)
         if failed:
-            return _remote(self, 403, "IOException",
-                           f"File {path} could only be written to 0 of the 1 minReplication nodes.")
+            return _remote(
+                self,
+                403,
+                "IOException",
+                f"File {path} could only be written to 0 of the 1 minReplication nodes.",
+            )
         self.send_response(201)
         self.send_header("Location", f"hdfs://stub{quote(path, safe='/')}")
         self.send_header("Content-Length", "0")
@@ -249,13 +285,20 @@ class _DataNode(_Base):
             data = self.state.files.get(path)
         if data is None:
             return _remote(self, 404, "FileNotFoundException", f"File does not exist: {path}")
-        data = data[int(query.get("offset", "0") or 0):]
+        data = data[int(query.get("offset", "0") or 0) :]
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
         return None
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client reset mid-request (fault tests do that on purpose): not worth a traceback."""
 
 
 class WebHdfsStub:
@@ -267,17 +310,18 @@ class WebHdfsStub:
 
     def __init__(self) -> None:
         self.state = StubState()
-        self._servers: list[http.server.ThreadingHTTPServer] = []
+        self._servers: list[_Server] = []
         self._threads: list[threading.Thread] = []
 
     def start(self) -> WebHdfsStub:
         dn_handler = type("DN", (_DataNode,), {"state": self.state})
-        dn = http.server.ThreadingHTTPServer(("127.0.0.1", 0), dn_handler)
-        self.datanode_address = "127.0.0.1:%d" % dn.server_address[1]
-        nn_handler = type("NN", (_NameNode,), {"state": self.state,
-                                               "datanode_address": self.datanode_address})
-        nn = http.server.ThreadingHTTPServer(("127.0.0.1", 0), nn_handler)
-        self.namenode_address = "127.0.0.1:%d" % nn.server_address[1]
+        dn = _Server(("127.0.0.1", 0), dn_handler)
+        self.datanode_address = f"127.0.0.1:{dn.server_address[1]}"
+        nn_handler = type(
+            "NN", (_NameNode,), {"state": self.state, "datanode_address": self.datanode_address}
+        )
+        nn = _Server(("127.0.0.1", 0), nn_handler)
+        self.namenode_address = f"127.0.0.1:{nn.server_address[1]}"
         for server in (nn, dn):
             server.daemon_threads = True
             t = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)

@@ -48,7 +48,10 @@ def retrying(
         exc = state.outcome.exception() if state.outcome else None
         log.warning(
             "%s: attempt %d/%d failed (%s); next in %.2fs",
-            what or "call", state.attempt_number, retry.max_attempts, exc,
+            what or "call",
+            state.attempt_number,
+            retry.max_attempts,
+            exc,
             state.next_action.sleep if state.next_action else 0.0,
         )
 
@@ -110,7 +113,14 @@ def copy_between(
     temps: list[str] = []
     try:
         size, digest = retrying(retry, sleep=sleep, what=what)(
-            _copy_once, src, src_path, dst, dst_path, expected_sha256, overwrite, chunk_size,
+            _copy_once,
+            src,
+            src_path,
+            dst,
+            dst_path,
+            expected_sha256,
+            overwrite,
+            chunk_size,
             temps,
         )
     finally:
@@ -140,8 +150,14 @@ def _copy_once(
         if existing.is_file and existing.size == source.size:
             want = expected_sha256 or src.sha256(src_path, chunk_size)[1]
             if dst.sha256(dst_path, chunk_size) == (source.size, want):
-                log.info("%s:%s already holds %s:%s (sha256 %s)", dst.name, existing.path,
-                         src.name, source.path, want)
+                log.info(
+                    "%s:%s already holds %s:%s (sha256 %s)",
+                    dst.name,
+                    existing.path,
+                    src.name,
+                    source.path,
+                    want,
+                )
                 return source.size, want
         if not overwrite:
             raise HdfsPathExists(
@@ -161,8 +177,9 @@ def _copy_once(
     return written.size, written.sha256
 
 
-def _sweep(port: HdfsPort, temps: list[str], retry: RetrySettings,
-           sleep: Callable[[float], None]) -> None:
+def _sweep(
+    port: HdfsPort, temps: list[str], retry: RetrySettings, sleep: Callable[[float], None]
+) -> None:
     """Make sure no temporary file of this call survives: each attempt removes its own, but that
     removal can itself fail (NameNode reset or cut off), so check again, under the retry policy.
     Only paths this call created are touched (house style rule 12)."""
@@ -172,8 +189,14 @@ def _sweep(port: HdfsPort, temps: list[str], retry: RetrySettings,
                 lambda t=temp: port.exists(t) and port.delete(t)
             )
         except FerryError as exc:
-            log.error("%s:%s: temporary file may remain (%s); it is named *%s* and can be "
-                      "removed by hand", port.name, temp, exc, TEMP_MARKER)
+            log.error(
+                "%s:%s: temporary file may remain (%s); it is named *%s* and can be "
+                "removed by hand",
+                port.name,
+                temp,
+                exc,
+                TEMP_MARKER,
+            )
 
 
 def _exactly(chunks: Iterator[bytes], size: int, port: HdfsPort, path: str) -> Iterator[bytes]:
