@@ -195,6 +195,26 @@ class PathSettings(_Frozen):
     )
 
 
+class TrackerSettings(_Frozen):
+    """The tracker service (per-file state, stuck detection, HTTP). Env: ``FERRY_TRACKER__<FIELD>``.
+
+    A file is *stuck* when it has waited in a stage (since the event that handed it to that stage)
+    longer than that stage's SLA in ``sla_s``.
+    """
+
+    web_host: str = Field("127.0.0.1", description="Address the tracker's HTTP server binds.")
+    web_port: int = Field(16066, description="Tracker HTTP port: /files, /stuck, /metrics, /.")
+    sla_s: dict[str, float] = Field(
+        default_factory=lambda: {"transform": 1800.0, "transfer": 900.0, "load": 1800.0},
+        description="Longest time a file may wait in a stage (transform, transfer, load), s.",
+    )
+    data_dir: Path = Field(
+        REPO_ROOT / "var" / "tracker",
+        description="Faust data directory (one sub-directory per topic prefix).",
+    )
+    lag_refresh_s: float = Field(15.0, description="How often /metrics refreshes consumer lag, s.")
+
+
 class Settings(BaseSettings):
     """All of Ferry's settings. Build with :func:`get_settings`.
 
@@ -231,6 +251,7 @@ class Settings(BaseSettings):
     metastore: MetastoreSettings = MetastoreSettings()
     retry: RetrySettings = RetrySettings()
     paths: PathSettings = PathSettings()
+    tracker: TrackerSettings = TrackerSettings()
 
     def cluster(self, name: str) -> HdfsClusterSettings:
         """Settings of cluster ``"a"`` or ``"b"``.
