@@ -31,7 +31,18 @@ FILE_ID_COLUMN = "ferry_file_id"
 
 #: Spark SQL / Hive type names a column may have (lower case), plus ``decimal(p,s)``.
 _SIMPLE_TYPES = frozenset(
-    {"string", "boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "date", "timestamp"}
+    {
+        "string",
+        "boolean",
+        "tinyint",
+        "smallint",
+        "int",
+        "bigint",
+        "float",
+        "double",
+        "date",
+        "timestamp",
+    }
 )
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -49,11 +60,13 @@ def _check_type(value: str) -> str:
     m = _DECIMAL.match(v)
     if m and 0 < int(m.group(1)) <= 38 and int(m.group(2)) <= int(m.group(1)):
         return f"decimal({m.group(1)},{m.group(2)})"
-    raise ValueError(f"unsupported type {value!r}; use one of {sorted(_SIMPLE_TYPES)} or decimal(p,s)")
+    raise ValueError(
+        f"unsupported type {value!r}; use one of {sorted(_SIMPLE_TYPES)} or decimal(p,s)"
+    )
 
 
 class ColumnSpec(_Frozen):
-    """One parse column: a lower-case name and a Spark SQL type name (``int``, ``decimal(9,2)``…)."""
+    """One parse column: a lower-case name and a Spark SQL type (``int``, ``decimal(9,2)``…)."""
 
     name: str
     type: str
@@ -62,9 +75,13 @@ class ColumnSpec(_Frozen):
     @classmethod
     def _name(cls, v: str) -> str:
         if not _NAME.match(v):
-            raise ValueError(f"column name {v!r} must match {_NAME.pattern} (Hive lower-cases names)")
+            raise ValueError(
+                f"column name {v!r} must match {_NAME.pattern} (Hive lower-cases names)"
+            )
         if v.startswith("ferry_"):
-            raise ValueError(f"column name {v!r}: the prefix 'ferry_' is reserved for Ferry's columns")
+            raise ValueError(
+                f"column name {v!r}: the prefix 'ferry_' is reserved for Ferry's columns"
+            )
         return v
 
     @field_validator("type")
@@ -87,16 +104,23 @@ class DerivedColumn(ColumnSpec):
 class CsvOptions(_Frozen):
     """How the files are parsed (Spark CSV options of the same meaning)."""
 
-    header: bool = Field(True, description="First line of each file is a header (checked, then skipped).")
-    delimiter: str = Field(",", min_length=1, max_length=1)
-    quote: str = Field('"', min_length=1, max_length=1)
-    escape: str = Field('"', min_length=1, max_length=1, description="Escape inside quotes (RFC 4180: doubled quote).")
-    null_value: str = Field("", description="Token read as NULL, e.g. 'NA'.")
+    header: bool = Field(
+        default=True, description="First line of each file is a header (checked, then skipped)."
+    )
+    delimiter: str = Field(default=",", min_length=1, max_length=1)
+    quote: str = Field(default='"', min_length=1, max_length=1)
+    escape: str = Field(
+        default='"',
+        min_length=1,
+        max_length=1,
+        description="Escape inside quotes (RFC 4180: doubled quote).",
+    )
+    null_value: str = Field(default="", description="Token read as NULL, e.g. 'NA'.")
     encoding: Literal["UTF-8"] = "UTF-8"
 
 
 class RangeRule(_Frozen):
-    """Inclusive bounds of a numeric column; ``None`` = unbounded. NULL values pass (use not_null)."""
+    """Inclusive bounds of a numeric column; ``None`` = unbounded. NULL passes (see not_null)."""
 
     min: float | None = None
     max: float | None = None
@@ -115,7 +139,7 @@ class ValidationRules(_Frozen):
 
 
 class HiveTarget(_Frozen):
-    """Target table. ``partition_by`` names parse or derived columns; ``ferry_file_id`` is appended."""
+    """Target table. ``partition_by``: parse or derived columns; ``ferry_file_id`` is appended."""
 
     database: str
     table: str
@@ -142,13 +166,13 @@ class FinishedPolicy(_Frozen):
     """
 
     policy: Literal["stable", "marker"] = "stable"
-    stable_polls: int = Field(2, ge=1)
-    poll_interval_s: float = Field(2.0, gt=0)
-    marker_suffix: str = Field(".done", min_length=1)
+    stable_polls: int = Field(default=2, ge=1)
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    marker_suffix: str = Field(default=".done", min_length=1)
 
 
 class NasSource(_Frozen):
-    """Files of the dataset: ``<nas_dir>/<subdir>/<name matching pattern>`` (fnmatch, case-sensitive)."""
+    """Files of the dataset: ``<nas_dir>/<subdir>/<name matching pattern>`` (fnmatch, case kept)."""
 
     subdir: str
     pattern: str
@@ -168,11 +192,11 @@ class DatasetSpec(_Frozen):
     name: str
     nas: NasSource
     columns: tuple[ColumnSpec, ...] = Field(min_length=1)
-    csv: CsvOptions = CsvOptions()
-    validation: ValidationRules = ValidationRules()
+    csv: CsvOptions = Field(default_factory=CsvOptions)
+    validation: ValidationRules = Field(default_factory=ValidationRules)
     derived: tuple[DerivedColumn, ...] = ()
     hive: HiveTarget
-    finished: FinishedPolicy = FinishedPolicy()
+    finished: FinishedPolicy = Field(default_factory=FinishedPolicy)
 
     @field_validator("name")
     @classmethod
@@ -202,7 +226,9 @@ class DatasetSpec(_Frozen):
         if len(set(self.hive.partition_by)) != len(self.hive.partition_by):
             raise ValueError(f"partition_by repeats a column: {list(self.hive.partition_by)}")
         if len(self.hive.partition_by) >= len(every):
-            raise ValueError("a Hive table needs at least one column that is not a partition column")
+            raise ValueError(
+                "a Hive table needs at least one column that is not a partition column"
+            )
         return self
 
     # -- views used by extract and the jobs -----------------------------------------------------
@@ -259,7 +285,9 @@ def load_dataset(path: str | Path) -> DatasetSpec:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"dataset definition {path}: cannot read: {exc}") from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"dataset definition {path}: must be a mapping, not {type(data).__name__}")
+        raise ConfigError(
+            f"dataset definition {path}: must be a mapping, not {type(data).__name__}"
+        )
     try:
         return DatasetSpec.model_validate(data)
     except ValidationError as exc:
@@ -281,16 +309,22 @@ def load_datasets(directory: str | Path) -> dict[str, DatasetSpec]:
     for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
         spec = load_dataset(path)
         if spec.name in specs:
-            raise ConfigError(f"dataset {spec.name!r} defined twice: {origin[spec.name]} and {path}")
+            raise ConfigError(
+                f"dataset {spec.name!r} defined twice: {origin[spec.name]} and {path}"
+            )
         for other in specs.values():
             if (other.nas.subdir, other.nas.pattern) == (spec.nas.subdir, spec.nas.pattern):
-                raise ConfigError(f"datasets {other.name!r} and {spec.name!r} ({path}) claim the same NAS files")
+                raise ConfigError(
+                    f"datasets {other.name!r} and {spec.name!r} ({path}) claim the same NAS files"
+                )
         specs[spec.name] = spec
         origin[spec.name] = path
     return specs
 
 
-def dataset_for(specs: dict[str, DatasetSpec], relative_nas_path: str | PurePosixPath) -> DatasetSpec | None:
+def dataset_for(
+    specs: dict[str, DatasetSpec], relative_nas_path: str | PurePosixPath
+) -> DatasetSpec | None:
     """The one dataset whose definition matches the path, or ``None`` if no dataset claims it."""
     for spec in specs.values():
         if spec.match(relative_nas_path):

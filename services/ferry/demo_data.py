@@ -94,7 +94,9 @@ def _cell(value: Any, col_type: str, null_token: str) -> str:
     if col_type in {"tinyint", "smallint", "int", "bigint"}:
         f = float(value)
         if not f.is_integer():
-            raise ValueError(f"value {value!r} is not an integer but the column is typed {col_type}")
+            raise ValueError(
+                f"value {value!r} is not an integer but the column is typed {col_type}"
+            )
         return str(int(f))
     if isinstance(value, float):
         return repr(value)

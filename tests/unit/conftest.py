@@ -31,8 +31,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         .config("spark.default.parallelism", "1")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.warehouse.dir", str(root / "warehouse"))
-        .config("spark.hadoop.javax.jdo.option.ConnectionURL",
-                f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true")
+        .config(
+            "spark.hadoop.javax.jdo.option.ConnectionURL",
+            f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        )
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={root}")
         .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
         .enableHiveSupport()
@@ -53,4 +55,3 @@ def specs() -> dict[str, DatasetSpec]:
 def unique_db() -> str:
     """A Hive database name private to one test."""
     return f"ferry_t_{uuid.uuid4().hex[:10]}"
-

@@ -35,7 +35,10 @@ def test_repository_definitions_load_from_settings_dir():
     assert [c.name for c in f.table_partition_columns] == ["flight_date", "ferry_file_id"]
     assert [c.name for c in f.table_columns][-3:] == ["time_hour", "flight_date", "ferry_file_id"]
     w = specs["weather"]
-    assert [(c.name, c.type) for c in w.table_partition_columns] == [("obs_date", "date"), ("ferry_file_id", "string")]
+    assert [(c.name, c.type) for c in w.table_partition_columns] == [
+        ("obs_date", "date"),
+        ("ferry_file_id", "string"),
+    ]
     assert w.finished.policy == "stable" and w.finished.stable_polls == 2
 
 
@@ -44,10 +47,10 @@ def test_repository_definitions_load_from_settings_dir():
     [
         ("flights/flights_2013-01-01.csv", "flights"),
         ("weather/weather_2013-12-30.csv", "weather"),
-        ("flights/weather_2013-01-01.csv", None),   # wrong sub-directory
+        ("flights/weather_2013-01-01.csv", None),  # wrong sub-directory
         ("flights/sub/flights_2013-01-01.csv", None),  # deeper directory
         ("flights/flights_2013-01-01.csv.part", None),
-        ("flights/Flights_2013-01-01.csv", None),   # case-sensitive
+        ("flights/Flights_2013-01-01.csv", None),  # case-sensitive
         ("flights/flights_données été #1.csv", "flights"),
     ],
 )
@@ -65,7 +68,9 @@ def test_decimal_type_is_normalised(tmp_path):
 
 
 def test_marker_policy_excludes_marker_files(tmp_path):
-    spec = load_dataset(write(tmp_path, "t.yaml", GOOD + "finished: {policy: marker, marker_suffix: .ok}\n"))
+    spec = load_dataset(
+        write(tmp_path, "t.yaml", GOOD + "finished: {policy: marker, marker_suffix: .ok}\n")
+    )
     assert spec.match("tiny/tiny_1.csv") and not spec.match("tiny/tiny_1.csv.ok")
 
 
@@ -76,7 +81,10 @@ def test_marker_policy_excludes_marker_files(tmp_path):
         ("- a\n- b\n", "must be a mapping"),
         (GOOD.replace("type: int", "type: integer"), "unsupported type 'integer'"),
         (GOOD + "validation: {not_null: [nope]}\n", "unknown column 'nope'"),
-        (GOOD.replace("table: tiny}", "table: tiny, partition_by: [day]}"), "partition column 'day'"),
+        (
+            GOOD.replace("table: tiny}", "table: tiny, partition_by: [day]}"),
+            "partition column 'day'",
+        ),
         (GOOD + "validation: {ranges: {id: {min: 0}}}\nextra: 1\n", "extra"),
         (GOOD.replace("name: id", "name: ferry_file_id"), "reserved"),
         (GOOD.replace("{name: amount", "{name: id"), "duplicate column names: ['id']"),

@@ -36,11 +36,19 @@ def test_sample_files_one_per_day_with_exact_rows(tmp_path, specs):
         assert classify_empty(f.path) is None
         assert head.count(b"\n") == f.rows + 1
     assert sorted(p.name for p in (tmp_path / "flights").iterdir()) == [
-        "flights_2013-01-01.csv", "flights_2013-01-02.csv"]  # no temp files left
+        "flights_2013-01-01.csv",
+        "flights_2013-01-02.csv",
+    ]  # no temp files left
     lines = summary.files[0].path.read_text().splitlines()
-    assert lines[1] == "2013,1,1,517,515,2,830,819,11,UA,1545,N14228,EWR,IAH,227,1400,5,15,2013-01-01T10:00:00Z"
+    assert (
+        lines[1]
+        == "2013,1,1,517,515,2,830,819,11,UA,1545,N14228,EWR,IAH,227,1400,5,15,2013-01-01T10:00:00Z"
+    )
     # A cancelled flight: NA for the missing times, integers stay integers.
-    assert "2013,1,1,NA,1630,NA,NA,1815,NA,EV,4308,N18120,EWR,RDU,NA,416,16,30,2013-01-01T21:00:00Z" in lines
+    assert (
+        "2013,1,1,NA,1630,NA,NA,1815,NA,EV,4308,N18120,EWR,RDU,NA,416,16,30,2013-01-01T21:00:00Z"
+        in lines
+    )
 
 
 def test_classify_empty():
@@ -69,12 +77,21 @@ def test_sample_through_transform_and_load_reconciles(spark, specs, tmp_path, un
     summary = write_demo_files(tmp_path / "nas", specs, days=2)
     for name in ("flights", "weather"):
         spec = specs[name].model_copy(
-            update={"hive": specs[name].hive.model_copy(update={"database": unique_db})})
+            update={"hive": specs[name].hive.model_copy(update={"database": unique_db})}
+        )
         files = {str(f.path): f"{name}-{f.day:%Y%m%d}" for f in summary.files if f.dataset == name}
-        res = run_batch(spark, spec, files, staging_root=str(tmp_path / "staging"),
-                        rejects_root=str(tmp_path / "rejects"))
-        expected = {f"{name}-{f.day:%Y%m%d}": FileCounts(f.rows, f.rows, 0)
-                    for f in summary.files if f.dataset == name}
+        res = run_batch(
+            spark,
+            spec,
+            files,
+            staging_root=str(tmp_path / "staging"),
+            rejects_root=str(tmp_path / "rejects"),
+        )
+        expected = {
+            f"{name}-{f.day:%Y%m%d}": FileCounts(f.rows, f.rows, 0)
+            for f in summary.files
+            if f.dataset == name
+        }
         assert {k: r.counts for k, r in res.items()} == expected
         loaded = load_files(spark, spec, {k: r.staged_path for k, r in res.items()})
         assert loaded == {k: c.rows_out for k, c in expected.items()}

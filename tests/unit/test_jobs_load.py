@@ -28,15 +28,23 @@ def tiny_spec(database: str) -> DatasetSpec:
         {
             "name": "tiny",
             "nas": {"subdir": "tiny", "pattern": "*.csv"},
-            "columns": [{"name": "id", "type": "int"}, {"name": "kind", "type": "string"},
-                        {"name": "day", "type": "date"}],
+            "columns": [
+                {"name": "id", "type": "int"},
+                {"name": "kind", "type": "string"},
+                {"name": "day", "type": "date"},
+            ],
             "hive": {"database": database, "table": "tiny", "partition_by": ["day"]},
         }
     )
 
 
-STAGED = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("kind", T.StringType()),
-                       T.StructField("day", T.DateType())])
+STAGED = T.StructType(
+    [
+        T.StructField("id", T.IntegerType()),
+        T.StructField("kind", T.StringType()),
+        T.StructField("day", T.DateType()),
+    ]
+)
 
 
 def stage(spark, path, rows) -> str:
@@ -47,14 +55,21 @@ def stage(spark, path, rows) -> str:
 def test_create_table_sql_partitions_by_dataset_columns_then_file_id(specs):
     sql = create_table_sql(specs["flights"])
     assert sql.startswith("CREATE TABLE IF NOT EXISTS `ferry`.`flights` (`year` INT, ")
-    assert "`time_hour` TIMESTAMP) PARTITIONED BY (`flight_date` DATE, `ferry_file_id` STRING) " \
-           "STORED AS PARQUET" in sql
+    assert (
+        "`time_hour` TIMESTAMP) PARTITIONED BY (`flight_date` DATE, `ferry_file_id` STRING) "
+        "STORED AS PARQUET" in sql
+    )
 
 
 def test_align_to_table_matches_by_name_in_table_order(spark):
     """C12: a frame whose column order differs from the table's is reordered by name."""
-    table = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("kind", T.StringType()),
-                          T.StructField("ferry_file_id", T.StringType())])
+    table = T.StructType(
+        [
+            T.StructField("id", T.IntegerType()),
+            T.StructField("kind", T.StringType()),
+            T.StructField("ferry_file_id", T.StringType()),
+        ]
+    )
     df = spark.createDataFrame([("f1", "a", 1)], "ferry_file_id string, KIND string, id int")
     out = align_to_table(df, table)
     assert out.columns == ["id", "kind", "ferry_file_id"]
@@ -65,13 +80,24 @@ def test_align_to_table_matches_by_name_in_table_order(spark):
     ("ddl", "message"),
     [
         ("id int, ferry_file_id string", "missing column 'kind' (string)"),
-        ("id int, kind string, ferry_file_id string, extra double", "unexpected column 'extra' (double)"),
-        ("id bigint, kind string, ferry_file_id string", "column 'id' has type bigint, table expects int"),
+        (
+            "id int, kind string, ferry_file_id string, extra double",
+            "unexpected column 'extra' (double)",
+        ),
+        (
+            "id bigint, kind string, ferry_file_id string",
+            "column 'id' has type bigint, table expects int",
+        ),
     ],
 )
 def test_align_to_table_fails_before_writing_naming_the_column(spark, ddl, message):
-    table = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("kind", T.StringType()),
-                          T.StructField("ferry_file_id", T.StringType())])
+    table = T.StructType(
+        [
+            T.StructField("id", T.IntegerType()),
+            T.StructField("kind", T.StringType()),
+            T.StructField("ferry_file_id", T.StringType()),
+        ]
+    )
     df = spark.createDataFrame([], ddl)
     with pytest.raises(PermanentError) as err:
         align_to_table(df, table, table="db.t")
@@ -83,12 +109,20 @@ def test_ensure_table_creates_then_detects_a_drifted_table(spark, unique_db):
     spec = tiny_spec(unique_db)
     schema = ensure_table(spark, spec)
     assert [(f.name, f.dataType.simpleString()) for f in schema.fields] == [
-        ("id", "int"), ("kind", "string"), ("day", "date"), ("ferry_file_id", "string")]
+        ("id", "int"),
+        ("kind", "string"),
+        ("day", "date"),
+        ("ferry_file_id", "string"),
+    ]
     assert [f.name for f in schema] == [f.name for f in table_schema(spec)]
-    spark.sql(f"CREATE TABLE {unique_db}.drift (id BIGINT, kind STRING) PARTITIONED BY "
-              f"(day DATE, ferry_file_id STRING) STORED AS PARQUET")
+    spark.sql(
+        f"CREATE TABLE {unique_db}.drift (id BIGINT, kind STRING) PARTITIONED BY "
+        f"(day DATE, ferry_file_id STRING) STORED AS PARQUET"
+    )
     drifted = spec.model_copy(update={"hive": spec.hive.model_copy(update={"table": "drift"})})
-    with pytest.raises(PermanentError, match="column 'id' has type bigint, table expects int") as err:
+    with pytest.raises(
+        PermanentError, match="column 'id' has type bigint, table expects int"
+    ) as err:
         ensure_table(spark, drifted)
     assert err.value.reason == "schema_mismatch"
 
@@ -103,12 +137,19 @@ def test_load_three_times_leaves_one_copy_and_other_files_untouched(spark, uniqu
         assert load_files(spark, spec, {"f1": f1}) == {"f1": 3}
     assertDataFrameEqual(
         spark.table(spec.hive.full_name),
-        [Row(id=1, kind="a", day=D1, ferry_file_id="f1"), Row(id=2, kind="b", day=D1, ferry_file_id="f1"),
-         Row(id=3, kind="c", day=D2, ferry_file_id="f1"), Row(id=10, kind="z", day=D1, ferry_file_id="f2")],
+        [
+            Row(id=1, kind="a", day=D1, ferry_file_id="f1"),
+            Row(id=2, kind="b", day=D1, ferry_file_id="f1"),
+            Row(id=3, kind="c", day=D2, ferry_file_id="f1"),
+            Row(id=10, kind="z", day=D1, ferry_file_id="f2"),
+        ],
     )
     parts = [r.partition for r in spark.sql(f"SHOW PARTITIONS {spec.hive.full_name}").collect()]
-    assert sorted(parts) == ["day=2013-01-01/ferry_file_id=f1", "day=2013-01-01/ferry_file_id=f2",
-                             "day=2013-01-02/ferry_file_id=f1"]
+    assert sorted(parts) == [
+        "day=2013-01-01/ferry_file_id=f1",
+        "day=2013-01-01/ferry_file_id=f2",
+        "day=2013-01-02/ferry_file_id=f1",
+    ]
 
 
 def test_load_even_when_session_is_in_static_overwrite_mode(spark, unique_db, tmp_path):
@@ -129,14 +170,17 @@ def test_staged_with_other_column_order_loads_by_name(spark, unique_db, tmp_path
     p = str(tmp_path / "f3")
     spark.createDataFrame([(D2, "q", 7)], "day date, kind string, id int").write.parquet(p)
     assert load_files(spark, spec, {"f3": p}) == {"f3": 1}
-    assertDataFrameEqual(spark.table(spec.hive.full_name),
-                         [Row(id=7, kind="q", day=D2, ferry_file_id="f3")])
+    assertDataFrameEqual(
+        spark.table(spec.hive.full_name), [Row(id=7, kind="q", day=D2, ferry_file_id="f3")]
+    )
 
 
 def test_staged_type_mismatch_fails_before_writing(spark, unique_db, tmp_path):
     spec = tiny_spec(unique_db)
     p = str(tmp_path / "f4")
-    spark.createDataFrame([(1, "a", "2013-01-01")], "id int, kind string, day string").write.parquet(p)
+    spark.createDataFrame(
+        [(1, "a", "2013-01-01")], "id int, kind string, day string"
+    ).write.parquet(p)
     with pytest.raises(PermanentError, match="column 'day' has type string, table expects date"):
         load_files(spark, spec, {"f4": p})
     assert spark.table(spec.hive.full_name).count() == 0

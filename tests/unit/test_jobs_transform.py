@@ -1,4 +1,4 @@
-"""Transform job on tiny files: parse, attribution, rejects, counts, per-file commit (C07, C10, C11)."""
+"""Transform job on tiny files: parse, attribution, rejects, counts, commit (C07, C10, C11)."""
 
 from __future__ import annotations
 
@@ -66,8 +66,10 @@ def test_bom_file_loads_with_real_first_column_name(spark, tmp_path):
     valid, rejects = transform(read_csv(spark, [p], SPEC), SPEC)
     assertDataFrameEqual(
         valid.drop(SOURCE_COLUMN),
-        [Row(id=1, kind="a", y=2013, m=1, d=1, day=D1),
-         Row(id=2, kind="b", y=2013, m=1, d=2, day=dt.date(2013, 1, 2))],
+        [
+            Row(id=1, kind="a", y=2013, m=1, d=1, day=D1),
+            Row(id=2, kind="b", y=2013, m=1, d=2, day=dt.date(2013, 1, 2)),
+        ],
     )
     assert rejects.count() == 0
     # What Spark itself does with a BOM header when it names the columns: no U+FEFF in the name.
@@ -85,16 +87,16 @@ def test_malformed_and_invalid_rows_become_rejects_with_reasons(spark, tmp_path)
     p = put(
         tmp_path / "bad.csv",
         HEADER
-        + b"1,a,2013,1,1\n"        # valid
-        + b"2,a,2013,1\n"          # too few tokens -> malformed
-        + b"3,a,2013,1,1,9\n"      # too many tokens -> malformed
-        + b"x,a,2013,1,1\n"        # not an int -> malformed
-        + b"NA,a,2013,1,1\n"       # null id
-        + b"5,a,2013,13,1\n"       # month out of range
-        + b"6,c,2013,1,1\n"        # kind not allowed
-        + b"7,b,2013,2,30\n"       # no such date -> partition value null
-        + b"\n"                    # blank line: not a record
-        + b"8,b,NA,1,1\n",         # partition value null
+        + b"1,a,2013,1,1\n"  # valid
+        + b"2,a,2013,1\n"  # too few tokens -> malformed
+        + b"3,a,2013,1,1,9\n"  # too many tokens -> malformed
+        + b"x,a,2013,1,1\n"  # not an int -> malformed
+        + b"NA,a,2013,1,1\n"  # null id
+        + b"5,a,2013,13,1\n"  # month out of range
+        + b"6,c,2013,1,1\n"  # kind not allowed
+        + b"7,b,2013,2,30\n"  # no such date -> partition value null
+        + b"\n"  # blank line: not a record
+        + b"8,b,NA,1,1\n",  # partition value null
     )
     c = classify(read_csv(spark, [p], SPEC), SPEC)
     valid, rejects = transform(read_csv(spark, [p], SPEC), SPEC)
@@ -114,9 +116,16 @@ def test_malformed_and_invalid_rows_become_rejects_with_reasons(spark, tmp_path)
     )
     assert file_counts(c, [p]) == {
         p: FileCounts(
-            rows_in=9, rows_out=1, rows_rejected=8,
-            reject_reasons={"malformed": 3, "null:id": 1, "range:m": 1, "not_allowed:kind": 1,
-                            "invalid_partition_value:day": 2},
+            rows_in=9,
+            rows_out=1,
+            rows_rejected=8,
+            reject_reasons={
+                "malformed": 3,
+                "null:id": 1,
+                "range:m": 1,
+                "not_allowed:kind": 1,
+                "invalid_partition_value:day": 2,
+            },
         )
     }
     # The same counts from the split frames: nothing was dropped between them.
@@ -125,12 +134,12 @@ def test_malformed_and_invalid_rows_become_rejects_with_reasons(spark, tmp_path)
 
 
 ODD_NAMES = [
-    "données été.csv",        # non-ASCII letters and a space
-    "a%20b 100%.csv",         # percent signs that look like escapes
-    "k=v#frag.csv",           # partition-like '=' and a URI fragment '#'
-    "x [1] {a,b} *?.csv",     # Hadoop glob characters
-    "plus+sign.csv",          # '+' (form-decoding would make it a space)
-    "e\u0301-nfd.csv",        # NFD: e + combining acute, kept as given
+    "données été.csv",  # non-ASCII letters and a space
+    "a%20b 100%.csv",  # percent signs that look like escapes
+    "k=v#frag.csv",  # partition-like '=' and a URI fragment '#'
+    "x [1] {a,b} *?.csv",  # Hadoop glob characters
+    "plus+sign.csv",  # '+' (form-decoding would make it a space)
+    "e\u0301-nfd.csv",  # NFD: e + combining acute, kept as given
 ]
 
 
@@ -141,8 +150,10 @@ def test_many_files_one_scan_attributes_rows_to_exact_paths(spark, tmp_path):
         for i, name in enumerate(ODD_NAMES)
     ]
     df = read_csv(spark, paths, SPEC)
-    got = {r[SOURCE_COLUMN]: r["n"] for r in df.groupBy(SOURCE_COLUMN).count()
-           .withColumnRenamed("count", "n").collect()}
+    got = {
+        r[SOURCE_COLUMN]: r["n"]
+        for r in df.groupBy(SOURCE_COLUMN).count().withColumnRenamed("count", "n").collect()
+    }
     assert got == {path_key(p): 2 for p in paths}
     counts = file_counts(classify(df, SPEC), paths)
     assert counts == {p: FileCounts(rows_in=2, rows_out=2, rows_rejected=0) for p in paths}
@@ -166,8 +177,10 @@ def test_run_batch_commits_each_file_and_classifies_empty_and_bad_header(spark, 
     land = tmp_path / "land"
     files = {
         put(land / "good one.csv", HEADER + b"1,a,2013,1,1\n2,b,2013,1,2\n9,z,2013,1,1\n"): "f1",
-        put(land / "ümlaut#2.csv", b"\xef\xbb\xbf" + HEADER.replace(b"\n", b"\r\n")
-            + b"3,a,2013,1,1\r\n"): "f2",
+        put(
+            land / "ümlaut#2.csv",
+            b"\xef\xbb\xbf" + HEADER.replace(b"\n", b"\r\n") + b"3,a,2013,1,1\r\n",
+        ): "f2",
         put(land / "zero.csv", b""): "f3",
         put(land / "header.csv", HEADER): "f4",
         put(land / "swapped.csv", b"kind,id,y,m,d\na,1,2013,1,1\n"): "f5",
@@ -176,8 +189,11 @@ def test_run_batch_commits_each_file_and_classifies_empty_and_bad_header(spark, 
     staging, rejects = f"file://{tmp_path}/staging", str(tmp_path / "rejects")
     res = run_batch(spark, SPEC, files, staging_root=staging, rejects_root=rejects)
     assert {k: (v.status, v.reason) for k, v in res.items()} == {
-        "f1": ("transformed", None), "f2": ("transformed", None), "f3": ("empty", "zero_bytes"),
-        "f4": ("empty", "header_only"), "f5": ("failed", "header_mismatch"),
+        "f1": ("transformed", None),
+        "f2": ("transformed", None),
+        "f3": ("empty", "zero_bytes"),
+        "f4": ("empty", "header_only"),
+        "f5": ("failed", "header_mismatch"),
         "f6": ("transformed", None),
     }
     assert "column 1 is 'kind'" in (res["f5"].message or "")
@@ -189,11 +205,15 @@ def test_run_batch_commits_each_file_and_classifies_empty_and_bad_header(spark, 
     assert res["f2"].rejects_path is None
     assertDataFrameEqual(
         spark.read.parquet(res["f1"].staged_path),
-        [Row(id=1, kind="a", y=2013, m=1, d=1, day=D1),
-         Row(id=2, kind="b", y=2013, m=1, d=2, day=dt.date(2013, 1, 2))],
+        [
+            Row(id=1, kind="a", y=2013, m=1, d=1, day=D1),
+            Row(id=2, kind="b", y=2013, m=1, d=2, day=dt.date(2013, 1, 2)),
+        ],
     )
     assertDataFrameEqual(
-        spark.read.parquet(res["f1"].rejects_path).select("id", REJECT_REASON_COLUMN, SOURCE_COLUMN),
+        spark.read.parquet(res["f1"].rejects_path).select(
+            "id", REJECT_REASON_COLUMN, SOURCE_COLUMN
+        ),
         [Row(id=9, reject_reason="not_allowed:kind", ferry_source_path=str(land / "good one.csv"))],
     )
     # A file whose rows are all rejected still gets its (empty) staging directory; the batch's

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ferry.core.errors import TransientError
 from ferry.datasets import ColumnSpec
@@ -32,14 +32,20 @@ def spark_type(type_name: str) -> DataType:
     from pyspark.sql import types as T
 
     simple = {
-        "string": T.StringType(), "boolean": T.BooleanType(), "tinyint": T.ByteType(),
-        "smallint": T.ShortType(), "int": T.IntegerType(), "bigint": T.LongType(),
-        "float": T.FloatType(), "double": T.DoubleType(), "date": T.DateType(),
+        "string": T.StringType(),
+        "boolean": T.BooleanType(),
+        "tinyint": T.ByteType(),
+        "smallint": T.ShortType(),
+        "int": T.IntegerType(),
+        "bigint": T.LongType(),
+        "float": T.FloatType(),
+        "double": T.DoubleType(),
+        "date": T.DateType(),
         "timestamp": T.TimestampType(),
     }
     if type_name in simple:
         return simple[type_name]
-    p, s = type_name[len("decimal("):-1].split(",")
+    p, s = type_name[len("decimal(") : -1].split(",")
     return T.DecimalType(int(p), int(s))
 
 
@@ -112,39 +118,40 @@ class HadoopFileSystem:
     """
 
     def __init__(self, spark: SparkSession) -> None:
-        self._jvm = spark._jvm  # type: ignore[attr-defined]
-        self._conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        jvm: Any = spark._jvm
+        self._jvm = jvm
+        self._conf = spark._jsc.hadoopConfiguration()
 
-    def _fs_path(self, path: str) -> tuple[object, object]:
+    def _fs_path(self, path: str) -> tuple[Any, Any]:
         p = self._jvm.org.apache.hadoop.fs.Path(path)
         return p.getFileSystem(self._conf), p
 
     def exists(self, path: str) -> bool:
         fs, p = self._fs_path(path)
-        return bool(fs.exists(p))  # type: ignore[attr-defined]
+        return bool(fs.exists(p))
 
     def rename(self, src: str, dst: str) -> None:
         fs, s = self._fs_path(src)
         _, d = self._fs_path(dst)
-        parent = d.getParent()  # type: ignore[attr-defined]
+        parent = d.getParent()
         if parent is not None:
-            fs.mkdirs(parent)  # type: ignore[attr-defined]
-        if not fs.rename(s, d):  # type: ignore[attr-defined]
+            fs.mkdirs(parent)
+        if not fs.rename(s, d):
             raise TransientError(f"rename {src} -> {dst} failed")
 
     def mkdirs(self, path: str) -> None:
         fs, p = self._fs_path(path)
-        if not fs.mkdirs(p):  # type: ignore[attr-defined]
+        if not fs.mkdirs(p):
             raise TransientError(f"mkdirs {path} failed")
 
     def delete(self, path: str, recursive: bool = True) -> None:
         fs, p = self._fs_path(path)
-        if fs.exists(p) and not fs.delete(p, recursive):  # type: ignore[attr-defined]
+        if fs.exists(p) and not fs.delete(p, recursive):
             raise TransientError(f"delete {path} failed")
 
     def read_head(self, path: str, nbytes: int) -> bytes:
         fs, p = self._fs_path(path)
-        stream = fs.open(p)  # type: ignore[attr-defined]
+        stream = fs.open(p)
         try:
             return bytes(stream.readNBytes(nbytes))
         finally:

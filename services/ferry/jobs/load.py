@@ -66,8 +66,16 @@ def schema_differences(actual: StructType, expected: StructType) -> list[str]:
     nullability; empty if they match. Each item names the column."""
     have = {f.name.lower(): f for f in actual.fields}
     want = {f.name.lower(): f for f in expected.fields}
-    out = [f"missing column {n!r} ({f.dataType.simpleString()})" for n, f in want.items() if n not in have]
-    out += [f"unexpected column {n!r} ({f.dataType.simpleString()})" for n, f in have.items() if n not in want]
+    out = [
+        f"missing column {n!r} ({f.dataType.simpleString()})"
+        for n, f in want.items()
+        if n not in have
+    ]
+    out += [
+        f"unexpected column {n!r} ({f.dataType.simpleString()})"
+        for n, f in have.items()
+        if n not in want
+    ]
     for n, f in want.items():
         if n in have and have[n].dataType.simpleString() != f.dataType.simpleString():
             out.append(
@@ -94,8 +102,10 @@ def ensure_table(spark: SparkSession, spec: DatasetSpec) -> StructType:
     if parts != want_parts:
         problems.append(f"partition columns are {parts}, definition expects {want_parts}")
     if problems:
-        raise PermanentError(f"table {name} does not match dataset {spec.name!r}: " + "; ".join(problems),
-                             reason="schema_mismatch")
+        raise PermanentError(
+            f"table {name} does not match dataset {spec.name!r}: " + "; ".join(problems),
+            reason="schema_mismatch",
+        )
     return schema
 
 
@@ -113,7 +123,9 @@ def align_to_table(df: DataFrame, schema: StructType, *, table: str = "the table
 
     problems = schema_differences(df.schema, schema)
     if problems:
-        raise PermanentError(f"cannot load into {table}: " + "; ".join(problems), reason="schema_mismatch")
+        raise PermanentError(
+            f"cannot load into {table}: " + "; ".join(problems), reason="schema_mismatch"
+        )
     by_lower = {f.name.lower(): f.name for f in df.schema.fields}
     return df.select(*[F.col(f"`{by_lower[f.name.lower()]}`").alias(f.name) for f in schema.fields])
 
@@ -164,8 +176,11 @@ def rows_loaded(spark: SparkSession, spec: DatasetSpec, file_ids: Iterable[str])
     ids = list(file_ids)
     out = dict.fromkeys(ids, 0)
     rows = (
-        spark.table(spec.hive.full_name).where(F.col(FILE_ID_COLUMN).isin(ids))
-        .groupBy(FILE_ID_COLUMN).count().collect()
+        spark.table(spec.hive.full_name)
+        .where(F.col(FILE_ID_COLUMN).isin(ids))
+        .groupBy(FILE_ID_COLUMN)
+        .count()
+        .collect()
     )
     out |= {r[FILE_ID_COLUMN]: int(r["count"]) for r in rows}
     return out

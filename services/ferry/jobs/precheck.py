@@ -47,7 +47,7 @@ def classify_empty(
     if not head:
         return "zero_bytes"
     truncated = len(head) >= head_bytes
-    body = head[len(UTF8_BOM):] if head.startswith(UTF8_BOM) else head
+    body = head[len(UTF8_BOM) :] if head.startswith(UTF8_BOM) else head
     lines = [ln for ln in body.splitlines() if ln.strip()]
     if not lines and not truncated:
         return "blank"
@@ -62,7 +62,7 @@ def header_names(head: bytes, spec: DatasetSpec) -> list[str]:
     Raises:
         UnicodeDecodeError: the first line is not UTF-8.
     """
-    body = head[len(UTF8_BOM):] if head.startswith(UTF8_BOM) else head
+    body = head[len(UTF8_BOM) :] if head.startswith(UTF8_BOM) else head
     first = body.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
     reader = csv.reader(io.StringIO(first), delimiter=spec.csv.delimiter, quotechar=spec.csv.quote)
     return [c.strip() for c in next(reader, [])]
@@ -87,5 +87,5 @@ def check_header(head: bytes, spec: DatasetSpec) -> str | None:
         if e != g:
             return f"header column {i + 1} is {g!r}, definition {spec.name!r} expects {e!r}"
     if len(got_l) < len(expected):
-        return f"header lacks column(s) {expected[len(got_l):]} of definition {spec.name!r}"
-    return f"header has extra column(s) {got_l[len(expected):]} not in definition {spec.name!r}"
+        return f"header lacks column(s) {expected[len(got_l) :]} of definition {spec.name!r}"
+    return f"header has extra column(s) {got_l[len(expected) :]} not in definition {spec.name!r}"

@@ -182,9 +182,7 @@ def file_counts(df: DataFrame, paths: Sequence[str]) -> dict[str, FileCounts]:
 
     by_key = {path_key(p): p for p in paths}
     rows = (
-        df.groupBy(SOURCE_COLUMN, REJECT_REASON_COLUMN)
-        .agg(F.count(F.lit(1)).alias("n"))
-        .collect()
+        df.groupBy(SOURCE_COLUMN, REJECT_REASON_COLUMN).agg(F.count(F.lit(1)).alias("n")).collect()
     )
     acc: dict[str, dict[str, int]] = {p: {} for p in paths}
     for r in rows:
@@ -196,7 +194,9 @@ def file_counts(df: DataFrame, paths: Sequence[str]) -> dict[str, FileCounts]:
     for p, reasons in acc.items():
         ok = reasons.pop("", 0)
         rej = sum(reasons.values())
-        out[p] = FileCounts(rows_in=ok + rej, rows_out=ok, rows_rejected=rej, reject_reasons=reasons)
+        out[p] = FileCounts(
+            rows_in=ok + rej, rows_out=ok, rows_rejected=rej, reject_reasons=reasons
+        )
     return out
 
 
@@ -264,14 +264,23 @@ def write_batch(
     sc = classified.sparkSession.sparkContext
     try:
         sc.setJobDescription(f"ferry transform {spec.name}: stage {len(files)} file(s)")
-        (valid.withColumn(FILE_ID_COLUMN, file_id).drop(SOURCE_COLUMN)
-         .repartition(FILE_ID_COLUMN).write.partitionBy(FILE_ID_COLUMN)
-         .mode("errorifexists").parquet(tmp_valid))
+        (
+            valid.withColumn(FILE_ID_COLUMN, file_id)
+            .drop(SOURCE_COLUMN)
+            .repartition(FILE_ID_COLUMN)
+            .write.partitionBy(FILE_ID_COLUMN)
+            .mode("errorifexists")
+            .parquet(tmp_valid)
+        )
         if any(c.rows_rejected for c in counts.values()):
             sc.setJobDescription(f"ferry transform {spec.name}: rejects of {len(files)} file(s)")
-            (rejects.withColumn(FILE_ID_COLUMN, file_id)
-             .repartition(FILE_ID_COLUMN).write.partitionBy(FILE_ID_COLUMN)
-             .mode("errorifexists").parquet(tmp_rej))
+            (
+                rejects.withColumn(FILE_ID_COLUMN, file_id)
+                .repartition(FILE_ID_COLUMN)
+                .write.partitionBy(FILE_ID_COLUMN)
+                .mode("errorifexists")
+                .parquet(tmp_rej)
+            )
         results: dict[str, FileResult] = {}
         for path, fid in files.items():
             c = counts[path]
@@ -286,8 +295,12 @@ def write_batch(
             else:
                 fs.delete(rej_final, recursive=True)  # stale rejects of an earlier attempt
             results[fid] = FileResult(
-                file_id=fid, source_path=path, status="transformed", counts=c,
-                staged_path=final, rejects_path=rej_final if c.rows_rejected else None,
+                file_id=fid,
+                source_path=path,
+                status="transformed",
+                counts=c,
+                staged_path=final,
+                rejects_path=rej_final if c.rows_rejected else None,
             )
         return results
     finally:
@@ -332,8 +345,11 @@ def run_batch(
         problem = check_header(head, spec)
         if problem is not None:
             results[fid] = FileResult(
-                file_id=fid, source_path=path, status="failed",
-                reason="header_mismatch", message=f"{path}: {problem}",
+                file_id=fid,
+                source_path=path,
+                status="failed",
+                reason="header_mismatch",
+                message=f"{path}: {problem}",
             )
             continue
         to_read[path] = fid
@@ -345,8 +361,13 @@ def run_batch(
     try:
         counts = file_counts(classified, list(to_read))
         results |= write_batch(
-            classified, spec, to_read, staging_root=staging_root, rejects_root=rejects_root,
-            fs=fs, counts=counts,
+            classified,
+            spec,
+            to_read,
+            staging_root=staging_root,
+            rejects_root=rejects_root,
+            fs=fs,
+            counts=counts,
         )
     finally:
         classified.unpersist()
