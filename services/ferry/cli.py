@@ -22,5 +22,14 @@ for _name, _module, _help in _SUBAPPS:
     app.add_typer(importlib.import_module(_module).app, name=_name, help=_help)
 
 
+
+@app.command("run")
+def _run(service: str = typer.Argument(..., help="extract | transform | transfer | load | tracker")) -> None:
+    """Run one Ferry service in the foreground until SIGTERM/SIGINT (same as python -m ferry.SERVICE)."""
+    from ferry.run_cli import run
+
+    run(service)
+
+
 if __name__ == "__main__":
     app()

@@ -195,6 +195,28 @@ class PathSettings(_Frozen):
     )
 
 
+class ExtractSettings(_Frozen):
+    """The extract service (NAS poller). Env: ``FERRY_EXTRACT__<FIELD>``."""
+
+    poll_interval_s: float = Field(1.0, description="Seconds between two scans of the NAS directory.")
+    after_extract: Literal["archive", "delete", "keep"] = Field(
+        "archive",
+        description=(
+            "What happens to a NAS file once its FileExtracted is acknowledged: moved under "
+            "<nas_dir>/.ferry/archive/, deleted, or kept (kept files are re-extracted after a "
+            "restart; harmless, every stage is idempotent on file_id)."
+        ),
+    )
+    chunk_bytes: int = Field(1 << 20, description="Read/upload chunk size, bytes.")
+
+
+class BatchSettings(_Frozen):
+    """A batching stage (transform, load): one Spark job per batch of files."""
+
+    batch_size: int = Field(64, description="Most files in one Spark job.")
+    batch_wait_s: float = Field(3.0, description="Longest wait for more files after the first, s.")
+
+
 class TrackerSettings(_Frozen):
     """The tracker service (per-file state, stuck detection, HTTP). Env: ``FERRY_TRACKER__<FIELD>``.
 
@@ -252,6 +274,9 @@ class Settings(BaseSettings):
     retry: RetrySettings = RetrySettings()
     paths: PathSettings = PathSettings()
     tracker: TrackerSettings = TrackerSettings()
+    extract: ExtractSettings = ExtractSettings()
+    transform: BatchSettings = BatchSettings()
+    load: BatchSettings = BatchSettings()
 
     def cluster(self, name: str) -> HdfsClusterSettings:
         """Settings of cluster ``"a"`` or ``"b"``.

@@ -83,6 +83,12 @@ log = logging.getLogger(__name__)
 #: A handler: (input event, the stage's dependencies) → output events. Must be idempotent.
 Handler = Callable[[Any, Any], Sequence[Event]]
 
+#: A batch handler: (input events, deps) → one result per input, in order: that file's output
+#: events, or the FerryError that file met (PermanentError → quarantine it; TransientError → retry
+#: that file with the next attempt). Raising instead fails the whole batch (retried if transient).
+BatchResult = Sequence[Event] | PermanentError | TransientError
+BatchHandler = Callable[[Sequence[Any], Any], Sequence[BatchResult]]
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -94,6 +100,14 @@ class Stage:
 
     name: str
     handlers: Mapping[type[Any], Handler]
+    #: >1 makes this a batching stage: its handlers are :data:`BatchHandler` s, called with up to
+    #: ``batch_size`` events collected for at most ``batch_wait_s`` seconds after the first one.
+    batch_size: int = 1
+    batch_wait_s: float = 0.0
+
+    @property
+    def batching(self) -> bool:
+        return self.batch_size > 1
 
     def input_topics(self, settings: Settings) -> list[str]:
         return sorted({settings.kafka.topic(getattr(cls, "TOPIC")) for cls in self.handlers})  # noqa: B009
@@ -241,6 +255,103 @@ def process_record(
     return _encode([quarantined], record, codec, settings, stage, event, attempts)
 
 
+def process_batch(
+    records: Sequence[Record],
+    stage: Stage,
+    deps: Any,
+    codec: EventCodec,
+    settings: Settings,
+    should_stop: threading.Event,
+    stats: RunStats | None = None,
+) -> list[OutboundRecord] | None:
+    """Batch counterpart of :func:`process_record`: decode every record, call the stage's batch
+    handler once per event type with all of them, retry only the files that met a
+    :class:`TransientError` (whole-batch errors retry the whole batch), quarantine the rest.
+
+    Returns the records to produce for the whole batch, or ``None`` on shutdown (store nothing).
+
+    Raises:
+        ConfigError, StackError: from the handler; the runner stops.
+    """
+    stats = stats if stats is not None else RunStats()
+    out: list[OutboundRecord] = []
+    by_type: dict[type[Any], list[tuple[Record, Event]]] = {}
+    for record in records:
+        decoded: Event | None = None
+        try:
+            if record.value is None:
+                raise SerializationError("record has no value (tombstone)", reason="undecodable")
+            decoded = codec.decode(record.value)
+            if type(decoded) not in stage.handlers:
+                raise PermanentError(
+                    f"stage {stage.name} has no handler for {type(decoded).__name__}",
+                    reason="unexpected_event",
+                )
+        except PermanentError as exc:
+            failed = _quarantine(stage.name, record, exc, exc.reason, 1, decoded)
+            out += _encode([failed], record, codec, settings, stage, decoded, 1)
+            continue
+        by_type.setdefault(type(decoded), []).append((record, decoded))
+
+    for etype, items in by_type.items():
+        handler = stage.handlers[etype]
+        results: dict[int, BatchResult] = {}
+        pending = list(range(len(items)))
+        attempts = 0
+
+        def attempt() -> None:
+            nonlocal attempts, pending
+            if should_stop.is_set():
+                raise _Abandon
+            attempts += 1
+            stats.handler_calls += 1
+            got = list(handler([items[i][1] for i in pending], deps))
+            if len(got) != len(pending):
+                raise PermanentError(
+                    f"batch handler of {stage.name} returned {len(got)} results for {len(pending)} events",
+                    reason="handler_error",
+                )
+            still = []
+            for i, res in zip(pending, got, strict=True):
+                results[i] = res
+                if isinstance(res, TransientError):
+                    still.append(i)
+            pending = still
+            if pending:
+                raise TransientError(f"{len(pending)} file(s) of the batch failed transiently")
+
+        try:
+            retrying(settings.retry, should_stop)(attempt)
+        except _Abandon:
+            return None
+        except TransientError as exc:
+            if should_stop.is_set():
+                return None
+            for i in pending:
+                results.setdefault(i, exc)
+        except (ConfigError, StackError):
+            raise
+        except PermanentError as exc:
+            for i in range(len(items)):
+                if i in pending:
+                    results[i] = exc
+        except Exception as exc:  # noqa: BLE001 - a handler bug quarantines the batch, not the stage
+            log.exception("stage %s: batch handler failed", stage.name)
+            bug = PermanentError(f"{type(exc).__name__}: {exc}", reason="handler_error")
+            for i in pending:
+                results[i] = bug
+        for i, (record, event) in enumerate(items):
+            res = results[i]
+            if isinstance(res, (PermanentError, TransientError)):
+                outputs: Sequence[Event] = [
+                    _quarantine(stage.name, record, res, res.reason, attempts, event)
+                ]
+            else:
+                outputs = res
+            out += _encode(outputs, record, codec, settings, stage, event, attempts)
+    return out
+
+
 def _encode(
     outputs: Sequence[Event],
     record: Record,
@@ -319,7 +430,7 @@ class StageRunner:
         self._poll_timeout_s = poll_timeout_s
         self._stop = threading.Event()
         self._busy = False
-        self._current: tuple[str, int] | None = None
+        self._current: set[tuple[str, int]] = set()
         self._current_revoked = False
         self._buffer: deque[Any] = deque()
 
@@ -346,16 +457,17 @@ class StageRunner:
         log.info("stage %s consuming %s", self.stage.name, topics)
         try:
             while not self._stop.is_set():
-                msg = self._next_message()
-                if msg is None:
+                msgs = self._next_batch()
+                if not msgs:
                     continue
-                outbound = self._handle(msg)
+                outbound = self._handle(msgs)
                 if outbound is None or self._current_revoked:
-                    self.stats.abandoned += 1
+                    self.stats.abandoned += len(msgs)
                     continue
                 self._deliver(outbound)
-                self._store_offset(msg)
-                self.stats.processed += 1
+                for msg in msgs:
+                    self._store_offset(msg)
+                self.stats.processed += len(msgs)
                 self.stats.quarantined += sum(
                     r.topic == self._settings.kafka.topic("failed") for r in outbound
                 )
@@ -367,6 +479,22 @@ class StageRunner:
         return self.stats
 
     # -- the loop's steps --------------------------------------------------------------------
+    def _next_batch(self) -> list[Any]:
+        """One record, or for a batching stage up to ``batch_size`` records gathered for at most
+        ``batch_wait_s`` after the first."""
+        first = self._next_message()
+        if first is None or not self.stage.batching:
+            return [] if first is None else [first]
+        batch = [first]
+        deadline = time.monotonic() + self.stage.batch_wait_s
+        while len(batch) < self.stage.batch_size and not self._stop.is_set():
+            if time.monotonic() >= deadline:
+                break
+            msg = self._next_message()
+            if msg is not None:
+                batch.append(msg)
+        return batch
+
     def _next_message(self) -> Any:
         while self._buffer:
             msg = self._buffer.popleft()
@@ -383,14 +511,22 @@ class StageRunner:
             return None
         return msg
 
-    def _handle(self, msg: Any) -> list[OutboundRecord] | None:
-        """Run :func:`process_record` in a worker thread; keep polling (paused) while it runs."""
-        record = Record.of(msg)
+    def _handle(self, msgs: list[Any]) -> list[OutboundRecord] | None:
+        """Run :func:`process_record` (or :func:`process_batch`) in a worker thread; keep polling
+        (paused) while it runs."""
+        records = [Record.of(m) for m in msgs]
+        record = records[0]
         box: dict[str, Any] = {}
         done = threading.Event()
 
         def work() -> None:
             try:
+                if self.stage.batching:
+                    box["result"] = process_batch(
+                        records, self.stage, self.deps, self._codec, self._settings, self._stop,
+                        self.stats,
+                    )
+                    return
                 box["result"] = process_record(
                     record,
                     self.stage,
@@ -407,7 +543,7 @@ class StageRunner:
 
         self._busy, self._current, self._current_revoked = (
             True,
-            (record.topic, record.partition),
+            {(r.topic, r.partition) for r in records},
             False,
         )
         worker = threading.Thread(target=work, name=f"ferry-{self.stage.name}-handler", daemon=True)
@@ -481,7 +617,7 @@ class StageRunner:
         if revoked:
             self.stats.revocations += 1
         self.stats.assigned -= revoked
-        if self._busy and self._current in revoked:
+        if self._busy and self._current & revoked:
             self._current_revoked = True
         log.info("stage %s: partitions revoked: %s", self.stage.name, sorted(revoked))
 
@@ -526,5 +662,6 @@ __all__ = [
     "Stage",
     "StageRunner",
     "build_runner",
+    "process_batch",
     "process_record",
 ]

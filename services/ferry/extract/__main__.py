@@ -1,0 +1,3 @@
+from ferry.extract.service import main
+
+main()

@@ -1,0 +1,3 @@
+from ferry.load.service import main
+
+main()

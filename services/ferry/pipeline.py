@@ -1,0 +1,154 @@
+"""Run the four stage services as real processes and watch their outcomes.
+
+Used by ``ferry demo``, the e2e tests and the compose tests, so all three drive the pipeline the
+same way a user does: files dropped on the NAS, services started with ``ferry run <stage>``,
+outcomes read from the ``loaded`` and ``failed`` topics.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ferry.core.avro import default_codec
+from ferry.core.config import Settings
+from ferry.core.events import FileFailed, FileLoaded
+from ferry.core.errors import FerryError
+
+STAGES = ("extract", "transform", "transfer", "load")
+
+
+def settings_env(overrides: Mapping[str, Any]) -> dict[str, str]:
+    """``{"kafka.topic_prefix": "x"}`` → ``{"FERRY_KAFKA__TOPIC_PREFIX": "x"}``."""
+    return {"FERRY_" + k.replace(".", "__").upper(): str(v) for k, v in overrides.items()}
+
+
+@dataclass
+class ServiceGroup:
+    """The stage services as child processes, each logging to ``log_dir/<stage>.log``."""
+
+    env: Mapping[str, str]
+    log_dir: Path
+    stages: tuple[str, ...] = STAGES
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, stage: str | None = None) -> None:
+        """Start every stage (or one), each in its own process group."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for name in [stage] if stage else self.stages:
+            log = (self.log_dir / f"{name}.log").open("ab")
+            self.procs[name] = subprocess.Popen(  # noqa: S603
+                [sys.executable, "-m", f"ferry.{name}"], stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env={**os.environ, **self.env}, start_new_session=True,
+            )
+            log.close()
+
+    def kill(self, stage: str, sig: int = signal.SIGKILL) -> None:
+        """Signal one stage's process group and wait for it to exit (30 s)."""
+        proc = self.procs[stage]
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=30)
+
+    def check_alive(self) -> None:
+        """Raise FerryError naming the stage and its log if a service exited."""
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+                raise FerryError(f"service {name} exited with {proc.returncode}; log tail:\n{tail}")
+
+    def stop(self, timeout_s: float = 60) -> dict[str, int | None]:
+        """SIGTERM every service, wait, SIGKILL stragglers. Returns exit codes."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        codes: dict[str, int | None] = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                codes[name] = proc.wait(timeout=30)
+        return codes
+
+
+class Outcomes:
+    """Reads ``<prefix>.loaded`` and ``<prefix>.failed`` from the beginning with a private
+    consumer group and keeps, per ``file_id``, the last FileLoaded and every FileFailed, plus the
+    Kafka timestamp (ms) of every event seen on every stage topic (for latencies)."""
+
+    TOPICS = ("extracted", "transformed", "transferred", "loaded", "failed")
+
+    def __init__(self, settings: Settings) -> None:
+        from confluent_kafka import Consumer
+
+        self.settings = settings
+        self.codec = default_codec(settings.paths.schemas_dir)
+        self.loaded: dict[str, FileLoaded] = {}
+        self.failed: dict[str, list[FileFailed]] = {}
+        self.stamps: dict[str, dict[str, int]] = {}
+        self.events: dict[str, int] = {t: 0 for t in self.TOPICS}
+        self._consumer = Consumer({
+            "bootstrap.servers": settings.kafka.bootstrap_servers,
+            "group.id": f"ferry-outcomes-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        })
+        self._consumer.subscribe([settings.kafka.topic(t) for t in self.TOPICS])
+
+    def poll(self, seconds: float = 1.0) -> None:
+        """Read what arrived within ``seconds``."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            msg = self._consumer.poll(max(0.05, end - time.monotonic()))
+            if msg is None or msg.error() is not None:
+                continue
+            topic = msg.topic().rsplit(".", 1)[-1]
+            self.events[topic] += 1
+            try:
+                ev = self.codec.decode(msg.value())
+            except FerryError:
+                continue
+            fid = getattr(ev, "file_id", None)
+            if fid is None:
+                continue
+            self.stamps.setdefault(fid, {}).setdefault(topic, msg.timestamp()[1])
+            if isinstance(ev, FileLoaded):
+                self.loaded[fid] = ev
+            elif isinstance(ev, FileFailed):
+                self.failed.setdefault(fid, []).append(ev)
+
+    def settled(self, file_ids: Iterable[str]) -> bool:
+        """Every file has an outcome (loaded, or failed)."""
+        return all(f in self.loaded or f in self.failed for f in file_ids)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def drop_file(src: Path, dest: Path, *, mode: str = "rename", rate_bytes_s: float = 20e6) -> None:
+    """Put ``src`` on the NAS at ``dest`` the way upstreams do.
+
+    ``rename``: write ``.<name>.part`` then rename (atomic); ``slow``: copy in 64 KiB chunks at
+    about ``rate_bytes_s`` straight to ``dest`` (case C09: extract must wait until it is complete).
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if mode == "rename":
+        tmp = dest.with_name(f".{dest.name}.part")
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+        return
+    chunk = 64 * 1024
+    with src.open("rb") as fin, dest.open("wb") as fout:
+        while data := fin.read(chunk):
+            fout.write(data)
+            fout.flush()
+            time.sleep(len(data) / rate_bytes_s)

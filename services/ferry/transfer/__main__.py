@@ -1,0 +1,3 @@
+from ferry.transfer.service import main
+
+main()

@@ -1,0 +1,63 @@
+"""transfer's handler: a staged file's Parquet parts, B → A, verified, then ``FileTransferred``.
+
+The staged directory ``<staging>/<dataset>/<file_id>/`` on B holds the file's Parquet part(s).
+Each part is copied by :func:`ferry.transfer.copy.copy_between` to
+``<incoming>/<dataset>/<file_id>/<part>`` on A: streamed (never whole in memory), written to a
+hidden temp name, re-read and compared by size and sha256, then renamed — so a reader on A never
+sees a partial part (Spark ignores ``.``/``_`` names) and a retry or replay re-copies nothing that
+is already right (cases C01, C02). Parts on A that are no longer in B's staging (an earlier
+transform of the same file) are deleted last, so A ends with exactly B's set.
+
+Errors come from the HDFS ports, already classified: connection resets, timeouts and refused
+connections are :class:`TransientError` (retried by the runner up to the ceiling); a DataNode
+address that cannot be reached (C06) and a missing staging directory are permanent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ferry.core.config import RetrySettings
+from ferry.core.errors import PermanentError
+from ferry.core.events import FileTransferred, FileTransformed
+from ferry.core.hdfs import HdfsPort
+from ferry.transfer.copy import copy_between
+
+
+@dataclass(frozen=True)
+class TransferDeps:
+    hdfs_b: HdfsPort
+    hdfs_a: HdfsPort
+    incoming_path: str  #: directory on A, e.g. /ferry/incoming
+    fs_url_a: str
+    retry: RetrySettings
+
+
+def _data_files(port: HdfsPort, directory: str) -> dict[str, int]:
+    """Visible data files of ``directory``: name → size (skips ``.``/``_`` names: temp, markers)."""
+    return {st.name: st.size for st in port.list(directory)
+            if st.is_file and not st.name.startswith((".", "_"))}
+
+
+def transfer_file(event: FileTransformed, deps: TransferDeps) -> list[FileTransferred]:
+    """Copy one file's staged parts to A. Idempotent on ``file_id``.
+
+    Raises:
+        PermanentError(reason="bad_manifest"): no staging URI in the manifest.
+        TransientError / PermanentError subclasses from the HDFS ports and copy_between.
+    """
+    m = event.manifest
+    staging = m.uris.get("staging")
+    if not staging:
+        raise PermanentError(f"{m.file_id}: manifest has no staging URI", reason="bad_manifest")
+    src_dir = urlsplit(staging).path
+    dst_dir = f"{deps.incoming_path.rstrip('/')}/{m.dataset}/{m.file_id}"
+    parts = _data_files(deps.hdfs_b, src_dir)
+    deps.hdfs_a.mkdirs(dst_dir)
+    for name in sorted(parts):
+        copy_between(deps.hdfs_b, f"{src_dir}/{name}", deps.hdfs_a, f"{dst_dir}/{name}",
+                     overwrite=True, retry=deps.retry)
+    for stale in sorted(set(_data_files(deps.hdfs_a, dst_dir)) - set(parts)):
+        deps.hdfs_a.delete(f"{dst_dir}/{stale}")
+    return [FileTransferred(m.advance(uris={"incoming": f"{deps.fs_url_a}{dst_dir}"}))]

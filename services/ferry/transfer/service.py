@@ -1,0 +1,36 @@
+"""The transfer service: ``FileTransformed`` → copy B staging → A incoming → ``FileTransferred``.
+
+The fragile cross-cluster step, isolated in its own consumer group (``<prefix>.transfer``): every
+WebHDFS call has connect/read timeouts, every retry a ceiling, and a file that cannot pass goes to
+``ferry.failed`` while the others keep flowing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ferry.core.config import Settings, get_settings
+from ferry.core.events import FileTransformed
+from ferry.core.hdfs import WebHdfs
+from ferry.core.runner import Stage, StageRunner, build_runner
+from ferry.transfer.handlers import TransferDeps, transfer_file
+
+
+def build(settings: Settings | None = None) -> StageRunner:
+    """Wire the transfer stage: HDFS ports for B and A (by name), topics, consumer, producer."""
+    settings = settings or get_settings()
+    deps = TransferDeps(
+        hdfs_b=WebHdfs.for_cluster("b", settings),
+        hdfs_a=WebHdfs.for_cluster("a", settings),
+        incoming_path=settings.paths.incoming_path,
+        fs_url_a=settings.cluster("a").fs_url,
+        # copy_between retries a part itself; the runner's policy then retries the whole file.
+        retry=settings.retry.model_copy(update={"max_attempts": 2}),
+    )
+    return build_runner(Stage("transfer", {FileTransformed: transfer_file}), deps, settings)
+
+
+def main() -> None:
+    """``python -m ferry.transfer`` / ``ferry run transfer``."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    build().run()

@@ -1,0 +1,3 @@
+from ferry.transform.service import main
+
+main()
