@@ -16,6 +16,9 @@ app = typer.Typer(help="Ferry: NAS → HDFS B → Spark → HDFS A → Hive, ove
 _SUBAPPS: list[tuple[str, str, str]] = [
     ("stack", "ferry.stack.cli", "Start, check and stop the embedded local stack."),
     ("schemas", "ferry.core.schemas_cli", "Check Avro schema evolution; release a schema snapshot."),
+    ("replay", "ferry.ops.replay_cli", "Move a stage's consumer-group offsets to replay its events."),
+    ("quarantine", "ferry.ops.quarantine_cli", "List, show and release quarantined files."),
+    ("status", "ferry.ops.status_cli", "Files per state, consumer lag, stuck and quarantined files."),
 ]
 
 for _name, _module, _help in _SUBAPPS:

@@ -1,0 +1,215 @@
+"""The quarantine (``<prefix>.failed``): read it, and release files back to their stage.
+
+A :class:`FileFailed` is keyed by the file's id, or — for an input record that could not be
+decoded — by the input record's key (or ``topic-partition-offset``). :func:`read_quarantine`
+keeps the latest failure per key.
+
+Releasing a file re-emits the input event of the stage that gave up on it, rebuilt from the
+failure's manifest (which is the input event's manifest, unchanged): a ``transform`` failure
+re-emits ``FileExtracted(manifest)`` to ``<prefix>.extracted``, ``transfer`` re-emits
+``FileTransformed``, ``load`` re-emits ``FileTransferred``. An undecodable record has no manifest;
+its raw bytes can be re-produced to its source topic with ``force`` (useful after deploying a
+reader that knows its schema; otherwise the stage quarantines it again). Records are keyed by
+file id and produced by the idempotent producer, acknowledged before :func:`release` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ferry.core.avro import EventCodec
+from ferry.core.config import Settings
+from ferry.core.errors import SerializationError
+from ferry.core.events import Event, FileFailed
+from ferry.core.kafka import (
+    OutboundRecord,
+    build_admin,
+    build_producer,
+    delivery_timeout_s,
+    produce_and_wait,
+)
+from ferry.ops.kafkaops import STAGE_INPUT, OpsError, input_topic, partitions_of, scan, watermarks
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class QuarantineEntry:
+    """The latest failure of one key on the failed topic.
+
+    ``failures`` counts every FileFailed of that key; ``partition``/``offset``/``timestamp_ms``
+    locate the latest one on the failed topic (timestamp in epoch ms).
+    """
+
+    key: str
+    failed: FileFailed
+    failures: int
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class QuarantineRead:
+    """Entries in order of their latest failure, and records of the failed topic that could not
+    be decoded (``(partition, offset, error)``)."""
+
+    entries: tuple[QuarantineEntry, ...]
+    unreadable: tuple[tuple[int, int, str], ...]
+
+    def get(self, key: str) -> QuarantineEntry | None:
+        return next((e for e in self.entries if e.key == key), None)
+
+
+def read_quarantine(settings: Settings, codec: EventCodec) -> QuarantineRead:
+    """Read the whole failed topic (low to high watermark, every partition).
+
+    Raises:
+        OpsError: the failed topic does not exist. TransientError: the broker stopped answering.
+    """
+    kafka = settings.kafka
+    topic = kafka.topic(FileFailed.TOPIC)
+    admin = build_admin(kafka)
+    marks = watermarks(admin, kafka, topic, partitions_of(admin, kafka, topic))
+    latest: dict[str, QuarantineEntry] = {}
+    unreadable: list[tuple[int, int, str]] = []
+    for rec in scan(kafka, topic, marks):
+        try:
+            if rec.value is None:
+                raise SerializationError("tombstone", reason="undecodable")
+            event = codec.decode(rec.value)
+            if not isinstance(event, FileFailed):
+                raise SerializationError(f"{type(event).__name__} on the failed topic")
+        except SerializationError as exc:
+            log.warning("%s[%d]@%d: %s", topic, rec.partition, rec.offset, exc)
+            unreadable.append((rec.partition, rec.offset, str(exc)))
+            continue
+        key = _entry_key(rec.key, event, rec.partition, rec.offset)
+        prev = latest.get(key)
+        latest[key] = QuarantineEntry(
+            key,
+            event,
+            (prev.failures if prev else 0) + 1,
+            rec.partition,
+            rec.offset,
+            rec.timestamp_ms,
+        )
+    entries = sorted(latest.values(), key=lambda e: (e.timestamp_ms, e.partition, e.offset))
+    return QuarantineRead(tuple(entries), tuple(unreadable))
+
+
+def _entry_key(key: bytes | None, event: FileFailed, partition: int, offset: int) -> str:
+    if event.file_id:
+        return event.file_id
+    if key:
+        try:
+            return key.decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # binary key: fall back to the failure's own coordinates
+    return f"failed-{partition}-{offset}"
+
+
+def input_event_for(failed: FileFailed) -> Event:
+    """The input event of the stage that gave up, rebuilt from the failure's manifest.
+
+    Raises:
+        OpsError: no manifest (undecodable input: release it raw with ``force``), the stage has
+            no input topic (``extract``: re-drop the file on the NAS), or the stage is unknown.
+    """
+    if failed.stage not in STAGE_INPUT:
+        raise OpsError(
+            f"FileFailed from unknown stage {failed.stage!r}; known: {', '.join(STAGE_INPUT)}"
+        )
+    cls = STAGE_INPUT[failed.stage]
+    if cls is None:
+        raise OpsError(
+            f"stage {failed.stage} reads the NAS, not a topic; to retry file "
+            f"{failed.file_id}, drop {failed.manifest.source_path if failed.manifest else 'it'} "
+            f"on the NAS again"
+        )
+    if failed.manifest is None:
+        raise OpsError(
+            f"the failure of {failed.source_topic}[{failed.source_partition}]@"
+            f"{failed.source_offset} has no manifest (undecodable input, reason {failed.reason}); "
+            f"release it raw with --force"
+        )
+    event: Event = cls(manifest=failed.manifest)
+    return event
+
+
+@dataclass(frozen=True)
+class Release:
+    """One record to re-emit for a quarantined key, with a warning when it is raw bytes."""
+
+    key: str
+    record: OutboundRecord
+    event: Event | None  #: the rebuilt input event (``None`` for raw re-production)
+    warning: str | None = None
+
+
+def plan_release(
+    entry: QuarantineEntry, settings: Settings, codec: EventCodec, force: bool = False
+) -> Release:
+    """What releasing ``entry`` re-emits (pure: encodes, produces nothing).
+
+    Raises:
+        OpsError: see :func:`input_event_for`; raw release without ``force``, or a failure with
+            no raw value or source topic to re-produce.
+    """
+    failed = entry.failed
+    if failed.manifest is not None:
+        event = input_event_for(failed)
+        topic = input_topic(settings, failed.stage)
+        return Release(
+            entry.key, OutboundRecord(topic, entry.key.encode(), codec.encode(event)), event
+        )
+    if not force:
+        input_event_for(failed)  # raises the explanatory OpsError
+    if failed.raw_value is None or failed.source_topic is None:
+        raise OpsError(
+            f"quarantined record {entry.key} has no raw value or source topic to re-produce"
+        )
+    key = failed.raw_key if failed.raw_key is not None else entry.key.encode()
+    warning = (
+        f"{entry.key}: re-producing {len(failed.raw_value)} raw byte(s) to {failed.source_topic} "
+        f"(reason was {failed.reason}); the {failed.stage} stage quarantines it again unless its "
+        f"reader now understands it"
+    )
+    return Release(
+        entry.key, OutboundRecord(failed.source_topic, key, failed.raw_value), None, warning
+    )
+
+
+def release(
+    settings: Settings,
+    codec: EventCodec,
+    keys: Sequence[str],
+    force: bool = False,
+    read: QuarantineRead | None = None,
+) -> list[Release]:
+    """Re-emit the input events of the quarantined ``keys`` and wait for the broker's acks.
+
+    Raises:
+        OpsError: a key is not in the quarantine, or cannot be released (nothing is produced
+            then: every key is planned before the first record is sent).
+        TransientError: the broker did not acknowledge within the delivery timeout.
+    """
+    read = read if read is not None else read_quarantine(settings, codec)
+    unknown = [k for k in keys if read.get(k) is None]
+    if unknown:
+        raise OpsError(f"not in quarantine {settings.kafka.topic('failed')}: {', '.join(unknown)}")
+    planned = [plan_release(e, settings, codec, force) for e in _entries(read, keys)]
+    producer = build_producer(settings.kafka, "ferry-quarantine-release")
+    produce_and_wait(producer, [p.record for p in planned], delivery_timeout_s(settings.kafka) + 1)
+    return planned
+
+
+def _entries(read: QuarantineRead, keys: Iterable[str]) -> list[QuarantineEntry]:
+    out = []
+    for k in dict.fromkeys(keys):  # de-duplicated, in order
+        entry = read.get(k)
+        assert entry is not None
+        out.append(entry)
+    return out

@@ -1,0 +1,139 @@
+"""``ferry quarantine list | show FILE_ID | release FILE_ID...`` (:mod:`ferry.ops.quarantine`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ferry.core.errors import FerryError
+from ferry.ops.quarantine import QuarantineEntry, QuarantineRead
+
+if TYPE_CHECKING:
+    from ferry.core.avro import EventCodec
+    from ferry.core.config import Settings
+
+app = typer.Typer(no_args_is_help=True)
+
+_FILE_IDS = typer.Argument(..., help="File id(s) to release.")
+
+
+def _when(entry: QuarantineEntry) -> str:
+    return entry.failed.failed_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def quarantine_table(read: QuarantineRead, title: str) -> Table:
+    """file id, stage, reason, attempts, failures, failed at (UTC), error (first 120 chars)."""
+    table = Table(title=title)
+    for col in ("file id", "stage", "reason", "attempt", "failures", "failed at (UTC)", "error"):
+        table.add_column(col, overflow="fold")
+    for e in read.entries:
+        f = e.failed
+        table.add_row(
+            e.key, f.stage, f.reason, str(f.attempt), str(e.failures), _when(e), f.error[:120]
+        )
+    return table
+
+
+def _load() -> tuple[QuarantineRead, Settings, EventCodec]:
+    from ferry.core.avro import default_codec
+    from ferry.core.config import get_settings
+    from ferry.ops.quarantine import read_quarantine
+
+    settings = get_settings()
+    codec = default_codec(settings.paths.schemas_dir)
+    return read_quarantine(settings, codec), settings, codec
+
+
+@app.command("list")
+def list_() -> None:
+    """Every quarantined file (its latest failure) as a table."""
+    console = Console()
+    try:
+        read, settings, _codec = _load()
+    except FerryError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    topic = settings.kafka.topic("failed")
+    console.print(quarantine_table(read, f"quarantine {topic}: {len(read.entries)} file(s)"))
+    if read.unreadable:
+        console.print(f"[yellow]{len(read.unreadable)} unreadable record(s) on {topic}[/yellow]")
+
+
+@app.command("show")
+def show(
+    file_id: str = typer.Argument(..., help="File id (or key of an undecodable record)."),
+) -> None:
+    """Every field of one file's latest failure."""
+    console = Console()
+    try:
+        read, _settings, _codec = _load()
+    except FerryError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    entry = read.get(file_id)
+    if entry is None:
+        console.print(f"[red]{file_id} is not in the quarantine[/red]")
+        raise typer.Exit(1)
+    f = entry.failed
+    table = Table(title=f"quarantined {file_id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    rows = [
+        ("stage", f.stage),
+        ("reason", f.reason),
+        ("attempt", str(f.attempt)),
+        ("failures", str(entry.failures)),
+        ("failed at", f.failed_at.isoformat()),
+        ("error", f.error),
+        ("source", f"{f.source_topic}[{f.source_partition}]@{f.source_offset}"),
+        ("failed topic", f"partition {entry.partition} offset {entry.offset}"),
+    ]
+    if f.manifest is not None:
+        m = f.manifest
+        rows += [
+            ("dataset", m.dataset),
+            ("source path", m.source_path),
+            ("size bytes", str(m.size_bytes)),
+            ("sha256", m.sha256),
+            ("uris", ", ".join(f"{k}={v}" for k, v in sorted(m.uris.items()))),
+            ("rows in/out/rejected", f"{m.rows_in}/{m.rows_out}/{m.rows_rejected}"),
+            ("trace id", m.trace_id),
+        ]
+    else:
+        rows += [
+            ("raw key", repr(f.raw_key)),
+            ("raw value", f"{len(f.raw_value or b'')} bytes: {(f.raw_value or b'')[:64]!r}"),
+        ]
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+
+
+@app.command("release")
+def release_(
+    file_ids: list[str] = _FILE_IDS,
+    force: bool = typer.Option(
+        False, "--force", help="Also re-produce raw bytes of undecodable records to their topic."
+    ),
+) -> None:
+    """Re-emit each file's input event to its stage's input topic (nothing is sent if any fails)."""
+    from ferry.ops.quarantine import release
+
+    console = Console()
+    try:
+        read, settings, codec = _load()
+        done = release(settings, codec, file_ids, force=force, read=read)
+    except FerryError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    for r in done:
+        if r.warning:
+            console.print(f"[yellow]warning: {r.warning}[/yellow]")
+        what = type(r.event).__name__ if r.event is not None else "raw record"
+        console.print(f"released {r.key}: {what} → {r.record.topic}")
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    console.print(f"{len(done)} file(s) released at {stamp}")

@@ -1,0 +1,120 @@
+"""``ferry replay STAGE``: move a stage's consumer-group offsets (see :mod:`ferry.ops.replay`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ferry.core.errors import FerryError
+from ferry.ops.replay import ReplayPlan, Target
+
+app = typer.Typer(no_args_is_help=True)
+
+_TIMESTAMP_OPTION = typer.Option(
+    None,
+    "--to-timestamp",
+    formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z"],
+    help="First event at/after this time, ISO 8601 with zone (2024-03-01T08:00:00+00:00).",
+)
+_FILE_OPTION = typer.Option([], "--file", help="A file id to replay (repeatable).")
+_PARTITION_OPTION = typer.Option([], "--partition", help="Limit to partition(s).")
+
+
+def plan_table(plan: ReplayPlan) -> Table:
+    """The dry-run table: partition, current offset, new offset, end, events replayed/pending."""
+    table = Table(title=f"replay {plan.stage}: group {plan.group} on {plan.topic} → {plan.target}")
+    for col in ("partition", "current", "new", "end (high)", "re-read", "to process", "files"):
+        table.add_column(col, justify="left" if col == "files" else "right")
+    for m in plan.moves:
+        table.add_row(
+            str(m.partition),
+            "none" if m.current is None else str(m.current),
+            str(m.new) + ("" if m.changes else " (same)"),
+            str(m.high),
+            str(m.replayed),
+            str(m.pending),
+            ", ".join(m.files),
+        )
+    return table
+
+
+@app.callback(invoke_without_command=True)
+def replay(
+    stage: str = typer.Argument(..., help="Stage whose group moves: transform, transfer or load."),
+    to_offset: int | None = typer.Option(
+        None, "--to-offset", help="Offset (clamped per partition)."
+    ),
+    to_timestamp: datetime | None = _TIMESTAMP_OPTION,
+    file_ids: list[str] = _FILE_OPTION,
+    earliest: bool = typer.Option(False, "--to-earliest", help="The oldest retained event."),
+    latest: bool = typer.Option(False, "--to-latest", help="The end: skip everything unread."),
+    partitions: list[int] = _PARTITION_OPTION,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the moves; change nothing."),
+    wait: bool = typer.Option(False, "--wait", help="After moving, show the replay draining."),
+    timeout_s: float = typer.Option(600.0, "--timeout", help="Longest --wait, s."),
+) -> None:
+    """Move STAGE's consumer group to an offset, a time, or the events of given files.
+
+    Refuses while the group has active members. Exit 1 on any error.
+    """
+    from ferry.core.avro import default_codec
+    from ferry.core.config import get_settings
+    from ferry.core.kafka import build_admin
+    from ferry.ops.replay import apply_plan, build_plan, wait_drained
+
+    console = Console()
+    try:
+        target = Target(
+            offset=to_offset,
+            timestamp=to_timestamp,
+            files=tuple(file_ids),
+            earliest=earliest,
+            latest=latest,
+            partitions=tuple(partitions),
+        )
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    settings = get_settings()
+    admin = build_admin(settings.kafka)
+    try:
+        plan = build_plan(admin, settings, stage, target, default_codec(settings.paths.schemas_dir))
+        console.print(plan_table(plan))
+        for fid in plan.missing:
+            console.print(f"[yellow]file {fid} has no event on {plan.topic}; nothing to replay[/]")
+        for note in plan.notes:
+            console.print(f"[yellow]{note}[/yellow]")
+        if dry_run:
+            console.print(f"dry run: {len(plan.changed)} partition(s) would move; nothing changed")
+            return
+        if target.files and len(plan.missing) == len(target.files):
+            raise typer.Exit(1)
+        applied = apply_plan(admin, settings, plan)
+        console.print(
+            f"moved {len(applied)} partition(s) of group {plan.group}; "
+            f"{sum(m.pending for m in plan.moves)} event(s) to process"
+        )
+        if wait:
+            with Progress(
+                TextColumn(f"replay {plan.stage}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+            ) as progress:
+                task = progress.add_task("drain", total=sum(m.pending for m in plan.moves))
+                wait_drained(
+                    admin,
+                    settings,
+                    plan,
+                    timeout_s,
+                    lambda done, total: progress.update(task, completed=done, total=total),
+                )
+            console.print("replay drained")
+    except FerryError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
