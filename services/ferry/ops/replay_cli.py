@@ -12,7 +12,7 @@ from rich.table import Table
 from ferry.core.errors import FerryError
 from ferry.ops.replay import ReplayPlan, Target
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True, context_settings={"allow_interspersed_args": True})
 
 _TIMESTAMP_OPTION = typer.Option(
     None,
