@@ -1,0 +1,164 @@
+"""``ferry quarantine`` on the real broker: ``list`` shows a FileFailed produced to the failed
+topic; ``release`` re-emits exactly the stage's input event (decoded and compared), keyed by
+file id; a raw (undecodable) record is re-produced only with ``--force``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from ferry.core.avro import default_codec
+from ferry.core.config import Settings
+from ferry.core.events import FileFailed, FileManifest, FileTransformed, derive_file_id
+from ferry.core.kafka import build_admin
+from ferry.core.topics import ensure_topics
+from ferry.ops.quarantine import read_quarantine
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
+SHA = "ef" * 32
+MANIFEST = FileManifest(
+    file_id=derive_file_id("flights", SHA),
+    dataset="flights",
+    source_path="flights/données été.csv",
+    size_bytes=4321,
+    sha256=SHA,
+    created_at=T0,
+    updated_at=T0,
+    trace_id="2" * 32,
+    uris={"landing": "hdfs://b/l.csv", "staging": "hdfs://b/s.parquet"},
+    rows_in=10,
+    rows_out=10,
+    rows_rejected=0,
+)
+FERRY = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).parents[2] / ".venv")) / "bin" / "ferry"
+
+
+@pytest.fixture
+def qs(stack: Settings, unique: Any) -> Settings:
+    s: Settings = unique.settings(stack)
+    s = s.model_copy(update={"kafka": s.kafka.model_copy(update={"partitions": 1})})
+    ensure_topics(build_admin(s.kafka), s.kafka)
+    return s
+
+
+def produce(s: Settings, topic: str, key: bytes, value: bytes) -> None:
+    p = Producer({"bootstrap.servers": s.kafka.bootstrap_servers, "enable.idempotence": True})
+    p.produce(s.kafka.topic(topic), key=key, value=value)
+    assert p.flush(10) == 0
+
+
+def read_all(s: Settings, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    full = s.kafka.topic(topic)
+    c = Consumer({"bootstrap.servers": s.kafka.bootstrap_servers, "group.id": f"r-{full}"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(full, 0), timeout=10)
+        c.assign([TopicPartition(full, 0, low)])
+        out: list[tuple[bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while len(out) < high - low:
+            assert time.monotonic() < deadline, f"read {len(out)} of {high - low} from {full}"
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                out.append((msg.key(), msg.value()))
+        return out
+    finally:
+        c.close()
+
+
+def cli(s: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "FERRY_KAFKA__TOPIC_PREFIX": s.kafka.topic_prefix,
+        "FERRY_KAFKA__PARTITIONS": "1",
+        "FERRY_KAFKA__BOOTSTRAP_SERVERS_OVERRIDE": s.kafka.bootstrap_servers,
+        "COLUMNS": "250",
+    }
+    return subprocess.run(
+        [str(FERRY), *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def failures(s: Settings) -> tuple[FileFailed, FileFailed]:
+    managed = FileFailed(
+        stage="transfer",
+        reason="datanode_unreachable",
+        error="datanode 10.0.0.9:9864 unreachable",
+        attempt=1,
+        failed_at=T0,
+        manifest=MANIFEST,
+        source_topic=s.kafka.topic("transformed"),
+        source_partition=0,
+        source_offset=12,
+    )
+    raw = FileFailed(
+        stage="transform",
+        reason="undecodable",
+        error="not Avro",
+        attempt=1,
+        failed_at=T0,
+        source_topic=s.kafka.topic("extracted"),
+        source_partition=0,
+        source_offset=3,
+        raw_key=b"rawkey",
+        raw_value=b"not-avro",
+    )
+    return managed, raw
+
+
+def test_list_show_and_release_re_emit_the_exact_input_event(qs: Settings) -> None:
+    codec = default_codec(qs.paths.schemas_dir)
+    managed, raw = failures(qs)
+    produce(qs, "failed", MANIFEST.file_id.encode(), codec.encode(managed))
+    produce(qs, "failed", b"rawkey", codec.encode(raw))
+    produce(qs, "failed", b"junk", b"not-avro")  # an unreadable record on the failed topic itself
+
+    read = read_quarantine(qs, codec)
+    assert [(e.key, e.failed, e.failures) for e in read.entries] == [
+        (MANIFEST.file_id, managed, 1),
+        ("rawkey", raw, 1),
+    ]
+    assert [(p, o) for p, o, _err in read.unreadable] == [(0, 2)]
+
+    listed = cli(qs, "quarantine", "list")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert MANIFEST.file_id in listed.stdout
+    assert "datanode_unreachable" in listed.stdout and "transfer" in listed.stdout
+    assert "1 unreadable record(s)" in listed.stdout
+
+    shown = cli(qs, "quarantine", "show", MANIFEST.file_id)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "données été.csv" in shown.stdout
+
+    released = cli(qs, "quarantine", "release", MANIFEST.file_id)
+    assert released.returncode == 0, released.stdout + released.stderr
+    [(key, value)] = read_all(qs, "transformed")
+    assert key == MANIFEST.file_id.encode()
+    assert value is not None and codec.decode(value) == FileTransformed(manifest=MANIFEST)
+
+
+def test_raw_release_needs_force(qs: Settings) -> None:
+    codec = default_codec(qs.paths.schemas_dir)
+    _managed, raw = failures(qs)
+    produce(qs, "failed", b"rawkey", codec.encode(raw))
+
+    refused = cli(qs, "quarantine", "release", "rawkey")
+    assert refused.returncode == 1
+    assert "--force" in refused.stdout
+    unknown = cli(qs, "quarantine", "release", "nope")
+    assert unknown.returncode == 1 and "not in quarantine" in unknown.stdout
+    assert read_all(qs, "extracted") == []  # nothing was produced
+
+    forced = cli(qs, "quarantine", "release", "--force", "rawkey")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert "warning" in forced.stdout
+    assert read_all(qs, "extracted") == [(b"rawkey", b"not-avro")]
