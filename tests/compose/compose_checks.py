@@ -1,0 +1,569 @@
+"""Checks of the compose deployment that need no Docker engine.
+
+Each ``*_problems`` function takes parsed input (a compose mapping, Dockerfile text, …) and returns
+a list of human-readable problems, empty when all is well, so that tests can feed them broken inputs
+and prove they fail (house style rule 15). Used by ``test_compose_static.py``.
+
+Sources of the rules: the Compose Specification (schema vendored as ``compose-spec.json``, see
+README.md here), ``services/ferry/core/config.py`` (settings names: prefix ``FERRY_``, nested
+delimiter ``__``), ``deploy/local/pom.xml`` (server versions of the local stack) and pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import tomllib
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import yaml
+from pydantic import BaseModel
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = REPO / "docker-compose.yml"
+DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile"
+DOCKERIGNORE = REPO / "deploy" / "docker" / "Dockerfile.dockerignore"
+SCHEMA_FILE = Path(__file__).resolve().parent / "compose-spec.json"
+PYPROJECT = REPO / "pyproject.toml"
+LOCAL_POM = REPO / "deploy" / "local" / "pom.xml"
+
+#: The Dockerfile path the Ferry services build from (relative to the compose file).
+FERRY_DOCKERFILE = "deploy/docker/Dockerfile"
+#: The stages, one service each, chosen by ``ferry run <stage>``.
+STAGES = ("extract", "transform", "transfer", "load", "tracker")
+#: Environment variables Ferry reads that are not settings fields (config.py: the YAML file).
+EXTRA_FERRY_VARS = frozenset({"FERRY_CONFIG"})
+
+#: An exact version tag: X.Y.Z, optionally with a variant suffix (``-scala2.13-java17-ubuntu``).
+_EXACT_TAG = re.compile(r"^v?\d+\.\d+\.\d+(?:[-.+][A-Za-z0-9._-]+)?$")
+#: A dict key inside an env name (e.g. the cluster name in FERRY_CLUSTERS__A__HOST): no ``__``.
+_KEY = r"[A-Z0-9]+(?:_[A-Z0-9]+)*"
+
+
+# --- loading --------------------------------------------------------------------------------------
+
+
+def load_compose(path: Path = COMPOSE_FILE) -> dict[str, Any]:
+    """The compose file as a mapping (YAML anchors and ``<<`` merge keys resolved)."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: top level must be a mapping")
+    return data
+
+
+def load_schema(path: Path = SCHEMA_FILE) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def pyproject() -> dict[str, Any]:
+    return tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
+
+
+def local_stack_versions(pom: Path = LOCAL_POM) -> dict[str, str]:
+    """``<properties>`` of deploy/local/pom.xml, e.g. ``{"kafka.version": "4.1.1", ...}``."""
+    root = ElementTree.parse(pom).getroot()
+    ns = {"m": root.tag[1:].split("}")[0]} if root.tag.startswith("{") else {}
+    props = root.find("m:properties", ns) if ns else root.find("properties")
+    if props is None:
+        return {}
+    return {child.tag.split("}")[-1]: (child.text or "").strip() for child in props}
+
+
+# --- schema ---------------------------------------------------------------------------------------
+
+
+def schema_problems(compose: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    """Violations of the Compose Specification JSON schema, one line each."""
+    from jsonschema import Draft201909Validator
+
+    # The snapshot declares draft 2019-09 under a URI jsonschema does not recognise
+    # ("http://json-schema.org/draft/2019-09/schema#"), so name the draft explicitly.
+    Draft201909Validator.check_schema(schema)
+    validator = Draft201909Validator(schema)
+    return [
+        f"{'/'.join(str(p) for p in err.absolute_path) or '<root>'}: {err.message}"
+        for err in sorted(
+            validator.iter_errors(compose), key=lambda e: list(map(str, e.absolute_path))
+        )
+    ]
+
+
+# --- images ---------------------------------------------------------------------------------------
+
+
+def split_image(ref: str) -> tuple[str, str | None, str | None]:
+    """``(repository, tag, digest)`` of an image reference (a registry port is not a tag)."""
+    digest = None
+    if "@" in ref:
+        ref, digest = ref.split("@", 1)
+    last = ref.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, tag = ref.rsplit(":", 1)
+        return repo, tag, digest
+    return ref, None, digest
+
+
+def image_problems(compose: Mapping[str, Any]) -> list[str]:
+    """Every service names an image with an exact version tag: no ``latest``, no bare name, no
+    floating ``3.9``, no ``${VAR}`` that could change it at run time."""
+    problems = []
+    for name, svc in (compose.get("services") or {}).items():
+        ref = (svc or {}).get("image")
+        if not ref:
+            problems.append(f"service {name}: no image (a built service must still name its tag)")
+            continue
+        if "$" in ref:
+            problems.append(f"service {name}: image {ref!r} is interpolated, not pinned")
+            continue
+        _, tag, digest = split_image(ref)
+        if tag is None and digest is None:
+            problems.append(f"service {name}: image {ref!r} has no tag (means latest)")
+        elif tag is not None and not _EXACT_TAG.match(tag):
+            problems.append(
+                f"service {name}: image {ref!r} tag {tag!r} is not an exact version X.Y.Z"
+            )
+    return problems
+
+
+def image_version(ref: str) -> str:
+    """The ``X.Y.Z`` starting an image's tag (``4.3.0-scala2.13-java17-ubuntu`` → ``4.3.0``)."""
+    _, tag, _ = split_image(ref)
+    m = re.match(r"v?(\d+\.\d+\.\d+)", tag or "")
+    return m.group(1) if m else ""
+
+
+def version_problems(compose: Mapping[str, Any], expected: Mapping[str, str]) -> list[str]:
+    """Images whose version differs from the one Ferry's clients or the local stack use.
+
+    ``expected`` maps an image repository (``apache/spark``) to its required ``X.Y.Z``. A Spark
+    standalone cluster must run the driver's version (pyspark); Kafka and Hadoop follow the local
+    stack (deploy/local/pom.xml) so both deployments test the same servers.
+    """
+    problems = []
+    seen = set()
+    for name, svc in (compose.get("services") or {}).items():
+        ref = (svc or {}).get("image") or ""
+        repo, _, _ = split_image(ref)
+        if repo in expected:
+            seen.add(repo)
+            got = image_version(ref)
+            if got != expected[repo]:
+                problems.append(
+                    f"service {name}: {ref} is version {got or '?'}, expected {expected[repo]}"
+                )
+    problems += [f"no service uses {repo}" for repo in sorted(set(expected) - seen)]
+    return problems
+
+
+# --- Ferry settings names -------------------------------------------------------------------------
+
+
+def _unwrap_optional(ann: Any) -> Any:
+    origin = typing.get_origin(ann)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return ann
+
+
+def _is_model(ann: Any) -> bool:
+    return isinstance(ann, type) and issubclass(ann, BaseModel)
+
+
+def ferry_env_patterns(
+    settings_cls: type[BaseModel] | None = None, prefix: str = "FERRY_"
+) -> list[re.Pattern[str]]:
+    """Full-match patterns of every environment variable name the settings model accepts.
+
+    Walks the pydantic model: a field ``kafka`` of model type gives ``FERRY_KAFKA`` (a JSON value)
+    and ``FERRY_KAFKA__<FIELD>`` for each of its fields, recursively; a ``dict[str, Model]`` field
+    (``clusters``) gives ``FERRY_CLUSTERS__<KEY>`` and ``FERRY_CLUSTERS__<KEY>__<FIELD>``.
+    """
+    if settings_cls is None:
+        from ferry.core.config import Settings
+
+        settings_cls = Settings
+    out: list[str] = [re.escape(n) for n in sorted(EXTRA_FERRY_VARS)] if prefix == "FERRY_" else []
+
+    def walk(model: type[BaseModel], pre: str) -> None:
+        for fname, field in model.model_fields.items():
+            env = pre + re.escape(fname.upper())
+            out.append(env)
+            ann = _unwrap_optional(field.annotation)
+            if _is_model(ann):
+                walk(ann, env + "__")
+            elif typing.get_origin(ann) is dict:
+                args = typing.get_args(ann)
+                value = _unwrap_optional(args[1]) if len(args) == 2 else None
+                out.append(f"{env}__{_KEY}")
+                if _is_model(value):
+                    walk(value, f"{env}__{_KEY}__")
+
+    walk(settings_cls, re.escape(prefix))
+    return [re.compile(p) for p in out]
+
+
+def unknown_ferry_keys(
+    env: Mapping[str, Any], patterns: list[re.Pattern[str]] | None = None
+) -> list[str]:
+    """``FERRY_*`` names in ``env`` that no settings field accepts (pydantic-settings would ignore
+    a misspelt top-level name silently, e.g. ``FERRY_VARDIR``)."""
+    patterns = patterns if patterns is not None else ferry_env_patterns()
+    return sorted(
+        k for k in env if k.startswith("FERRY_") and not any(p.fullmatch(k) for p in patterns)
+    )
+
+
+def service_env(svc: Mapping[str, Any]) -> dict[str, str]:
+    """A service's ``environment`` as a dict (list form ``K=V`` accepted)."""
+    env = svc.get("environment") or {}
+    if isinstance(env, list):
+        return dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {str(k): "" if v is None else str(v) for k, v in env.items()}
+
+
+@contextmanager
+def ferry_environ(env: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` with every ``FERRY_*`` variable replaced by those of ``env``."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("FERRY_")}
+    for k in saved:
+        del os.environ[k]
+    os.environ.update({k: v for k, v in env.items() if k.startswith("FERRY_")})
+    try:
+        yield
+    finally:
+        for k in [k for k in os.environ if k.startswith("FERRY_")]:
+            del os.environ[k]
+        os.environ.update(saved)
+
+
+def settings_from_env(env: Mapping[str, str]) -> Any:
+    """A fresh ``Settings`` built from ``env``'s FERRY_* variables only (raises on invalid)."""
+    from ferry.core.config import Settings
+
+    with ferry_environ(env):
+        return Settings()
+
+
+def ferry_services(compose: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Services built from Ferry's Dockerfile."""
+    out = {}
+    for name, svc in (compose.get("services") or {}).items():
+        build = (svc or {}).get("build")
+        dockerfile = build.get("dockerfile") if isinstance(build, dict) else None
+        if dockerfile == FERRY_DOCKERFILE:
+            out[name] = svc
+    return out
+
+
+# --- topology -------------------------------------------------------------------------------------
+
+
+def _hosts(addresses: str) -> list[str]:
+    """Host names in ``h:p,h:p`` or ``scheme://h:p,h:p/...``."""
+    rest = addresses.split("://", 1)[-1].split("/", 1)[0]
+    return [part.rsplit(":", 1)[0] for part in rest.split(",") if part]
+
+
+def depends_closure(compose: Mapping[str, Any], name: str) -> set[str]:
+    services = compose.get("services") or {}
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        deps = (services.get(todo.pop()) or {}).get("depends_on") or {}
+        for dep in deps:
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def address_problems(compose: Mapping[str, Any], name: str, settings: Any) -> list[str]:
+    """Where the settings of Ferry service ``name`` point: every server host is a compose service,
+    the ones its stage needs are started (healthy) before it, and the NAS is a mounted volume."""
+    services = compose.get("services") or {}
+    svc = services.get(name) or {}
+    problems = []
+    used = {
+        "kafka": _hosts(settings.kafka.bootstrap_servers),
+        "clusters.a": [settings.cluster("a").host],
+        "clusters.b": [settings.cluster("b").host],
+        "metastore": [settings.metastore.host],
+        "zookeeper": [settings.zookeeper.host],
+        "spark master": _hosts(settings.spark.master_url),
+    }
+    for what, hosts in used.items():
+        problems += [
+            f"{name}: {what} host {h!r} is not a compose service"
+            for h in hosts
+            if h not in services
+        ]
+    closure = depends_closure(compose, name)
+    needs = {"kafka": used["kafka"]}
+    stage = (svc.get("command") or [None, None])[-1]
+    if stage in ("extract", "transform", "transfer"):
+        needs["clusters.b"] = used["clusters.b"]
+    if stage in ("transfer", "load"):
+        needs["clusters.a"] = used["clusters.a"]
+    if stage in ("transform", "load"):
+        needs["spark master"] = used["spark master"]
+    if stage == "load":
+        needs["metastore"] = used["metastore"]
+    for what, hosts in needs.items():
+        problems += [
+            f"{name}: needs {what} at {h!r} but does not depend on it (directly or through others)"
+            for h in hosts
+            if h in services and h not in closure
+        ]
+    if getattr(settings.spark, "host", None) != svc.get("hostname"):
+        problems.append(
+            f"{name}: FERRY_SPARK__HOST={settings.spark.host!r} must be the container's hostname "
+            f"{svc.get('hostname')!r} (the Spark driver binds and advertises it)"
+        )
+    nas = str(settings.paths.nas_dir)
+    targets = [
+        str(v).split(":")[1] for v in svc.get("volumes") or [] if isinstance(v, str) and ":" in v
+    ]
+    if nas not in targets:
+        problems.append(f"{name}: NAS dir {nas} is not a mounted volume (mounts: {targets})")
+    return problems
+
+
+def depends_on_problems(compose: Mapping[str, Any]) -> list[str]:
+    """``depends_on`` uses the long form; a dependency with a health check is waited for healthy;
+    every server (non-Ferry service) has a health check, so ``up --wait`` means 'working'."""
+    services = compose.get("services") or {}
+    ferry = set(ferry_services(compose))
+    problems = []
+    for name, svc in services.items():
+        svc = svc or {}
+        if name not in ferry and not svc.get("healthcheck"):
+            problems.append(f"service {name}: no healthcheck")
+        deps = svc.get("depends_on")
+        if deps is None:
+            continue
+        if isinstance(deps, list):
+            problems.append(f"service {name}: depends_on must use the long form with a condition")
+            continue
+        for dep, spec in deps.items():
+            if dep not in services:
+                problems.append(f"service {name}: depends on unknown service {dep}")
+                continue
+            cond = (spec or {}).get("condition")
+            if (services[dep] or {}).get("healthcheck") and cond != "service_healthy":
+                problems.append(
+                    f"service {name}: waits for {dep} with {cond!r}, not service_healthy"
+                )
+    return problems
+
+
+def spark_problems(compose: Mapping[str, Any]) -> list[str]:
+    """Two masters in ZooKeeper recovery mode; the worker and Ferry use ``spark://m1:p,m2:p``."""
+    services = compose.get("services") or {}
+    problems = []
+    masters = {}
+    for name, svc in services.items():
+        cmd = [str(c) for c in (svc or {}).get("command") or []]
+        if "org.apache.spark.deploy.master.Master" in cmd:
+            opts = service_env(svc).get("SPARK_MASTER_OPTS", "")
+            if "-Dspark.deploy.recoveryMode=ZOOKEEPER" not in opts.split():
+                problems.append(
+                    f"{name}: SPARK_MASTER_OPTS lacks -Dspark.deploy.recoveryMode=ZOOKEEPER"
+                )
+            zk = re.search(r"-Dspark\.deploy\.zookeeper\.url=(\S+)", opts)
+            if not zk or any(h not in services for h in _hosts(zk.group(1))):
+                problems.append(
+                    f"{name}: spark.deploy.zookeeper.url must name the compose ZooKeeper"
+                )
+            host = cmd[cmd.index("--host") + 1] if "--host" in cmd else name
+            port = cmd[cmd.index("--port") + 1] if "--port" in cmd else "7077"
+            masters[name] = f"{host}:{port}"
+    if len(masters) != 2:
+        problems.append(f"expected 2 Spark masters, found {sorted(masters)}")
+    url = "spark://" + ",".join(masters[m] for m in sorted(masters))
+    workers = [
+        n
+        for n, s in services.items()
+        if "org.apache.spark.deploy.worker.Worker"
+        in [str(c) for c in (s or {}).get("command") or []]
+    ]
+    if not workers:
+        problems.append("no Spark worker")
+    for w in workers:
+        if str(services[w]["command"][-1]) != url:
+            problems.append(
+                f"{w}: worker points at {services[w]['command'][-1]!r}, expected {url!r}"
+            )
+    for name, svc in ferry_services(compose).items():
+        got = service_env(svc).get("FERRY_SPARK__MASTER_URL_OVERRIDE")
+        if got != url:
+            problems.append(f"{name}: FERRY_SPARK__MASTER_URL_OVERRIDE={got!r}, expected {url!r}")
+    return problems
+
+
+# --- Dockerfile -----------------------------------------------------------------------------------
+
+
+def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
+    """``(INSTRUCTION, arguments)`` pairs; comments dropped, ``\\`` continuations joined."""
+    out: list[tuple[str, str]] = []
+    buf = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not buf and (not line or line.startswith("#")):
+            continue
+        if buf and line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        buf += line
+        if buf.strip():
+            word, _, rest = buf.strip().partition(" ")
+            out.append((word.upper(), rest.strip()))
+        buf = ""
+    return out
+
+
+def _env_pairs(args: str) -> dict[str, str]:
+    tokens = shlex.split(args)
+    if len(tokens) >= 2 and "=" not in tokens[0]:
+        return {tokens[0]: " ".join(tokens[1:])}
+    return dict(t.split("=", 1) for t in tokens if "=" in t)
+
+
+def _pip_install_targets(run: str) -> list[list[str]]:
+    """The argument lists of every ``pip install`` in a RUN line (options included)."""
+    found = []
+    for part in re.split(r"&&|;|\|\|", run):
+        words = shlex.split(part)
+        for i, w in enumerate(words):
+            if (
+                w.endswith("pip")
+                or w.endswith("pip3")
+                or (w == "-m" and i + 1 < len(words) and words[i + 1] == "pip")
+            ):
+                rest = words[i + 1 :] if w != "-m" else words[i + 2 :]
+                if rest[:1] == ["install"]:
+                    found.append(rest[1:])
+                break
+    return found
+
+
+def dockerfile_problems(text: str, project: Mapping[str, Any]) -> list[str]:
+    """The Ferry image: python:3.11-slim-bookworm, Debian's Java 17 runtime, the project's Python
+    dependencies only through ``pip install .`` (so they are pyproject.toml's), schemas and
+    datasets inside, their settings pointed at them, a non-root user, ``ENTRYPOINT ["ferry"]``."""
+    from packaging.specifiers import SpecifierSet
+
+    ins = dockerfile_instructions(text)
+    problems = []
+    froms = [a for i, a in ins if i == "FROM"]
+    if not froms or froms[0].split()[0] != "python:3.11-slim-bookworm":
+        problems.append(f"base image must be python:3.11-slim-bookworm, found {froms[:1]}")
+    requires = project.get("project", {}).get("requires-python")
+    if requires and "3.11" not in SpecifierSet(requires):
+        problems.append(f"pyproject requires-python {requires!r} excludes the image's Python 3.11")
+    runs = [a for i, a in ins if i == "RUN"]
+    java = re.compile(r"apt-get install[^;&|]*\sopenjdk-17-jre-headless(\s|;|&|$)")
+    if not any(java.search(r) for r in runs):
+        problems.append(
+            "no `apt-get install ... openjdk-17-jre-headless` (pyspark's driver needs Java 17)"
+        )
+    installs = [t for r in runs for t in _pip_install_targets(r)]
+    if not installs:
+        problems.append(
+            "no `pip install .`: the project's dependencies would not come from pyproject.toml"
+        )
+    for args in installs:
+        targets = [a for a in args if not a.startswith("-")]
+        opts = [a for a in args if a.startswith("-")]
+        if targets != ["."]:
+            problems.append(
+                f"pip installs {targets}, not only the project `.` "
+                "(dependencies must come from pyproject.toml)"
+            )
+        bad = [
+            o
+            for o in opts
+            if o.split("=")[0]
+            in ("-r", "--requirement", "-c", "--constraint", "--no-deps", "-e", "--editable")
+        ]
+        if bad:
+            problems.append(
+                f"pip install uses {bad}: dependencies must be exactly pyproject.toml's"
+            )
+    copies = " ".join(a for i, a in ins if i in ("COPY", "ADD"))
+    for needed in ("pyproject.toml", "services", "schemas", "datasets"):
+        if not re.search(rf"(^|\s|/){re.escape(needed)}(\s|/|$)", copies):
+            problems.append(f"image does not COPY {needed}")
+    env: dict[str, str] = {}
+    for i, a in ins:
+        if i == "ENV":
+            env.update(_env_pairs(a))
+    for key in ("FERRY_PATHS__SCHEMAS_DIR", "FERRY_PATHS__DATASETS_DIR"):
+        if key not in env:
+            problems.append(f"ENV {key} not set (its default points into a source checkout)")
+    problems += [f"ENV {k} is not a Ferry setting" for k in unknown_ferry_keys(env)]
+    users = [a.split(":")[0] for i, a in ins if i == "USER"]
+    if not users or users[-1] in ("root", "0"):
+        problems.append(f"the image must end as a non-root USER, found {users[-1:] or 'none'}")
+    entry = [a for i, a in ins if i == "ENTRYPOINT"]
+    try:
+        ok = bool(entry) and json.loads(entry[-1]) == ["ferry"]
+    except json.JSONDecodeError:
+        ok = False
+    if not ok:
+        problems.append(f'ENTRYPOINT must be ["ferry"] (exec form), found {entry[-1:]}')
+    return problems
+
+
+def dockerignore_problems(text: str) -> list[str]:
+    """The build context excludes the venv and local state (GBs of pyspark and jars)."""
+    lines = [
+        ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")
+    ]
+    if "*" in lines:
+        allowed = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
+        leaks = allowed & {".venv", "var", ".git", "*"}
+        return [f"re-includes {sorted(leaks)}"] if leaks else []
+    missing = [
+        p for p in (".venv", "var", ".git") if p not in {ln.rstrip("/").lstrip("/") for ln in lines}
+    ]
+    return [f"does not exclude {missing}"] if missing else []
+
+
+def dockerfile_env(text: str) -> dict[str, str]:
+    """Variables the image sets with ENV (a container starts with these, then compose's)."""
+    env: dict[str, str] = {}
+    for i, a in dockerfile_instructions(text):
+        if i == "ENV":
+            env.update(_env_pairs(a))
+    return env
+
+
+def checkout_path_problems(settings: Any, repo_root: Path) -> list[str]:
+    """Path settings still at their source-checkout default (``config.REPO_ROOT/...``): inside the
+    image that directory is site-packages' parent, not the project, and not writable."""
+    problems: list[str] = []
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{where}.{k}" if where else str(k))
+        elif isinstance(value, Path) and value.is_relative_to(repo_root):
+            problems.append(
+                f"{where} = {value} (a source-checkout default; set it for the container)"
+            )
+
+    walk(settings.model_dump(), "")
+    return problems
