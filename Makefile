@@ -11,7 +11,7 @@ JARS_STAMP := var/jars/.ferry-installed
 PYTEST     := $(PY) -m pytest
 
 .PHONY: help install up down status demo test test-unit test-integration test-e2e test-compose \
-        lint bench compose-up compose-down compose-test clean
+        lint bench compose-up compose-down compose-test clean browser
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -41,16 +41,21 @@ demo: install ## Set up, start the stack and run the pipeline on the nycflights1
 	$(FERRY) stack up
 	$(FERRY) demo
 
-test: install ## Set up and run every test tier (the stack starts and stops inside pytest)
+test: install browser ## Set up and run every test tier (the stack starts and stops inside pytest)
 	@# Two pytest processes: pyspark allows one SparkContext per process, and the unit tier uses a
 	@# local Spark while integration/e2e use the standalone cluster.
 	$(PYTEST) tests/unit
 	$(PYTEST) tests/integration tests/e2e tests/compose
 
+browser: ## Headless Chromium for the tracker status-page test (apt-get, Debian/Ubuntu)
+	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || \
+	  { $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -q && \
+	    DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -q chromium; }
+
 test-unit: install ## Unit tests only (no servers)
 	$(PYTEST) tests/unit
 
-test-integration: install ## Integration tests (real servers)
+test-integration: install browser ## Integration tests (real servers)
 	$(PYTEST) tests/integration
 
 test-e2e: install ## End-to-end tests (the whole stack)
@@ -65,7 +70,9 @@ lint: install ## ruff and mypy
 bench: install ## Benchmarks: print figures (events codec and Kafka round trip)
 	$(PY) bench/bench_events.py
 
-compose-up: ## docker compose up (needs a Docker engine)
+compose-up: ## docker compose up (needs a Docker engine); see docs/compose.md
+	@# The NAS bind mount: created here so Docker does not create it root-owned; the stages run as uid 10001.
+	mkdir -p var/compose-nas && chmod 0777 var/compose-nas
 	docker compose up -d --build --wait
 
 compose-down: ## docker compose down

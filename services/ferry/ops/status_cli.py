@@ -64,7 +64,8 @@ def status(
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
 
-    states = Table(title=f"files by state (from the {rep.source})")
+    console.print(f"file states from the {rep.source}", soft_wrap=True)
+    states = Table(title="files by state")
     states.add_column("state")
     states.add_column("files", justify="right")
     for s, n in rep.states.items():
