@@ -297,13 +297,15 @@ def process_batch(
         handler = stage.handlers[etype]
         results: dict[int, BatchResult] = {}
         pending = list(range(len(items)))
-        attempts = 0
+        tries = [0] * len(items)  #: handler calls each file took part in (its FileFailed.attempt)
 
         def attempt() -> None:
-            nonlocal attempts, pending
+            nonlocal pending
             if should_stop.is_set():
                 raise _Abandon
-            attempts += 1
+            for i in pending:
+                tries[i] += 1
+                results.pop(i, None)  # a per-file error of an earlier attempt is stale now
             stats.handler_calls += 1
             got = list(handler([items[i][1] for i in pending], deps))
             if len(got) != len(pending):
@@ -342,13 +344,16 @@ def process_batch(
                 results[i] = bug
         for i, (record, event) in enumerate(items):
             res = results[i]
+            if isinstance(res, BaseException) and not isinstance(res, (PermanentError, TransientError)):
+                res = PermanentError(f"batch handler returned {type(res).__name__}: {res}",
+                                     reason="handler_error")
             if isinstance(res, (PermanentError, TransientError)):
                 outputs: Sequence[Event] = [
-                    _quarantine(stage.name, record, res, res.reason, attempts, event)
+                    _quarantine(stage.name, record, res, res.reason, tries[i], event)
                 ]
             else:
                 outputs = res
-            out += _encode(outputs, record, codec, settings, stage, event, attempts)
+            out += _encode(outputs, record, codec, settings, stage, event, tries[i])
     return out
 
 

@@ -52,11 +52,19 @@ def _chunks(path: Path, size: int) -> Iterator[bytes]:
             yield chunk
 
 
-def _sha256(path: Path, size: int) -> str:
+class SourceChanged(Exception):
+    """The NAS file's size or mtime differ from when the scanner judged it finished: it is
+    still being written (case C09). Not an error: the caller forgets it and the scanner waits
+    for it to be stable again."""
+
+
+def _sha256(path: Path, size: int) -> tuple[int, str]:
     digest = hashlib.sha256()
+    count = 0
     for chunk in _chunks(path, size):
         digest.update(chunk)
-    return digest.hexdigest()
+        count += len(chunk)
+    return count, digest.hexdigest()
 
 
 def landing_path(landing_root: str, dataset: str, file_id: str, name: str) -> str:
@@ -70,9 +78,16 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
 
     Raises:
         FileNotFoundError: the NAS file vanished (the caller forgets it).
+        SourceChanged: the NAS file changed since the scan (the caller forgets it).
         TransientError / PermanentError: from the HDFS port (timeouts, resets, DataNode unreachable).
     """
-    sha = _sha256(cand.path, deps.chunk_bytes)
+    hashed, sha = _sha256(cand.path, deps.chunk_bytes)
+    st = cand.path.stat()
+    if (hashed, st.st_size, st.st_mtime_ns) != (cand.size, cand.size, cand.mtime_ns):
+        raise SourceChanged(
+            f"{cand.relative}: {hashed} bytes hashed, now {st.st_size} bytes mtime_ns "
+            f"{st.st_mtime_ns}; scanned as {cand.size} bytes mtime_ns {cand.mtime_ns}"
+        )
     file_id = derive_file_id(cand.dataset.name, sha)
     now = utc_now()
     manifest = FileManifest(

@@ -48,6 +48,8 @@ class NasScanner:
         self.nas_dir = nas_dir
         self.datasets = datasets
         self._seen: dict[Path, _Seen] = {}
+        #: files already handled and left in place (``after_extract: keep``): (size, mtime_ns)
+        self._done: dict[Path, tuple[int, int]] = {}
 
     def scan(self, now_mono: float) -> list[Candidate]:
         """One scan at monotonic time ``now_mono`` (s). Returns files finished by their policy,
@@ -61,8 +63,10 @@ class NasScanner:
             except FileNotFoundError:
                 continue
             policy = spec.finished
+            pattern = unicodedata.normalize("NFC", spec.nas.pattern)
             for name in names:
-                if name.startswith(".") or not fnmatch.fnmatchcase(name, spec.nas.pattern):
+                nfc = unicodedata.normalize("NFC", name)
+                if name.startswith(".") or not fnmatch.fnmatchcase(nfc, pattern):
                     continue
                 if policy.policy == "marker" and name.endswith(policy.marker_suffix):
                     continue
@@ -74,6 +78,9 @@ class NasScanner:
                 if not path.is_file():
                     continue
                 present.add(path)
+                if self._done.get(path) == (st.st_size, st.st_mtime_ns):
+                    continue  # handled and kept; taken again only once it changes
+                self._done.pop(path, None)
                 relative = unicodedata.normalize("NFC", f"{spec.nas.subdir}/{name}")
                 if policy.policy == "marker":
                     marker = root / f"{name}{policy.marker_suffix}"
@@ -90,8 +97,17 @@ class NasScanner:
                     out.append(Candidate(path, spec, relative, st.st_size, st.st_mtime_ns))
         for gone in set(self._seen) - present:
             del self._seen[gone]
+        for gone in set(self._done) - present:
+            del self._done[gone]
         return out
 
     def forget(self, path: Path) -> None:
         """Drop what is known of ``path`` (after it was extracted and moved away)."""
         self._seen.pop(path, None)
+        self._done.pop(path, None)
+
+    def done(self, cand: Candidate) -> None:
+        """Remember that ``cand`` was handled but stays in the drop directory (``keep``): it is
+        not returned again while its size and mtime are unchanged (until a restart)."""
+        self._seen.pop(cand.path, None)
+        self._done[cand.path] = (cand.size, cand.mtime_ns)

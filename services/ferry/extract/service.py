@@ -27,7 +27,7 @@ from ferry.core.kafka import OutboundRecord, build_admin, build_producer, delive
 from ferry.core.runner import retrying
 from ferry.core.topics import ensure_topics
 from ferry.datasets import load_datasets
-from ferry.extract.handlers import ExtractDeps, extract_file
+from ferry.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.extract.scanner import Candidate, NasScanner
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,8 @@ class ExtractService:
         try:
             events: list[Event] = list(retrying(self.settings.retry, self._stop)(extract_file, cand, self.deps))
             outcome = "archive"
-        except FileNotFoundError:
+        except (FileNotFoundError, SourceChanged) as exc:
+            log.info("extract: %s not taken: %s", cand.relative, exc)
             self.scanner.forget(cand.path)
             return
         except (TransientError, PermanentError) as exc:
@@ -101,9 +102,10 @@ class ExtractService:
     def _after(self, cand: Candidate, outcome: str) -> None:
         """Move the NAS file (and its marker) out of the drop directory, or delete/keep it."""
         policy = self.settings.extract.after_extract
-        self.scanner.forget(cand.path)
         if policy == "keep" and outcome == "archive":
+            self.scanner.done(cand)  # else the next scans would extract it again and again
             return
+        self.scanner.forget(cand.path)
         for path in (cand.path, cand.marker):
             if path is None or not path.exists():
                 continue

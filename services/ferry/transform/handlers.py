@@ -53,8 +53,13 @@ def transform_batch(events: Sequence[FileExtracted], deps: TransformDeps) -> lis
             by_dataset.setdefault(ev.manifest.dataset, []).append(i)
     for name, idx in by_dataset.items():
         spec = deps.datasets[name]
-        # Several events of one file in a batch (redelivery): do the file once, answer each.
-        files = {events[i].manifest.uris["landing"]: events[i].file_id for i in idx}
+        # Several events of one file in a batch (redelivery, or the same bytes re-dropped under
+        # another name, so another landing path): read ONE landing copy per file_id, else the
+        # job would stage both copies' rows under that file_id; answer each event.
+        first: dict[str, str] = {}
+        for i in idx:
+            first.setdefault(events[i].file_id, events[i].manifest.uris["landing"])
+        files = {uri: fid for fid, uri in first.items()}
         try:
             out = deps.run_batch(deps.spark(), spec, files, staging_root=deps.staging_root,
                                  rejects_root=deps.rejects_root)

@@ -1,0 +1,179 @@
+"""load's batch handler with a fake ``load_files`` (no Spark, no Hive)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from ferry.core.errors import PermanentError, TransientError
+from ferry.core.events import FileLoaded, FileManifest, FileTransferred, derive_file_id
+from ferry.datasets import DatasetSpec
+from ferry.load.handlers import LoadDeps, load_batch
+
+T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+FS_A = "hdfs://nn-a:28020"
+
+
+def transferred(dataset: str, n: int, rows_out: int | None = 5) -> FileTransferred:
+    sha = f"{n:02x}" * 32
+    fid = derive_file_id(dataset, sha)
+    return FileTransferred(
+        FileManifest(
+            file_id=fid,
+            dataset=dataset,
+            source_path=f"{dataset}/{dataset}_{n}.csv",
+            size_bytes=50,
+            sha256=sha,
+            created_at=T0,
+            updated_at=T0,
+            trace_id=f"{n:032x}",
+            uris={"incoming": f"{FS_A}/ferry/incoming/{dataset}/{fid}"},
+            rows_in=rows_out,
+            rows_out=rows_out,
+            rows_rejected=0,
+        )
+    )
+
+
+class Job:
+    def __init__(
+        self, rows: Mapping[str, int] | None = None, error: BaseException | None = None
+    ) -> None:
+        self.rows = dict(rows or {})
+        self.error = error
+        self.calls: list[tuple[Any, str, dict[str, str]]] = []
+        self.resets = 0
+
+    def load_files(self, spark: Any, spec: DatasetSpec, files: Mapping[str, str]) -> dict[str, int]:
+        self.calls.append((spark, spec.name, dict(files)))
+        if self.error is not None:
+            raise self.error
+        return {fid: self.rows[fid] for fid in files if fid in self.rows}
+
+    def reset(self) -> None:
+        self.resets += 1
+
+    def deps(self, specs: dict[str, DatasetSpec]) -> LoadDeps:
+        return LoadDeps(specs, lambda: "SPARK", self.reset, self.load_files)
+
+
+def test_loaded_event_has_table_partition_and_manifest(specs: dict[str, DatasetSpec]) -> None:
+    a, b = transferred("flights", 1, 5), transferred("flights", 2, 0)
+    job = Job({a.file_id: 5, b.file_id: 0})
+    [[la], [lb]] = load_batch([a, b], job.deps(specs))
+    assert job.calls == [
+        (
+            "SPARK",
+            "flights",
+            {a.file_id: a.manifest.uris["incoming"], b.file_id: b.manifest.uris["incoming"]},
+        )
+    ]
+    assert isinstance(la, FileLoaded)
+    assert (la.table, dict(la.partition)) == ("ferry.flights", {"ferry_file_id": a.file_id})
+    assert dict(la.manifest.uris) == {
+        "incoming": a.manifest.uris["incoming"],
+        "table": "ferry.flights",
+    }
+    assert (la.manifest.file_id, la.manifest.rows_out, la.manifest.trace_id) == (
+        a.file_id,
+        5,
+        a.manifest.trace_id,
+    )
+    assert (lb.table, dict(lb.partition), lb.manifest.rows_out) == (
+        "ferry.flights",
+        {"ferry_file_id": b.file_id},
+        0,
+    )
+    assert job.resets == 0
+
+
+def test_row_count_mismatch_quarantines_only_that_file(specs: dict[str, DatasetSpec]) -> None:
+    a, b = transferred("flights", 1, 5), transferred("flights", 2, 7)
+    [ra, rb] = load_batch([a, b], Job({a.file_id: 10, b.file_id: 7}).deps(specs))
+    assert isinstance(ra, PermanentError)
+    assert (ra.reason, str(ra)) == (
+        "row_count_mismatch",
+        f"{a.file_id}: 10 rows in ferry.flights, manifest says rows_out=5",
+    )
+    assert [type(e) for e in rb] == [FileLoaded]
+
+
+def test_file_missing_from_the_table_is_a_mismatch(specs: dict[str, DatasetSpec]) -> None:
+    a = transferred("flights", 1, 3)
+    [ra] = load_batch([a], Job({}).deps(specs))
+    assert isinstance(ra, PermanentError) and ra.reason == "row_count_mismatch"
+    assert "0 rows in ferry.flights" in str(ra)
+
+
+def test_permanent_error_applies_to_each_file_of_that_dataset_only(
+    specs: dict[str, DatasetSpec],
+) -> None:
+    f1, w1, f2 = transferred("flights", 1), transferred("weather", 2), transferred("flights", 3)
+    mismatch = PermanentError(
+        "column 'dep_delay' is string, table has int", reason="schema_mismatch"
+    )
+
+    class Partial(Job):
+        def load_files(
+            self, spark: Any, spec: DatasetSpec, files: Mapping[str, str]
+        ) -> dict[str, int]:
+            self.calls.append((spark, spec.name, dict(files)))
+            if spec.name == "flights":
+                raise mismatch
+            return {fid: 5 for fid in files}
+
+    job = Partial()
+    rf1, rw1, rf2 = load_batch([f1, w1, f2], job.deps(specs))
+    assert rf1 is mismatch and rf2 is mismatch
+    assert [type(e) for e in rw1] == [FileLoaded]
+    assert [(c[1], sorted(c[2])) for c in job.calls] == [
+        ("flights", sorted([f1.file_id, f2.file_id])),
+        ("weather", [w1.file_id]),
+    ]
+    assert job.resets == 0
+
+
+def test_transient_error_from_load_files_is_a_per_file_result(
+    specs: dict[str, DatasetSpec],
+) -> None:
+    a = transferred("flights", 1)
+    busy = TransientError("metastore busy")
+    job = Job(error=busy)
+    assert load_batch([a], job.deps(specs)) == [busy]
+    assert job.resets == 0
+
+
+def test_other_exception_is_transient_for_the_batch_and_resets_spark(
+    specs: dict[str, DatasetSpec],
+) -> None:
+    a, b = transferred("flights", 1), transferred("flights", 2)
+    job = Job(error=RuntimeError("Py4JJavaError: executor lost"))
+    with pytest.raises(
+        TransientError, match="Spark load of 2 flights file\\(s\\) failed: Py4JJavaError"
+    ):
+        load_batch([a, b], job.deps(specs))
+    assert (len(job.calls), job.resets) == (1, 1)
+
+
+def test_unknown_dataset_and_missing_incoming(specs: dict[str, DatasetSpec]) -> None:
+    a, b = transferred("flights", 1), transferred("trains", 2)
+    c = FileTransferred(
+        FileManifest.from_dict({**transferred("flights", 3).manifest.to_dict(), "uris": {}})
+    )
+    job = Job({a.file_id: 5})
+    ra, rb, rc = load_batch([a, b, c], job.deps(specs))
+    assert [type(e) for e in ra] == [FileLoaded]
+    assert isinstance(rb, PermanentError) and rb.reason == "unknown_dataset"
+    assert isinstance(rc, PermanentError) and rc.reason == "bad_manifest"
+    assert [c[2] for c in job.calls] == [{a.file_id: a.manifest.uris["incoming"]}]
+
+
+def test_duplicate_events_of_one_file_load_it_once(specs: dict[str, DatasetSpec]) -> None:
+    a = transferred("flights", 1, 5)
+    job = Job({a.file_id: 5})
+    out = load_batch([a, a], job.deps(specs))
+    assert [c[2] for c in job.calls] == [{a.file_id: a.manifest.uris["incoming"]}]
+    assert [[e.partition["ferry_file_id"] for e in r] for r in out] == [[a.file_id], [a.file_id]]

@@ -1,0 +1,327 @@
+"""``process_batch``: per-file retries, quarantine, undecodable records, whole-batch failures."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from ferry.core.avro import EventCodec, default_codec
+from ferry.core.config import Settings, get_settings
+from ferry.core.errors import ConfigError, PermanentError, TransientError
+from ferry.core.events import (
+    FileExtracted,
+    FileFailed,
+    FileManifest,
+    FileTransformed,
+    derive_file_id,
+)
+from ferry.core.runner import Record, RunStats, Stage, process_batch
+
+MAX = 3
+T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def settings() -> Settings:
+    base = get_settings()
+    return base.model_copy(
+        update={
+            "retry": base.retry.model_copy(
+                update={"max_attempts": MAX, "initial_backoff_s": 0.001, "max_backoff_s": 0.002}
+            ),
+            "kafka": base.kafka.model_copy(update={"topic_prefix": "unit"}),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def codec() -> EventCodec:
+    return default_codec()
+
+
+def manifest(n: int) -> FileManifest:
+    sha = f"{n:02x}" * 32
+    return FileManifest(
+        file_id=derive_file_id("flights", sha),
+        dataset="flights",
+        source_path=f"flights/f{n}.csv",
+        size_bytes=10 + n,
+        sha256=sha,
+        created_at=T0,
+        updated_at=T0,
+        trace_id=f"{n:032x}",
+    )
+
+
+EV = [FileExtracted(manifest(n)) for n in range(4)]
+
+
+def done(ev: FileExtracted) -> list[FileTransformed]:
+    return [FileTransformed(ev.manifest.advance(rows_out=1, updated_at=ev.manifest.updated_at))]
+
+
+class Handler:
+    """Records the file_ids of every call; ``script(call_no, events)`` gives the results."""
+
+    def __init__(self, script: Any) -> None:
+        self.script = script
+        self.calls: list[list[str]] = []
+
+    def __call__(self, events: Sequence[FileExtracted], deps: Any) -> Any:
+        self.calls.append([e.file_id for e in events])
+        return self.script(len(self.calls), events)
+
+
+def records(codec: EventCodec, values: Sequence[bytes]) -> list[Record]:
+    return [Record("unit.extracted", 0, 10 + i, f"k{i}".encode(), v) for i, v in enumerate(values)]
+
+
+def run(
+    codec: EventCodec,
+    handler: Handler,
+    values: Sequence[bytes],
+    stats: RunStats | None = None,
+    stop: threading.Event | None = None,
+) -> Any:
+    stage = Stage("transform", {FileExtracted: handler}, batch_size=10)
+    return process_batch(
+        records(codec, values), stage, None, codec, settings(), stop or threading.Event(), stats
+    )
+
+
+def decoded(codec: EventCodec, out: Any) -> list[tuple[str, bytes, Any]]:
+    return [(r.topic, r.key, codec.decode(r.value)) for r in out]
+
+
+def test_all_succeed_in_one_call(codec: EventCodec) -> None:
+    h = Handler(lambda n, evs: [done(e) for e in evs])
+    stats = RunStats()
+    out = decoded(codec, run(codec, h, [codec.encode(e) for e in EV[:3]], stats))
+    assert h.calls == [[e.file_id for e in EV[:3]]]
+    assert [(t, k, type(ev), ev.file_id) for t, k, ev in out] == [
+        ("unit.transformed", e.file_id.encode(), FileTransformed, e.file_id) for e in EV[:3]
+    ]
+    assert stats.handler_calls == 1
+
+
+def test_per_file_transient_error_retries_only_that_file(codec: EventCodec) -> None:
+    a, b, c = EV[:3]
+
+    def script(n: int, evs: Sequence[FileExtracted]) -> list[Any]:
+        return [TransientError("reset") if e == b and n < 3 else done(e) for e in evs]
+
+    h = Handler(script)
+    stats = RunStats()
+    out = decoded(codec, run(codec, h, [codec.encode(e) for e in (a, b, c)], stats))
+    assert h.calls == [[a.file_id, b.file_id, c.file_id], [b.file_id], [b.file_id]]
+    assert [(t, ev.file_id) for t, _, ev in out] == [
+        ("unit.transformed", a.file_id),
+        ("unit.transformed", b.file_id),
+        ("unit.transformed", c.file_id),
+    ]
+    assert stats.handler_calls == 3
+
+
+def test_per_file_transient_error_past_the_ceiling_is_quarantined(codec: EventCodec) -> None:
+    a, b = EV[:2]
+
+    class Reset(TransientError):
+        reason = "connection_reset"
+
+    h = Handler(lambda n, evs: [Reset(f"reset #{n}") if e == b else done(e) for e in evs])
+    out = decoded(codec, run(codec, h, [codec.encode(e) for e in (a, b)]))
+    assert h.calls == [[a.file_id, b.file_id], [b.file_id], [b.file_id]]
+    (t0, _, ok), (t1, k1, failed) = out
+    assert (t0, ok.file_id) == ("unit.transformed", a.file_id)
+    assert isinstance(failed, FileFailed)
+    assert (t1, k1, failed.reason, failed.attempt, failed.manifest) == (
+        "unit.failed",
+        b.file_id.encode(),
+        "connection_reset",
+        MAX,
+        b.manifest,
+    )
+    assert (failed.source_topic, failed.source_partition, failed.source_offset) == (
+        "unit.extracted",
+        0,
+        11,
+    )
+    assert "reset #3" in failed.error  # the last attempt's error, not the first
+
+
+def test_permanent_error_is_quarantined_at_once_with_its_reason(codec: EventCodec) -> None:
+    a, b, c = EV[:3]
+
+    def script(n: int, evs: Sequence[FileExtracted]) -> list[Any]:
+        out: list[Any] = []
+        for e in evs:
+            if e == a:
+                out.append(PermanentError("header column 1 is 'yr'", reason="header_mismatch"))
+            elif e == c and n == 1:
+                out.append(TransientError("reset"))
+            else:
+                out.append(done(e))
+        return out
+
+    h = Handler(script)
+    out = decoded(codec, run(codec, h, [codec.encode(e) for e in (a, b, c)]))
+    assert h.calls == [[a.file_id, b.file_id, c.file_id], [c.file_id]]
+    (ta, _, fa), (tb, _, _), (tc, _, _) = out
+    assert (ta, fa.reason, fa.attempt, fa.manifest) == (
+        "unit.failed",
+        "header_mismatch",
+        1,
+        a.manifest,
+    )
+    assert "header column 1 is 'yr'" in fa.error
+    assert (tb, tc) == ("unit.transformed", "unit.transformed")
+
+
+def test_undecodable_record_is_quarantined_raw_and_the_rest_proceeds(codec: EventCodec) -> None:
+    a, b = EV[:2]
+    h = Handler(lambda n, evs: [done(e) for e in evs])
+    out = run(codec, h, [codec.encode(a), b"not-avro", codec.encode(b)])
+    assert h.calls == [[a.file_id, b.file_id]]
+    got = decoded(codec, out)
+    bad = [ev for t, _, ev in got if t == "unit.failed"]
+    assert [(t, ev.file_id) for t, _, ev in got if t == "unit.transformed"] == [
+        ("unit.transformed", a.file_id),
+        ("unit.transformed", b.file_id),
+    ]
+    [failed] = bad
+    [failed_key] = [k for t, k, _ in got if t == "unit.failed"]
+    assert failed_key == b"k1"
+    assert (failed.reason, failed.attempt, failed.manifest) == ("undecodable", 1, None)
+    assert (failed.raw_key, failed.raw_value) == (b"k1", b"not-avro")
+    assert (failed.source_topic, failed.source_partition, failed.source_offset) == (
+        "unit.extracted",
+        0,
+        11,
+    )
+
+
+def test_event_type_without_handler_is_quarantined(codec: EventCodec) -> None:
+    a = EV[0]
+    other = FileTransformed(EV[1].manifest)
+    h = Handler(lambda n, evs: [done(e) for e in evs])
+    got = decoded(codec, run(codec, h, [codec.encode(other), codec.encode(a)]))
+    assert h.calls == [[a.file_id]]
+    assert [(t, getattr(ev, "reason", None)) for t, _, ev in got] == [
+        ("unit.failed", "unexpected_event"),
+        ("unit.transformed", None),
+    ]
+    assert got[0][2].manifest == other.manifest
+
+
+def test_whole_batch_transient_error_is_retried_then_each_file_quarantined(
+    codec: EventCodec,
+) -> None:
+    def script(n: int, evs: Sequence[FileExtracted]) -> list[Any]:
+        raise TransientError(f"Spark master lost #{n}")
+
+    h = Handler(script)
+    stats = RunStats()
+    got = decoded(codec, run(codec, h, [codec.encode(e) for e in EV[:3]], stats))
+    assert h.calls == [[e.file_id for e in EV[:3]]] * MAX
+    assert stats.handler_calls == MAX
+    assert [(t, k, ev.reason, ev.attempt, ev.manifest) for t, k, ev in got] == [
+        ("unit.failed", e.file_id.encode(), "transient", MAX, e.manifest) for e in EV[:3]
+    ]
+    assert all(f"Spark master lost #{MAX}" in ev.error for _, _, ev in got)
+
+
+def test_whole_batch_error_after_a_per_file_one_reports_the_last(codec: EventCodec) -> None:
+    a, b = EV[:2]
+
+    def script(n: int, evs: Sequence[FileExtracted]) -> list[Any]:
+        if n == 1:
+            return [done(a), TransientError("per-file reset")]
+        raise TransientError(f"batch failed #{n}")
+
+    h = Handler(script)
+    (ta, _, _), (tb, _, fb) = decoded(codec, run(codec, h, [codec.encode(a), codec.encode(b)]))
+    assert h.calls == [[a.file_id, b.file_id], [b.file_id], [b.file_id]]
+    assert ta == "unit.transformed"
+    assert (tb, fb.attempt) == ("unit.failed", MAX)
+    assert "batch failed #3" in fb.error
+
+
+def test_whole_batch_transient_then_success(codec: EventCodec) -> None:
+    def script(n: int, evs: Sequence[FileExtracted]) -> list[Any]:
+        if n == 1:
+            raise TransientError("master failing over")
+        return [done(e) for e in evs]
+
+    h = Handler(script)
+    got = decoded(codec, run(codec, h, [codec.encode(e) for e in EV[:2]]))
+    assert h.calls == [[e.file_id for e in EV[:2]]] * 2
+    assert [t for t, _, _ in got] == ["unit.transformed"] * 2
+
+
+def test_whole_batch_permanent_error_quarantines_only_pending_files(codec: EventCodec) -> None:
+    a, b = EV[:2]
+
+    def script(n: int, evs: Sequence[FileExtracted]) -> list[Any]:
+        if n == 1:
+            return [done(a), TransientError("reset")]
+        raise PermanentError("bad spec", reason="config_mismatch")
+
+    h = Handler(script)
+    got = decoded(codec, run(codec, h, [codec.encode(a), codec.encode(b)]))
+    assert [(t, getattr(ev, "reason", None), getattr(ev, "attempt", None)) for t, _, ev in got] == [
+        ("unit.transformed", None, None),
+        ("unit.failed", "config_mismatch", 2),
+    ]
+
+
+def test_wrong_number_of_results_is_a_handler_error(codec: EventCodec) -> None:
+    h = Handler(lambda n, evs: [done(evs[0])])
+    got = decoded(codec, run(codec, h, [codec.encode(e) for e in EV[:2]]))
+    assert h.calls == [[EV[0].file_id, EV[1].file_id]]
+    assert [(t, ev.reason) for t, _, ev in got] == [("unit.failed", "handler_error")] * 2
+
+
+def test_handler_bug_quarantines_the_batch(codec: EventCodec) -> None:
+    h = Handler(lambda n, evs: 1 / 0)
+    got = decoded(codec, run(codec, h, [codec.encode(e) for e in EV[:2]]))
+    assert len(h.calls) == 1
+    assert [(t, ev.reason) for t, _, ev in got] == [("unit.failed", "handler_error")] * 2
+    assert all("ZeroDivisionError" in ev.error for _, _, ev in got)
+
+
+def test_non_ferry_exception_as_a_result_is_a_handler_error(codec: EventCodec) -> None:
+    a, b = EV[:2]
+    h = Handler(lambda n, evs: [done(a), ValueError("oops")])
+    got = decoded(codec, run(codec, h, [codec.encode(a), codec.encode(b)]))
+    assert [(t, getattr(ev, "reason", None)) for t, _, ev in got] == [
+        ("unit.transformed", None),
+        ("unit.failed", "handler_error"),
+    ]
+    assert "ValueError: oops" in got[1][2].error
+
+
+def test_config_error_stops_the_runner(codec: EventCodec) -> None:
+    def script(n: int, evs: Sequence[FileExtracted]) -> list[Any]:
+        raise ConfigError("no such dataset dir")
+
+    with pytest.raises(ConfigError):
+        run(codec, Handler(script), [codec.encode(EV[0])])
+
+
+def test_stop_before_the_batch_abandons_it(codec: EventCodec) -> None:
+    stop = threading.Event()
+    stop.set()
+    h = Handler(lambda n, evs: [done(e) for e in evs])
+    assert run(codec, h, [codec.encode(EV[0])], stop=stop) is None
+    assert h.calls == []
+
+
+def test_duplicate_records_of_one_file_each_get_an_answer(codec: EventCodec) -> None:
+    a = EV[0]
+    h = Handler(lambda n, evs: [done(e) for e in evs])
+    got = decoded(codec, run(codec, h, [codec.encode(a), codec.encode(a)]))
+    assert h.calls == [[a.file_id, a.file_id]]
+    assert [(t, ev.file_id) for t, _, ev in got] == [("unit.transformed", a.file_id)] * 2

@@ -1,0 +1,181 @@
+"""transfer's handler between two FakeHdfs clusters (B → A): parts, stale parts, C01/C02."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from ferry.core.config import RetrySettings
+from ferry.core.errors import DataNodeUnreachable, HdfsPathNotFound, HdfsUnavailable, PermanentError
+from ferry.core.events import FileManifest, FileTransferred, FileTransformed, derive_file_id
+from ferry.core.hdfs import is_temp_path
+from ferry.core.hdfs_fake import FakeHdfs
+from ferry.transfer.handlers import TransferDeps, transfer_file
+
+T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+SHA = "ab" * 32
+FID = derive_file_id("flights", SHA)
+FS_B, FS_A = "hdfs://nn-b:18020", "hdfs://nn-a:28020"
+STAGED = f"/ferry/staging/flights/{FID}"
+INCOMING = f"/ferry/incoming/flights/{FID}"
+RETRY = RetrySettings(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002)
+PARTS = {
+    "part-00000-x.snappy.parquet": b"PAR1" + bytes(range(256)) * 40 + b"PAR1",
+    "part-00001-x.snappy.parquet": b"PAR1second partPAR1",
+}
+
+
+def event(uris: dict[str, str] | None = None) -> FileTransformed:
+    return FileTransformed(
+        FileManifest(
+            file_id=FID,
+            dataset="flights",
+            source_path="flights/flights_1.csv",
+            size_bytes=123,
+            sha256=SHA,
+            created_at=T0,
+            updated_at=T0,
+            trace_id="t" * 32,
+            uris={"landing": f"{FS_B}/l/x.csv", "staging": FS_B + STAGED} if uris is None else uris,
+            rows_in=9,
+            rows_out=8,
+            rows_rejected=1,
+        )
+    )
+
+
+def clusters(parts: dict[str, bytes] = PARTS) -> tuple[FakeHdfs, FakeHdfs, TransferDeps]:
+    b, a = FakeHdfs("b"), FakeHdfs("a")
+    b.mkdirs(STAGED)
+    for name, data in parts.items():
+        b.upload_stream(f"{STAGED}/{name}", [data])
+    b.calls.clear()
+    return b, a, TransferDeps(b, a, "/ferry/incoming/", FS_A, RETRY)
+
+
+def a_files(a: FakeHdfs) -> dict[str, bytes]:
+    return dict(a.files)
+
+
+def test_parts_are_copied_byte_equal_and_the_event_names_incoming() -> None:
+    b, a, deps = clusters()
+    [ev] = transfer_file(event(), deps)
+    assert a_files(a) == {f"{INCOMING}/{n}": data for n, data in PARTS.items()}
+    assert isinstance(ev, FileTransferred)
+    assert dict(ev.manifest.uris) == {
+        "landing": f"{FS_B}/l/x.csv",
+        "staging": FS_B + STAGED,
+        "incoming": FS_A + INCOMING,
+    }
+    assert (ev.manifest.file_id, ev.manifest.rows_out, ev.manifest.rows_rejected) == (FID, 8, 1)
+    assert {op for op, _ in b.calls} <= {"status", "list", "open"}  # B is only read
+
+
+def test_hidden_and_underscore_files_are_not_copied() -> None:
+    b, a, deps = clusters({**PARTS, "_SUCCESS": b"", ".part-9.crc": b"crc", "_committed_1": b"{}"})
+    b.mkdirs(f"{STAGED}/_temporary")
+    transfer_file(event(), deps)
+    assert sorted(a_files(a)) == sorted(f"{INCOMING}/{n}" for n in PARTS)
+    assert f"{INCOMING}/_temporary" not in a.dirs
+
+
+def test_stale_parts_on_a_are_deleted_and_others_left() -> None:
+    b, a, deps = clusters()
+    a.upload_stream(f"{INCOMING}/part-00007-old.snappy.parquet", [b"old"])
+    a.upload_stream(f"{INCOMING}/_SUCCESS", [b""])  # not a data file: not ours to judge
+    other = f"/ferry/incoming/flights/{'0' * 32}/part-00000-y.snappy.parquet"
+    a.upload_stream(other, [b"another file"])
+    transfer_file(event(), deps)
+    assert a_files(a) == {
+        **{f"{INCOMING}/{n}": d for n, d in PARTS.items()},
+        f"{INCOMING}/_SUCCESS": b"",
+        other: b"another file",
+    }
+
+
+def test_empty_staging_directory_gives_an_empty_incoming_directory() -> None:
+    b, a, deps = clusters({})
+    a.upload_stream(f"{INCOMING}/part-00000-old.snappy.parquet", [b"old"])
+    [ev] = transfer_file(event(), deps)
+    assert a_files(a) == {}
+    assert INCOMING in a.dirs
+    assert ev.manifest.uris["incoming"] == FS_A + INCOMING
+
+
+def test_second_call_is_idempotent_and_writes_nothing() -> None:
+    b, a, deps = clusters()
+    [first] = transfer_file(event(), deps)
+    a.calls.clear()
+    [second] = transfer_file(event(), deps)
+    assert a_files(a) == {f"{INCOMING}/{n}": d for n, d in PARTS.items()}
+    assert [op for op, _ in a.calls if op in ("create", "rename", "delete")] == []
+    assert second.manifest.uris == first.manifest.uris
+
+
+def test_part_with_other_bytes_on_a_is_replaced() -> None:
+    b, a, deps = clusters()
+    name = "part-00001-x.snappy.parquet"
+    a.upload_stream(f"{INCOMING}/{name}", [b"PAR1other bytesPAR1"])  # same size, other content
+    assert len(b"PAR1other bytesPAR1") == len(PARTS[name])
+    transfer_file(event(), deps)
+    assert a.files[f"{INCOMING}/{name}"] == PARTS[name]
+
+
+def test_reset_on_a_mid_copy_is_retried_with_no_temp_left() -> None:
+    """C01 at unit level: cluster A's DataNode resets the connection after 1000 bytes, twice."""
+    b, a, deps = clusters()
+    a.fail(
+        "create",
+        HdfsUnavailable("Connection reset by peer"),
+        after_bytes=1000,
+        times=2,
+        path_contains="part-00000",
+    )
+    [ev] = transfer_file(event(), deps)
+    assert a_files(a) == {f"{INCOMING}/{n}": d for n, d in PARTS.items()}
+    creates = [p for op, p in a.calls if op == "create"]
+    assert len([p for p in creates if "part-00000" in p]) == 3
+    assert all(is_temp_path(p) for p in creates)
+    assert not any(is_temp_path(p) for p in a.files)
+    assert ev.manifest.uris["incoming"] == FS_A + INCOMING
+
+
+def test_reset_past_the_retry_ceiling_raises_and_leaves_no_partial_part() -> None:
+    b, a, deps = clusters()
+    a.fail("create", HdfsUnavailable("Connection reset by peer"), after_bytes=10, times=99)
+    with pytest.raises(HdfsUnavailable):
+        transfer_file(event(), deps)
+    assert a_files(a) == {}
+    assert len([op for op, _ in a.calls if op == "create"]) == 3
+
+
+def test_reset_while_reading_b_is_retried() -> None:
+    b, a, deps = clusters()
+    b.fail("open", HdfsUnavailable("reset reading B"), after_bytes=100, path_contains="part-00000")
+    transfer_file(event(), deps)
+    assert a_files(a) == {f"{INCOMING}/{n}": d for n, d in PARTS.items()}
+
+
+def test_unreachable_datanode_is_permanent_and_not_retried() -> None:
+    b, a, deps = clusters()
+    a.fail("create", DataNodeUnreachable("datanode 172.18.0.5:9866 unreachable"), times=99)
+    with pytest.raises(DataNodeUnreachable, match="172.18.0.5:9866"):
+        transfer_file(event(), deps)
+    assert len([op for op, _ in a.calls if op == "create"]) == 1
+
+
+def test_missing_staging_uri_is_bad_manifest() -> None:
+    b, a, deps = clusters()
+    with pytest.raises(PermanentError) as info:
+        transfer_file(event({"landing": f"{FS_B}/l/x.csv"}), deps)
+    assert info.value.reason == "bad_manifest"
+    assert (a.calls, a.files) == ([], {})
+
+
+def test_missing_staging_directory_is_permanent() -> None:
+    b, a, deps = clusters()
+    b.delete(STAGED, recursive=True)
+    with pytest.raises(HdfsPathNotFound):
+        transfer_file(event(), deps)
+    assert a.files == {}
