@@ -90,6 +90,12 @@ def test_state_is_order_insensitive_across_topics() -> None:
     a = run(events)
     b = run(list(reversed(events)))
     assert a.state == b.state == "transferred"
+    assert a.last_event == b.last_event == "FileTransferred"
+    assert (
+        stage_latencies(None, a)
+        == stage_latencies(None, b)
+        == {"transform": 120.0, "transfer": 60.0}
+    )
     assert a.steps == b.steps
     assert a.waiting_in == "load"
 
@@ -131,6 +137,12 @@ def test_stage_latencies_only_when_a_stage_completes_first_time() -> None:
     assert stage_latencies(before, after) == {"transform": 120.0}
     again = fold(after, FileTransformed(manifest(3)), FID)
     assert stage_latencies(after, again) == {}
+    # transformed consumed before extracted: measured when extracted arrives
+    early = fold(None, FileTransformed(manifest(2)), FID)
+    assert stage_latencies(None, early) == {}
+    assert stage_latencies(early, fold(early, FileExtracted(manifest(0)), FID)) == {
+        "transform": 120.0
+    }
 
 
 def test_undecodable_failure_keyed_by_record_key() -> None:

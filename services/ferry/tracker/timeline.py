@@ -54,6 +54,9 @@ _STEP_OF: dict[type[Any], str] = {
 }
 
 
+_EVENT_OF: dict[str, str] = {step: cls.__name__ for cls, step in _STEP_OF.items()}
+
+
 def to_ms(ts: datetime) -> int:
     """Epoch milliseconds of an aware datetime."""
     return int(ts.timestamp() * 1000)
@@ -94,7 +97,6 @@ class Timeline:
     dataset: str | None = None
     source_path: str | None = None
     steps: Mapping[str, StepMark] = field(default_factory=dict)
-    last_event: str | None = None
     attempts: int = 0
     failure: Failure | None = None
     rows: Mapping[str, int] = field(default_factory=dict)
@@ -106,6 +108,13 @@ class Timeline:
         if not self.steps:
             return None
         return max(self.steps.items(), key=lambda kv: (kv[1].last_ms, _ORDER[kv[0]]))[0]
+
+    @property
+    def last_event(self) -> str | None:
+        """Type name of the most recent event (by event time, so independent of the order in
+        which the topics were consumed), ``None`` when empty."""
+        state = self.state
+        return _EVENT_OF[state] if state else None
 
     @property
     def waiting_in(self) -> str | None:
@@ -163,7 +172,6 @@ class Timeline:
             steps={
                 s: StepMark(m["first_ms"], m["last_ms"], m["events"]) for s, m in d["steps"].items()
             },
-            last_event=d.get("last_event"),
             attempts=d.get("attempts", 0),
             failure=None if f is None else Failure(**f),
             rows=dict(d.get("rows") or {}),
@@ -195,7 +203,7 @@ def fold(timeline: Timeline | None, event: Event, key: str) -> Timeline:
     ms = event_time_ms(event)
     steps = dict(tl.steps)
     steps[step] = steps[step].seen(ms) if step in steps else StepMark(ms, ms)
-    changes: dict[str, Any] = {"steps": steps, "last_event": type(event).__name__}
+    changes: dict[str, Any] = {"steps": steps}
     manifest = getattr(event, "manifest", None)
     attempt = tl.attempts
     if manifest is not None:
@@ -219,14 +227,14 @@ def fold(timeline: Timeline | None, event: Event, key: str) -> Timeline:
 
 
 def stage_latencies(before: Timeline | None, after: Timeline) -> dict[str, float]:
-    """Stage → seconds from entering the stage to leaving it, for stages that ``after`` completed
-    for the first time (``before`` lacked the step). First-seen times are used."""
+    """Stage → seconds from entering the stage to leaving it (first-seen event times), for each
+    stage whose two steps are both known in ``after`` but were not both known in ``before`` — so
+    each stage is measured once per file, whatever order the topics were consumed in."""
     out: dict[str, float] = {}
     for stage, (start, end) in STAGE_STEPS.items():
-        if (
-            end in after.steps
-            and (before is None or end not in before.steps)
-            and start in after.steps
-        ):
-            out[stage] = max(0.0, (after.steps[end].first_ms - after.steps[start].first_ms) / 1000)
+        if start not in after.steps or end not in after.steps:
+            continue
+        if before is not None and start in before.steps and end in before.steps:
+            continue
+        out[stage] = max(0.0, (after.steps[end].first_ms - after.steps[start].first_ms) / 1000)
     return out
