@@ -94,6 +94,7 @@ class Outcomes:
         self.settings = settings
         self.codec = default_codec(settings.paths.schemas_dir)
         self.loaded: dict[str, FileLoaded] = {}
+        self.loaded_count: dict[str, int] = {}
         self.failed: dict[str, list[FileFailed]] = {}
         self.stamps: dict[str, dict[str, int]] = {}
         self.events: dict[str, int] = {t: 0 for t in self.TOPICS}
@@ -123,6 +124,7 @@ class Outcomes:
             self.stamps.setdefault(fid, {}).setdefault(topic, msg.timestamp()[1])
             if isinstance(ev, FileLoaded):
                 self.loaded[fid] = ev
+                self.loaded_count[fid] = self.loaded_count.get(fid, 0) + 1
             elif isinstance(ev, FileFailed):
                 self.failed.setdefault(fid, []).append(ev)
 

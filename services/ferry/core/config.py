@@ -140,13 +140,20 @@ class SparkSettings(_Frozen):
     master_ports: tuple[int, int] = (17077, 17078)
     master_webui_ports: tuple[int, int] = (18080, 18081)
     worker_webui_port: int = 18082
-    worker_cores: int = Field(2, description="Cores the worker offers (shared by transform and load).")
-    worker_memory_mb: int = Field(2048, description="Memory the worker offers to executors, MiB.")
+    worker_cores: int = Field(
+        8,
+        description=(
+            "Core slots the worker offers. Each Ferry application takes spark.cores.max=1, and "
+            "transform, load and a verifying session (demo, tests) run at once; slots are not CPU "
+            "reservations, so 4 slots on 2 cores is fine for this I/O-bound work."
+        ),
+    )
+    worker_memory_mb: int = Field(6144, description="Memory the worker offers to executors, MiB.")
     daemon_heap_mb: int = Field(256, description="Heap of each master and the worker JVM, MiB.")
     zookeeper_dir: str = "/ferry/spark"
     master_url_override: str | None = Field(None, description="Any Spark master URL (e.g. yarn, local[2]).")
     app_cores_max: int = Field(1, description="spark.cores.max of each Ferry application.")
-    executor_memory_mb: int = Field(768, description="spark.executor.memory, MiB.")
+    executor_memory_mb: int = Field(640, description="spark.executor.memory, MiB.")
     driver_memory_mb: int = Field(768, description="Driver JVM heap, MiB.")
 
     @property
