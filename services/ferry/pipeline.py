@@ -88,10 +88,13 @@ class Outcomes:
 
     TOPICS = ("extracted", "transformed", "transferred", "loaded", "failed")
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, since_ms: int = 0) -> None:
+        """``since_ms``: ignore events the broker stamped before this time (ms since the epoch),
+        e.g. outcomes of an earlier run of the same files."""
         from confluent_kafka import Consumer
 
         self.settings = settings
+        self.since_ms = since_ms
         self.codec = default_codec(settings.paths.schemas_dir)
         self.loaded: dict[str, FileLoaded] = {}
         self.loaded_count: dict[str, int] = {}
@@ -110,7 +113,7 @@ class Outcomes:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             msg = self._consumer.poll(max(0.05, end - time.monotonic()))
-            if msg is None or msg.error() is not None:
+            if msg is None or msg.error() is not None or msg.timestamp()[1] < self.since_ms:
                 continue
             topic = msg.topic().rsplit(".", 1)[-1]
             self.events[topic] += 1

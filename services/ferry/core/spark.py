@@ -76,8 +76,12 @@ def build_session(
     Raises:
         ferry.core.errors.ConfigError: unknown cluster name.
     """
+    import os
+
     from pyspark.sql import SparkSession
 
+    # Without it Spark resolves the hostname and may pick a non-loopback interface for the driver.
+    os.environ.setdefault("SPARK_LOCAL_IP", settings.spark.host)
     builder = SparkSession.builder
     for key, value in session_conf(settings, app_name, cluster, hive=hive, master=master).items():
         builder = builder.config(key, value)
