@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Iterator
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +23,7 @@ from ferry.pipeline import ServiceGroup, settings_env
 @dataclass
 class Pipeline:
     settings: Settings
+    env: dict[str, str]
     nas_dir: Path
     work: Path
     group: ServiceGroup
@@ -30,14 +36,17 @@ class Pipeline:
                 .groupBy("ferry_file_id").count().collect())
         return {r["ferry_file_id"]: int(r["count"]) for r in rows}
 
+    def ferry(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run the ``ferry`` CLI as an operator would, with this pipeline's settings."""
+        return subprocess.run([sys.executable, "-m", "ferry.cli", *args], capture_output=True, text=True,
+                              env={**os.environ, **self.env}, timeout=timeout, check=False)
 
-@pytest.fixture(scope="module")
-def pipeline(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
-    import uuid
 
+def start_pipeline(stack: Settings, work: Path, extra: Mapping[str, Any] | None = None) -> Pipeline:
+    """Start the four services with a private topic prefix, NAS dir and HDFS paths (and ``extra``
+    settings overrides, dotted names)."""
     token = uuid.uuid4().hex[:10]
-    work = tmp_path_factory.mktemp(f"e2e-{token}")
-    overrides = {
+    overrides: dict[str, Any] = {
         "kafka.topic_prefix": f"e2e{token}",
         "paths.nas_dir": work / "nas",
         "paths.landing_path": f"/test/{token}/landing",
@@ -47,22 +56,32 @@ def pipeline(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "transform.batch_wait_s": 2,
         "load.batch_wait_s": 2,
         "extract.poll_interval_s": 0.5,
+        **(extra or {}),
     }
     env = settings_env(overrides)
+    sections: dict[str, dict[str, Any]] = {}
+    for key, value in overrides.items():
+        section, field = key.split(".", 1)
+        sections.setdefault(section, {})[field] = value
     settings = stack.model_copy(update={
-        "kafka": stack.kafka.model_copy(update={"topic_prefix": overrides["kafka.topic_prefix"]}),
-        "paths": stack.paths.model_copy(update={
-            "nas_dir": overrides["paths.nas_dir"],
-            "landing_path": overrides["paths.landing_path"], "staging_path": overrides["paths.staging_path"],
-            "rejects_path": overrides["paths.rejects_path"], "incoming_path": overrides["paths.incoming_path"],
-        }),
+        name: getattr(stack, name).model_copy(update=fields) for name, fields in sections.items()
     })
     ensure_topics(build_admin(settings.kafka), settings.kafka)
     group = ServiceGroup(env, work / "logs")
     group.start()
+    return Pipeline(settings, env, work / "nas", work, group)
+
+
+def stop_pipeline(p: Pipeline) -> None:
+    codes = p.group.stop()
+    print(f"\nservice exit codes: {codes}; logs in {p.work / 'logs'}")
+    shutil.rmtree(p.nas_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def pipeline(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
+    p = start_pipeline(stack, tmp_path_factory.mktemp("e2e"))
     try:
-        yield Pipeline(settings, work / "nas", work, group)
+        yield p
     finally:
-        codes = group.stop()
-        print(f"\nservice exit codes: {codes}; logs in {work / 'logs'}")
-        shutil.rmtree(work / "nas", ignore_errors=True)
+        stop_pipeline(p)
