@@ -55,6 +55,7 @@ from tenacity import (
     Retrying,
     retry_if_exception_type,
     stop_after_attempt,
+    stop_after_delay,
     wait_random_exponential,
 )
 
@@ -173,7 +174,8 @@ def _quarantine(
 def retrying(policy: RetrySettings, should_stop: threading.Event | None = None) -> Retrying:
     """The tenacity policy of ``settings.retry``: retry :class:`TransientError` only, exponential
     backoff with full jitter (uniform in [0, ``initial_backoff_s`` × 2^n], capped at
-    ``max_backoff_s``), at most ``max_attempts`` attempts, then re-raise the last error. When
+    ``max_backoff_s``), at most ``max_attempts`` attempts (and, when ``min_window_s`` > 0, until
+    that many seconds passed since the first attempt), then re-raise the last error. When
     ``should_stop`` is given, a backoff sleep ends early once it is set."""
 
     def sleep(seconds: float) -> None:
@@ -189,7 +191,7 @@ def retrying(policy: RetrySettings, should_stop: threading.Event | None = None) 
 
     return Retrying(
         retry=retry_if_exception_type(TransientError),
-        stop=stop_after_attempt(policy.max_attempts),
+        stop=stop_after_attempt(policy.max_attempts) & stop_after_delay(policy.min_window_s),
         wait=wait_random_exponential(multiplier=policy.initial_backoff_s, max=policy.max_backoff_s),
         sleep=sleep,
         before_sleep=before_sleep,
@@ -301,54 +303,10 @@ def process_batch(
         by_type.setdefault(type(decoded), []).append((record, decoded))
 
     for etype, items in by_type.items():
-        handler = stage.handlers[etype]
-        results: dict[int, BatchResult] = {}
-        pending = list(range(len(items)))
-        tries = [0] * len(items)  #: handler calls each file took part in (its FileFailed.attempt)
-
-        def attempt() -> None:
-            nonlocal pending
-            if should_stop.is_set():
-                raise _Abandon
-            for i in pending:
-                tries[i] += 1
-                results.pop(i, None)  # a per-file error of an earlier attempt is stale now
-            stats.handler_calls += 1
-            got = list(handler([items[i][1] for i in pending], deps))
-            if len(got) != len(pending):
-                raise PermanentError(
-                    f"batch handler of {stage.name} returned {len(got)} results for {len(pending)} events",
-                    reason="handler_error",
-                )
-            still = []
-            for i, res in zip(pending, got, strict=True):
-                results[i] = res
-                if isinstance(res, TransientError):
-                    still.append(i)
-            pending = still
-            if pending:
-                raise TransientError(f"{len(pending)} file(s) of the batch failed transiently")
-
-        try:
-            retrying(settings.retry, should_stop)(attempt)
-        except _Abandon:
+        ran = _run_batch_handler(stage, stage.handlers[etype], items, deps, settings, should_stop, stats)
+        if ran is None:
             return None
-        except TransientError as exc:
-            if should_stop.is_set():
-                return None
-            for i in pending:
-                results.setdefault(i, exc)
-        except (ConfigError, StackError):
-            raise
-        except PermanentError as exc:
-            for i in range(len(items)):
-                if i in pending:
-                    results[i] = exc
-        except Exception as exc:  # noqa: BLE001 - a handler bug quarantines the batch, not the stage
-            log.exception("stage %s: batch handler failed", stage.name)
-            bug = PermanentError(f"{type(exc).__name__}: {exc}", reason="handler_error")
-            for i in pending:
-                results[i] = bug
+        results, tries = ran
         for i, (record, event) in enumerate(items):
             res = results[i]
             if isinstance(res, BaseException) and not isinstance(res, (PermanentError, TransientError)):
@@ -362,6 +320,68 @@ def process_batch(
                 outputs = res
             out += _encode(outputs, record, codec, settings, stage, event, tries[i])
     return out
+
+
+def _run_batch_handler(
+    stage: Stage,
+    handler: Any,
+    items: Sequence[tuple[Record, Event]],
+    deps: Any,
+    settings: Settings,
+    should_stop: threading.Event,
+    stats: RunStats,
+) -> tuple[dict[int, Any], list[int]] | None:
+    """Call ``handler`` on ``items`` under the retry policy, re-calling it with only the files
+    that met a TransientError. Returns (result per item index, handler calls per item), or
+    ``None`` on shutdown."""
+    results: dict[int, BatchResult] = {}
+    pending = list(range(len(items)))
+    tries = [0] * len(items)  #: handler calls each file took part in (its FileFailed.attempt)
+
+    def attempt() -> None:
+        nonlocal pending
+        if should_stop.is_set():
+            raise _Abandon
+        for i in pending:
+            tries[i] += 1
+            results.pop(i, None)  # a per-file error of an earlier attempt is stale now
+        stats.handler_calls += 1
+        got = list(handler([items[i][1] for i in pending], deps))
+        if len(got) != len(pending):
+            raise PermanentError(
+                f"batch handler of {stage.name} returned {len(got)} results for {len(pending)} events",
+                reason="handler_error",
+            )
+        still = []
+        for i, res in zip(pending, got, strict=True):
+            results[i] = res
+            if isinstance(res, TransientError):
+                still.append(i)
+        pending = still
+        if pending:
+            raise TransientError(f"{len(pending)} file(s) of the batch failed transiently")
+
+    try:
+        retrying(settings.retry, should_stop)(attempt)
+    except _Abandon:
+        return None
+    except TransientError as exc:
+        if should_stop.is_set():
+            return None
+        for i in pending:
+            results.setdefault(i, exc)
+    except (ConfigError, StackError):
+        raise
+    except PermanentError as exc:
+        for i in range(len(items)):
+            if i in pending:
+                results[i] = exc
+    except Exception as exc:  # noqa: BLE001 - a handler bug quarantines the batch, not the stage
+        log.exception("stage %s: batch handler failed", stage.name)
+        bug = PermanentError(f"{type(exc).__name__}: {exc}", reason="handler_error")
+        for i in pending:
+            results[i] = bug
+    return results, tries
 
 
 def _encode(

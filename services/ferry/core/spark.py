@@ -42,6 +42,7 @@ def session_conf(
         "spark.driver.host": sp.host,
         "spark.driver.bindAddress": sp.host,
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",  # progress bars only clutter the service logs
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.session.timeZone": "UTC",
         "spark.hadoop.fs.defaultFS": cs.fs_url,
