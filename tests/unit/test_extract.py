@@ -428,7 +428,7 @@ def codec() -> EventCodec:
     return default_codec()
 
 
-def svc_settings(nas: Path, after: str = "archive") -> Settings:
+def svc_settings(nas: Path, after: str = "archive", workers: int = 4) -> Settings:
     base = get_settings()
     return base.model_copy(
         update={
@@ -437,7 +437,7 @@ def svc_settings(nas: Path, after: str = "archive") -> Settings:
             ),
             "kafka": base.kafka.model_copy(update={"topic_prefix": "unit"}),
             "paths": base.paths.model_copy(update={"nas_dir": nas}),
-            "extract": base.extract.model_copy(update={"after_extract": after}),
+            "extract": base.extract.model_copy(update={"after_extract": after, "workers": workers}),
         }
     )
 
@@ -448,11 +448,12 @@ def service(
     producer: FakeProducer,
     codec: EventCodec,
     after: str = "archive",
+    workers: int = 4,
 ) -> tuple[ExtractService, FakeHdfs]:
     hdfs = FakeHdfs("b")
     nas = tmp_path / "nas"
     svc = ExtractService(
-        svc_settings(nas, after), NasScanner(nas, {spec.name: spec}), deps(hdfs), producer, codec
+        svc_settings(nas, after, workers), NasScanner(nas, {spec.name: spec}), deps(hdfs), producer, codec
     )
     return svc, hdfs
 
@@ -670,6 +671,26 @@ def test_service_stop_is_honoured_before_the_next_file(
         drop(nas, n, DATA + n.encode() + b"\n")
         drop(nas, n + ".done", b"")
     producer = FakeProducer(on_flush=lambda: svc.stop())
-    svc, _ = service(tmp_path, spec, producer, codec)
+    # One worker: the second file has not started when the first one's flush stops the service.
+    svc, _ = service(tmp_path, spec, producer, codec, workers=1)
     assert svc.run_once() == 1
     assert isinstance(svc._stop, threading.Event) and svc._stop.is_set()
+
+
+def test_service_lands_a_scan_on_several_workers_and_archives_each_after_its_ack(
+    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
+) -> None:
+    nas = tmp_path / "nas"
+    spec = with_(flights, finished=FinishedPolicy(policy="marker"))
+    names = [f"flights_{i}.csv" for i in range(6)]
+    for n in names:
+        drop(nas, n, DATA + n.encode() + b"\n")
+        drop(nas, n + ".done", b"")
+    producer = FakeProducer()
+    svc, hdfs = service(tmp_path, spec, producer, codec, workers=3)
+    assert svc.run_once() == 6
+    assert svc.stats.extracted == 6
+    assert sorted(p.name for p in (nas / ".ferry" / "archive" / "flights").iterdir()) == sorted(
+        names + [n + ".done" for n in names]
+    )
+    assert sorted(path.rsplit("/", 1)[1] for path in hdfs.files) == sorted(names)

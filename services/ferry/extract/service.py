@@ -14,6 +14,7 @@ import shutil
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,20 +54,34 @@ class ExtractService:
         self.codec = codec
         self.stats = ExtractStats()
         self._stop = threading.Event()
+        self._stats_lock = threading.Lock()  # handle() runs on several worker threads
 
     def stop(self) -> None:
         self._stop.set()
 
     def run_once(self) -> int:
-        """One scan; returns how many files were handled (extracted or quarantined)."""
+        """One scan; land its finished files, ``settings.extract.workers`` at a time.
+
+        Returns how many files were handled (extracted or quarantined). Re-raises the first
+        error that escaped :meth:`handle` (an event the broker never acknowledged) after the
+        other files of the scan are done; their NAS files stay in place when unacknowledged.
+        """
         self.stats.scans += 1
-        done = 0
-        for cand in self.scanner.scan(time.monotonic()):
-            if self._stop.is_set():
-                break
-            self.handle(cand)
-            done += 1
-        return done
+        cands = self.scanner.scan(time.monotonic())
+        if not cands:
+            return 0
+        with ThreadPoolExecutor(max_workers=self.settings.extract.workers,
+                                thread_name_prefix="ferry-extract") as pool:
+            futures = [pool.submit(self._handle_unless_stopped, c) for c in cands]
+        for fut in futures:
+            fut.result()
+        return sum(1 for fut in futures if fut.result())
+
+    def _handle_unless_stopped(self, cand: Candidate) -> bool:
+        if self._stop.is_set():
+            return False
+        self.handle(cand)
+        return True
 
     def handle(self, cand: Candidate) -> None:
         """Extract one file, emit its event, then archive it per ``settings.extract.after_extract``."""
@@ -89,14 +104,15 @@ class ExtractService:
                    for ev in events]
         timeout = delivery_timeout_s(self.settings.kafka) + 1
         retrying(self.settings.retry)(produce_and_wait, self.producer, records, timeout)
-        for ev in events:
-            if isinstance(ev, FileFailed):
-                self.stats.failed += 1
-                self.stats.by_reason[ev.reason] = self.stats.by_reason.get(ev.reason, 0) + 1
-                if ev.reason.startswith("empty_"):
-                    outcome = "empty"
-            else:
-                self.stats.extracted += 1
+        with self._stats_lock:
+            for ev in events:
+                if isinstance(ev, FileFailed):
+                    self.stats.failed += 1
+                    self.stats.by_reason[ev.reason] = self.stats.by_reason.get(ev.reason, 0) + 1
+                    if ev.reason.startswith("empty_"):
+                        outcome = "empty"
+                else:
+                    self.stats.extracted += 1
         self._after(cand, outcome)
 
     def _after(self, cand: Candidate, outcome: str) -> None:
