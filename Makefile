@@ -63,9 +63,10 @@ test-e2e: install ## End-to-end tests (the whole stack)
 
 test-compose: compose-test ## Alias of compose-test
 
-lint: install ## ruff and mypy
+lint: install ## ruff, mypy and the Avro schema evolution check
 	$(VENV)/bin/ruff check services tests bench
 	$(VENV)/bin/mypy
+	$(FERRY) schemas check
 
 bench: install ## Benchmarks: print figures (events codec and Kafka round trip)
 	$(PY) bench/bench_events.py
