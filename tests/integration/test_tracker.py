@@ -305,6 +305,7 @@ def test_tracker_timeline_stuck_bad_record_page_restart_and_status(
     assert cells == [
         X,
         "weather",
+        "weather/x.csv",
         "transferred stuck",
         "2024-03-01 08:00:00",
         "2024-03-01 08:02:00",

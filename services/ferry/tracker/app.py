@@ -150,12 +150,13 @@ def render_status_page(
             f"<tr class='file{stuck}' id='f-{html.escape(tl.file_id)}'>"
             f"<td class='file-id'>{html.escape(tl.file_id)}</td>"
             f"<td>{html.escape(tl.dataset or '')}</td>"
+            f"<td class='source'>{html.escape(tl.source_path or '')}</td>"
             f"<td class='state'>{html.escape(tl.state or '')}{stuck}</td>{cells}"
             f"<td>{html.escape(reason)}</td></tr>"
         )
     s = summary(timelines, now_ms, sla_s)
     counts = ", ".join(f"{k}: {v}" for k, v in s["states"].items())
-    head = "".join(f"<th>{h}</th>" for h in ("file id", "dataset", "state", *STEPS, "failure"))
+    head = "".join(f"<th>{h}</th>" for h in ("file id", "dataset", "NAS file", "state", *STEPS, "failure"))
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>Ferry tracker ({html.escape(prefix)})</title>"
