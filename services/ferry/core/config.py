@@ -43,15 +43,21 @@ class HdfsClusterSettings(_Frozen):
     Env: ``FERRY_CLUSTERS__<A|B>__<FIELD>``.
     """
 
-    host: str = Field("127.0.0.1", description="Address the NameNode and DataNode bind and advertise.")
+    host: str = Field(
+        default="127.0.0.1", description="Address the NameNode and DataNode bind and advertise."
+    )
     namenode_rpc_port: int = Field(description="NameNode RPC port (``hdfs://`` URLs).")
     namenode_http_port: int = Field(description="NameNode HTTP port: WebHDFS and /jmx.")
     datanode_port: int = Field(description="DataNode data-transfer port.")
-    datanode_http_port: int = Field(description="DataNode HTTP port; WebHDFS redirects reads/writes here.")
+    datanode_http_port: int = Field(
+        description="DataNode HTTP port; WebHDFS redirects reads/writes here."
+    )
     datanode_ipc_port: int = Field(description="DataNode IPC port.")
     webhdfs_url_override: str | None = Field(
-        None,
-        description="WebHDFS base URL clients use instead of the NameNode's own (e.g. through a proxy).",
+        default=None,
+        description=(
+            "WebHDFS base URL clients use instead of the NameNode's own (e.g. through a proxy)."
+        ),
     )
     datanode_address_map: dict[str, str] = Field(
         default_factory=dict,
@@ -60,8 +66,8 @@ class HdfsClusterSettings(_Frozen):
             "advertise an address this client cannot reach (NAT, gateways, fault proxies)."
         ),
     )
-    namenode_heap_mb: int = Field(256, description="NameNode JVM heap, MiB.")
-    datanode_heap_mb: int = Field(256, description="DataNode JVM heap, MiB.")
+    namenode_heap_mb: int = Field(default=256, description="NameNode JVM heap, MiB.")
+    datanode_heap_mb: int = Field(default=256, description="DataNode JVM heap, MiB.")
 
     @property
     def fs_url(self) -> str:
@@ -78,37 +84,48 @@ class KafkaSettings(_Frozen):
     """Kafka broker and topic plan. Env: ``FERRY_KAFKA__<FIELD>``."""
 
     host: str = "127.0.0.1"
-    port: int = Field(19092, description="Broker PLAINTEXT listener port.")
-    controller_port: int = Field(19093, description="KRaft controller listener port.")
+    port: int = Field(default=19092, description="Broker PLAINTEXT listener port.")
+    controller_port: int = Field(default=19093, description="KRaft controller listener port.")
     bootstrap_servers_override: str | None = Field(
-        None, description="Comma-separated bootstrap servers; defaults to host:port."
+        default=None, description="Comma-separated bootstrap servers; defaults to host:port."
     )
-    topic_prefix: str = Field("ferry", description="Topics are <prefix>.extracted, <prefix>.failed, …")
-    partitions: int = Field(3, description="Partitions per topic; the most instances of one stage that share work.")
-    replication_factor: int = Field(1, description="Replicas per partition (1 on the one-broker local stack).")
+    topic_prefix: str = Field(
+        default="ferry", description="Topics are <prefix>.extracted, <prefix>.failed, …"
+    )
+    partitions: int = Field(
+        default=3,
+        description="Partitions per topic; the most instances of one stage that share work.",
+    )
+    replication_factor: int = Field(
+        default=1, description="Replicas per partition (1 on the one-broker local stack)."
+    )
     retention_ms: int = Field(
-        14 * 24 * 3600 * 1000, description="Topic retention, ms (14 days: a week of replay with margin)."
+        default=14 * 24 * 3600 * 1000,
+        description="Topic retention, ms (14 days: a week of replay with margin).",
     )
     max_poll_interval_ms: int = Field(
-        300_000, description="Consumer max.poll.interval.ms; long handlers pause the partition instead."
+        default=300_000,
+        description="Consumer max.poll.interval.ms; long handlers pause the partition instead.",
     )
-    session_timeout_ms: int = Field(45_000, description="Consumer session.timeout.ms.")
-    request_timeout_s: float = Field(10.0, description="Timeout of one admin/produce/flush call, s.")
+    session_timeout_ms: int = Field(default=45_000, description="Consumer session.timeout.ms.")
+    request_timeout_s: float = Field(
+        default=10.0, description="Timeout of one admin/produce/flush call, s."
+    )
     shutdown_grace_s: float = Field(
-        30.0,
+        default=30.0,
         description=(
-            "On SIGTERM, how long a running handler may finish its record, s; after that the record "
-            "is abandoned without storing its offset (it is redelivered)."
+            "On SIGTERM, how long a running handler may finish its record, s; after that the "
+            "record is abandoned without storing its offset (it is redelivered)."
         ),
     )
-    heap_mb: int = Field(512, description="Broker JVM heap, MiB.")
+    heap_mb: int = Field(default=512, description="Broker JVM heap, MiB.")
 
     @property
     def bootstrap_servers(self) -> str:
         return self.bootstrap_servers_override or f"{self.host}:{self.port}"
 
     def topic(self, name: str) -> str:
-        """Full topic name for ``extracted``/``transformed``/``transferred``/``loaded``/``failed``."""
+        """Full topic name of ``name``: extracted, transformed, transferred, loaded or failed."""
         return f"{self.topic_prefix}.{name}"
 
 
@@ -124,7 +141,8 @@ class ZooKeeperSettings(_Frozen):
     port: int = 12181
     tick_time_ms: int = 500
     max_session_timeout_ms: int = Field(
-        6000, description="Longest session the server grants, ms; masters' failover ≈ this + election."
+        default=6000,
+        description="Longest session the server grants, ms; masters' failover ≈ this + election.",
     )
     heap_mb: int = 128
 
@@ -141,20 +159,26 @@ class SparkSettings(_Frozen):
     master_webui_ports: tuple[int, int] = (18080, 18081)
     worker_webui_port: int = 18082
     worker_cores: int = Field(
-        8,
+        default=8,
         description=(
             "Core slots the worker offers. Each Ferry application takes spark.cores.max=1, and "
             "transform, load and a verifying session (demo, tests) run at once; slots are not CPU "
             "reservations, so 4 slots on 2 cores is fine for this I/O-bound work."
         ),
     )
-    worker_memory_mb: int = Field(6144, description="Memory the worker offers to executors, MiB.")
-    daemon_heap_mb: int = Field(256, description="Heap of each master and the worker JVM, MiB.")
+    worker_memory_mb: int = Field(
+        default=6144, description="Memory the worker offers to executors, MiB."
+    )
+    daemon_heap_mb: int = Field(
+        default=256, description="Heap of each master and the worker JVM, MiB."
+    )
     zookeeper_dir: str = "/ferry/spark"
-    master_url_override: str | None = Field(None, description="Any Spark master URL (e.g. yarn, local[2]).")
-    app_cores_max: int = Field(1, description="spark.cores.max of each Ferry application.")
-    executor_memory_mb: int = Field(640, description="spark.executor.memory, MiB.")
-    driver_memory_mb: int = Field(768, description="Driver JVM heap, MiB.")
+    master_url_override: str | None = Field(
+        default=None, description="Any Spark master URL (e.g. yarn, local[2])."
+    )
+    app_cores_max: int = Field(default=1, description="spark.cores.max of each Ferry application.")
+    executor_memory_mb: int = Field(default=640, description="spark.executor.memory, MiB.")
+    driver_memory_mb: int = Field(default=768, description="Driver JVM heap, MiB.")
 
     @property
     def master_url(self) -> str:
@@ -170,7 +194,7 @@ class MetastoreSettings(_Frozen):
     host: str = "127.0.0.1"
     port: int = 19083
     heap_mb: int = 512
-    warehouse_path: str = Field("/warehouse", description="Warehouse directory on HDFS A.")
+    warehouse_path: str = Field(default="/warehouse", description="Warehouse directory on HDFS A.")
 
     @property
     def uri(self) -> str:
@@ -180,13 +204,19 @@ class MetastoreSettings(_Frozen):
 class RetrySettings(_Frozen):
     """Retry policy for network calls: exponential backoff with full jitter and a ceiling."""
 
-    max_attempts: int = Field(6, description="Attempts per file per stage before quarantine.")
-    initial_backoff_s: float = Field(0.5, description="First backoff, s.")
-    max_backoff_s: float = Field(30.0, description="Longest single backoff, s.")
-    connect_timeout_s: float = Field(5.0, description="TCP connect timeout of every HTTP call, s.")
-    read_timeout_s: float = Field(30.0, description="Socket read timeout of every HTTP call, s.")
+    max_attempts: int = Field(
+        default=6, description="Attempts per file per stage before quarantine."
+    )
+    initial_backoff_s: float = Field(default=0.5, description="First backoff, s.")
+    max_backoff_s: float = Field(default=30.0, description="Longest single backoff, s.")
+    connect_timeout_s: float = Field(
+        default=5.0, description="TCP connect timeout of every HTTP call, s."
+    )
+    read_timeout_s: float = Field(
+        default=30.0, description="Socket read timeout of every HTTP call, s."
+    )
     min_window_s: float = Field(
-        0.0,
+        default=0.0,
         description=(
             "Keep retrying a transient failure until both max_attempts attempts were made and this "
             "many seconds passed since the first, s (0: attempts only). Lets a stage ride out an "
@@ -202,47 +232,68 @@ class TransferSettings(_Frozen):
     failovers and gateway blips of a minute or two are routine there, and every file in flight
     would fail the same way, so transfer retries a transient failure for at least
     ``outage_window_s`` before quarantining the file (``retry.max_attempts`` alone gives up
-    after ~15 s of backoff). The consumer stays in its group meanwhile (the runner pauses and polls).
+    after ~15 s of backoff). The consumer stays in its group meanwhile (the runner pauses and
+    polls).
     """
 
     outage_window_s: float = Field(
-        150.0, description="Shortest time a transient failure is retried before quarantine, s (covers a 2-minute outage)."
+        default=150.0,
+        description=(
+            "Shortest time a transient failure is retried before quarantine, s "
+            "(covers a 2-minute outage)."
+        ),
     )
     max_backoff_s: float = Field(
-        10.0, description="Longest single backoff of transfer, s: resumes within this after A is back."
+        default=10.0,
+        description="Longest single backoff of transfer, s: resumes within this after A is back.",
     )
 
 
 class PathSettings(_Frozen):
     """Where data lives on the NAS and on each cluster."""
 
-    nas_dir: Path = Field(REPO_ROOT / "var" / "nas", description="NAS drop directory (one sub-dir per dataset).")
-    landing_path: str = Field("/ferry/landing", description="Landing directory on HDFS B.")
-    staging_path: str = Field("/ferry/staging", description="Parquet staging directory on HDFS B.")
-    rejects_path: str = Field("/ferry/rejects", description="Rejected rows (with reasons) on HDFS B.")
-    incoming_path: str = Field("/ferry/incoming", description="Transferred files on HDFS A.")
-    datasets_dir: Path = Field(REPO_ROOT / "datasets", description="Dataset definitions (YAML).")
+    nas_dir: Path = Field(
+        default=REPO_ROOT / "var" / "nas",
+        description="NAS drop directory (one sub-dir per dataset).",
+    )
+    landing_path: str = Field(default="/ferry/landing", description="Landing directory on HDFS B.")
+    staging_path: str = Field(
+        default="/ferry/staging", description="Parquet staging directory on HDFS B."
+    )
+    rejects_path: str = Field(
+        default="/ferry/rejects", description="Rejected rows (with reasons) on HDFS B."
+    )
+    incoming_path: str = Field(
+        default="/ferry/incoming", description="Transferred files on HDFS A."
+    )
+    datasets_dir: Path = Field(
+        default=REPO_ROOT / "datasets", description="Dataset definitions (YAML)."
+    )
     schemas_dir: Path = Field(
-        REPO_ROOT / "schemas",
-        description="Avro schemas (ferry.<Name>.avsc) and released versions under released/<version>/.",
+        default=REPO_ROOT / "schemas",
+        description=(
+            "Avro schemas (ferry.<Name>.avsc) and released versions under released/<version>/."
+        ),
     )
 
 
 class ExtractSettings(_Frozen):
     """The extract service (NAS poller). Env: ``FERRY_EXTRACT__<FIELD>``."""
 
-    poll_interval_s: float = Field(1.0, description="Seconds between two scans of the NAS directory.")
+    poll_interval_s: float = Field(
+        default=1.0, description="Seconds between two scans of the NAS directory."
+    )
     after_extract: Literal["archive", "delete", "keep"] = Field(
-        "archive",
+        default="archive",
         description=(
             "What happens to a NAS file once its FileExtracted is acknowledged: moved under "
             "<nas_dir>/.ferry/archive/, deleted, or kept (kept files are re-extracted after a "
             "restart; harmless, every stage is idempotent on file_id)."
         ),
     )
-    chunk_bytes: int = Field(1 << 20, description="Read/upload chunk size, bytes.")
+    chunk_bytes: int = Field(default=1 << 20, description="Read/upload chunk size, bytes.")
     workers: int = Field(
-        4,
+        default=4,
         ge=1,
         description=(
             "Files landed at once. Each landing is a few WebHDFS round trips, so one at a time "
@@ -255,13 +306,16 @@ class BatchSettings(_Frozen):
     """A batching stage (transform, load): one Spark job per batch of files."""
 
     batch_size: int = Field(
-        256,
+        default=256,
         description=(
             "Most files in one Spark job. A job's fixed cost dominates small daily files "
-            "(LOCAL-STACK.md: one job over 365 files 18.6 s, one file 12.7-14.6 s), so batches are big."
+            "(LOCAL-STACK.md: one job over 365 files 18.6 s, one file 12.7-14.6 s), so batches "
+            "are big."
         ),
     )
-    batch_wait_s: float = Field(3.0, description="Longest wait for more files after the first, s.")
+    batch_wait_s: float = Field(
+        default=3.0, description="Longest wait for more files after the first, s."
+    )
 
 
 class TrackerSettings(_Frozen):
@@ -271,17 +325,23 @@ class TrackerSettings(_Frozen):
     longer than that stage's SLA in ``sla_s``.
     """
 
-    web_host: str = Field("127.0.0.1", description="Address the tracker's HTTP server binds.")
-    web_port: int = Field(16066, description="Tracker HTTP port: /files, /stuck, /metrics, /.")
+    web_host: str = Field(
+        default="127.0.0.1", description="Address the tracker's HTTP server binds."
+    )
+    web_port: int = Field(
+        default=16066, description="Tracker HTTP port: /files, /stuck, /metrics, /."
+    )
     sla_s: dict[str, float] = Field(
         default_factory=lambda: {"transform": 1800.0, "transfer": 900.0, "load": 1800.0},
         description="Longest time a file may wait in a stage (transform, transfer, load), s.",
     )
     data_dir: Path = Field(
-        REPO_ROOT / "var" / "tracker",
+        default=REPO_ROOT / "var" / "tracker",
         description="Faust data directory (one sub-directory per topic prefix).",
     )
-    lag_refresh_s: float = Field(15.0, description="How often /metrics refreshes consumer lag, s.")
+    lag_refresh_s: float = Field(
+        default=15.0, description="How often /metrics refreshes consumer lag, s."
+    )
 
 
 class Settings(BaseSettings):
@@ -295,7 +355,9 @@ class Settings(BaseSettings):
         env_prefix="FERRY_", env_nested_delimiter="__", frozen=True, extra="forbid"
     )
 
-    var_dir: Path = Field(REPO_ROOT / "var", description="Local state: logs, pid files, server data.")
+    var_dir: Path = Field(
+        default=REPO_ROOT / "var", description="Local state: logs, pid files, server data."
+    )
     clusters: dict[str, HdfsClusterSettings] = Field(
         default_factory=lambda: {
             "b": HdfsClusterSettings(
@@ -314,17 +376,17 @@ class Settings(BaseSettings):
             ),
         }
     )
-    kafka: KafkaSettings = KafkaSettings()
-    zookeeper: ZooKeeperSettings = ZooKeeperSettings()
-    spark: SparkSettings = SparkSettings()
-    metastore: MetastoreSettings = MetastoreSettings()
-    retry: RetrySettings = RetrySettings()
-    paths: PathSettings = PathSettings()
-    tracker: TrackerSettings = TrackerSettings()
-    extract: ExtractSettings = ExtractSettings()
-    transfer: TransferSettings = TransferSettings()
-    transform: BatchSettings = BatchSettings()
-    load: BatchSettings = BatchSettings()
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    metastore: MetastoreSettings = Field(default_factory=MetastoreSettings)
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    paths: PathSettings = Field(default_factory=PathSettings)
+    tracker: TrackerSettings = Field(default_factory=TrackerSettings)
+    extract: ExtractSettings = Field(default_factory=ExtractSettings)
+    transfer: TransferSettings = Field(default_factory=TransferSettings)
+    transform: BatchSettings = Field(default_factory=BatchSettings)
+    load: BatchSettings = Field(default_factory=BatchSettings)
 
     def cluster(self, name: str) -> HdfsClusterSettings:
         """Settings of cluster ``"a"`` or ``"b"``.
@@ -335,7 +397,9 @@ class Settings(BaseSettings):
         try:
             return self.clusters[name]
         except KeyError as exc:
-            raise ConfigError(f"no HDFS cluster named {name!r}; configured: {sorted(self.clusters)}") from exc
+            raise ConfigError(
+                f"no HDFS cluster named {name!r}; configured: {sorted(self.clusters)}"
+            ) from exc
 
     @classmethod
     def settings_customise_sources(
@@ -364,7 +428,9 @@ class _YamlSource(PydanticBaseSettingsSource):
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"cannot read settings file FERRY_CONFIG={path}: {exc}") from exc
         if not isinstance(data, dict):
-            raise ConfigError(f"settings file {path} must hold a mapping, not {type(data).__name__}")
+            raise ConfigError(
+                f"settings file {path} must hold a mapping, not {type(data).__name__}"
+            )
         return data
 
 
