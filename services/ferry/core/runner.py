@@ -47,7 +47,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import KafkaException, TopicPartition
 from tenacity import (
@@ -101,7 +101,8 @@ class Stage:
     """
 
     name: str
-    handlers: Mapping[type[Any], Handler]
+    #: :data:`Handler` s, or :data:`BatchHandler` s when :attr:`batching`.
+    handlers: Mapping[type[Any], Handler | BatchHandler]
     #: >1 makes this a batching stage: its handlers are :data:`BatchHandler` s, called with up to
     #: ``batch_size`` events collected for at most ``batch_wait_s`` seconds after the first one.
     batch_size: int = 1
@@ -186,8 +187,13 @@ def retrying(policy: RetrySettings, should_stop: threading.Event | None = None) 
 
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
-        log.warning("retry: attempt %d/%d failed (%s); next in %.2fs", state.attempt_number,
-                    policy.max_attempts, exc, state.next_action.sleep if state.next_action else 0.0)
+        log.warning(
+            "retry: attempt %d/%d failed (%s); next in %.2fs",
+            state.attempt_number,
+            policy.max_attempts,
+            exc,
+            state.next_action.sleep if state.next_action else 0.0,
+        )
 
     return Retrying(
         retry=retry_if_exception_type(TransientError),
@@ -225,7 +231,8 @@ def process_record(
         if record.value is None:
             raise SerializationError("record has no value (tombstone)", reason="undecodable")
         event = codec.decode(record.value)
-        handler = stage.handlers.get(type(event))
+        # A non-batching stage's table holds plain Handlers (see Stage.handlers).
+        handler = cast("Handler | None", stage.handlers.get(type(event)))
         if handler is None:
             raise PermanentError(
                 f"stage {stage.name} has no handler for {type(event).__name__}",
@@ -303,15 +310,20 @@ def process_batch(
         by_type.setdefault(type(decoded), []).append((record, decoded))
 
     for etype, items in by_type.items():
-        ran = _run_batch_handler(stage, stage.handlers[etype], items, deps, settings, should_stop, stats)
+        # A batching stage's table holds BatchHandlers (see Stage.handlers).
+        handler = cast(BatchHandler, stage.handlers[etype])
+        ran = _run_batch_handler(stage, handler, items, deps, settings, should_stop, stats)
         if ran is None:
             return None
         results, tries = ran
         for i, (record, event) in enumerate(items):
             res = results[i]
-            if isinstance(res, BaseException) and not isinstance(res, (PermanentError, TransientError)):
-                res = PermanentError(f"batch handler returned {type(res).__name__}: {res}",
-                                     reason="handler_error")
+            if isinstance(res, BaseException) and not isinstance(
+                res, (PermanentError, TransientError)
+            ):
+                res = PermanentError(
+                    f"batch handler returned {type(res).__name__}: {res}", reason="handler_error"
+                )
             if isinstance(res, (PermanentError, TransientError)):
                 outputs: Sequence[Event] = [
                     _quarantine(stage.name, record, res, res.reason, tries[i], event)
@@ -324,7 +336,7 @@ def process_batch(
 
 def _run_batch_handler(
     stage: Stage,
-    handler: Any,
+    handler: BatchHandler,
     items: Sequence[tuple[Record, Event]],
     deps: Any,
     settings: Settings,
@@ -349,7 +361,8 @@ def _run_batch_handler(
         got = list(handler([items[i][1] for i in pending], deps))
         if len(got) != len(pending):
             raise PermanentError(
-                f"batch handler of {stage.name} returned {len(got)} results for {len(pending)} events",
+                f"batch handler of {stage.name} returned {len(got)} results "
+                f"for {len(pending)} events",
                 reason="handler_error",
             )
         still = []
@@ -555,7 +568,12 @@ class StageRunner:
             try:
                 if self.stage.batching:
                     box["result"] = process_batch(
-                        records, self.stage, self.deps, self._codec, self._settings, self._stop,
+                        records,
+                        self.stage,
+                        self.deps,
+                        self._codec,
+                        self._settings,
+                        self._stop,
                         self.stats,
                     )
                     return
