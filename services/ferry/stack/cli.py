@@ -16,13 +16,18 @@ console = Console(width=150)
 
 
 @app.command()
-def up(deadline: float = typer.Option(300.0, help="Seconds to wait for every component to be healthy.")) -> None:
+def up(
+    deadline: float = typer.Option(
+        300.0, help="Seconds to wait for every component to be healthy."
+    ),
+) -> None:
     """Start the local stack (idempotent) and wait until every component passes its health check."""
     from ferry.stack.manager import Stack
 
     t0 = time.monotonic()
     try:
-        started = Stack(get_settings(), on_event=lambda m: console.print(f"[dim]{m}[/]")).up(deadline)
+        stack = Stack(get_settings(), on_event=lambda m: console.print(f"[dim]{m}[/]"))
+        started = stack.up(deadline)
     except StackError as exc:
         console.print(f"[red]stack up failed:[/] {exc}")
         raise typer.Exit(1) from exc
@@ -51,10 +56,18 @@ def status() -> None:
         table.add_column(col)
     for r in rows:
         mark = "[green]ok[/] " if r.healthy else "[red]down[/] "
-        table.add_row(r.name, r.address, str(r.pid or "-"), mark + r.detail,
-                      f"{r.rss_bytes / 2**20:.0f}", r.log_file.replace(str(settings.var_dir) + "/", ""))
+        table.add_row(
+            r.name,
+            r.address,
+            str(r.pid or "-"),
+            mark + r.detail,
+            f"{r.rss_bytes / 2**20:.0f}",
+            r.log_file.replace(str(settings.var_dir) + "/", ""),
+        )
     console.print(table)
     total = sum(r.rss_bytes for r in rows)
-    console.print(f"total RSS: {total / 2**20:.0f} MiB over {sum(1 for r in rows if r.pid)} processes")
+    console.print(
+        f"total RSS: {total / 2**20:.0f} MiB over {sum(1 for r in rows if r.pid)} processes"
+    )
     if not all(r.healthy for r in rows):
         raise typer.Exit(1)

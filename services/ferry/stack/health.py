@@ -23,7 +23,9 @@ class Unhealthy(Exception):
 
 
 def zookeeper_ruok(host: str, port: int) -> str:
-    """Send the four-letter word ``ruok``; the server answers ``imok``. Returns the ``srvr`` mode."""
+    """Send the four-letter word ``ruok``; the server answers ``imok``.
+
+    Returns the ``srvr`` mode."""
     if _four_letter(host, port, b"ruok") != "imok":
         raise Unhealthy("ruok did not answer imok")
     for line in _four_letter(host, port, b"srvr").splitlines():
@@ -52,7 +54,10 @@ def kafka_roundtrip(bootstrap: str, topic: str = "ferry.stack-health") -> str:
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    common = {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 3000}
+    common: dict[str, str | int | float | bool] = {
+        "bootstrap.servers": bootstrap,
+        "socket.connection.setup.timeout.ms": 3000,
+    }
     try:
         admin = AdminClient(common)
         meta = admin.list_topics(timeout=TIMEOUT_S)
@@ -67,11 +72,15 @@ def kafka_roundtrip(bootstrap: str, topic: str = "ferry.stack-health") -> str:
         token = uuid.uuid4().hex.encode()
         delivered: list[Any] = []
         producer = Producer({**common, "message.timeout.ms": 8000})
-        producer.produce(topic, value=token, on_delivery=lambda err, msg: delivered.append((err, msg)))
+        producer.produce(
+            topic, value=token, on_delivery=lambda err, msg: delivered.append((err, msg))
+        )
         if producer.flush(10) != 0 or not delivered or delivered[0][0] is not None:
             raise Unhealthy(f"produce to {topic} not acknowledged: {delivered[:1]}")
         offset = delivered[0][1].offset()
-        consumer = Consumer({**common, "group.id": "ferry-stack-health", "enable.auto.commit": False})
+        consumer = Consumer(
+            {**common, "group.id": "ferry-stack-health", "enable.auto.commit": False}
+        )
         try:
             consumer.assign([TopicPartition(topic, 0, offset)])
             msg = consumer.poll(10)
@@ -129,7 +138,9 @@ def spark_master(webui_url: str) -> str:
 
 
 def spark_worker(master_webui_urls: list[str]) -> str:
-    """Some master is ALIVE and has ≥1 ALIVE worker registered. Returns e.g. ``"registered, 2 cores"``."""
+    """Some master is ALIVE and has ≥1 ALIVE worker registered.
+
+    Returns e.g. ``"registered, 2 cores"``."""
     errors = []
     for url in master_webui_urls:
         try:

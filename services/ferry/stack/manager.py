@@ -83,8 +83,8 @@ class Stack:
                 for port in comp.ports:
                     if process.port_in_use(comp.host, port):
                         raise StackError(
-                            f"{comp.name}: port {comp.host}:{port} is already in use by a process this "
-                            f"stack did not start; stop it or change the port setting"
+                            f"{comp.name}: port {comp.host}:{port} is already in use by a process "
+                            f"this stack did not start; stop it or change the port setting"
                         )
                 comp.prepare()
                 pid = process.start(comp.launch)
@@ -100,7 +100,8 @@ class Stack:
             pid = self.pid(comp)
             if pid is None:
                 raise StackError(
-                    f"{comp.name} is not running (exited or never started); see {comp.launch.log_file}:\n"
+                    f"{comp.name} is not running (exited or never started); "
+                    f"see {comp.launch.log_file}:\n"
                     f"{process.tail(comp.launch.log_file)}"
                 )
             try:
@@ -111,7 +112,8 @@ class Stack:
                 return detail
             if time.monotonic() > deadline:
                 raise StackError(
-                    f"{comp.name} not healthy before the deadline: {last}; see {comp.launch.log_file}:\n"
+                    f"{comp.name} not healthy before the deadline: {last}; "
+                    f"see {comp.launch.log_file}:\n"
                     f"{process.tail(comp.launch.log_file)}"
                 )
             time.sleep(0.5)
@@ -147,8 +149,17 @@ class Stack:
                     detail, healthy = comp.check(), True
                 except Unhealthy as exc:
                     detail = str(exc)
-            rows.append(ComponentStatus(comp.name, comp.address, pid, healthy, detail,
-                                        process.rss_bytes(pid) if pid else 0, str(comp.launch.log_file)))
+            rows.append(
+                ComponentStatus(
+                    comp.name,
+                    comp.address,
+                    pid,
+                    healthy,
+                    detail,
+                    process.rss_bytes(pid) if pid else 0,
+                    str(comp.launch.log_file),
+                )
+            )
         return rows
 
     def kill(self, name: str, sig: int) -> int:

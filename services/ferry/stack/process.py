@@ -8,6 +8,7 @@ pid or another checkout's stack is never touched.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -45,7 +46,8 @@ def _cmdline(pid: int) -> list[str]:
 
 
 def owned_pid(name: str, pid_file: Path, var_dir: Path) -> int | None:
-    """The live pid of component ``name`` if its pid file points at a process carrying its markers."""
+    """The live pid of component ``name`` if its pid file points at a process carrying its
+    markers."""
     try:
         pid = int(pid_file.read_text().strip())
     except (OSError, ValueError):
@@ -65,7 +67,8 @@ def start(launch: Launch) -> int:
     launch.pid_file.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **launch.env}
     with launch.log_file.open("ab") as log:
-        log.write(f"\n==== ferry stack: starting {launch.name} at {time.strftime('%F %T')} ====\n".encode())
+        banner = f"\n==== ferry stack: starting {launch.name} at {time.strftime('%F %T')} ====\n"
+        log.write(banner.encode())
         log.flush()
         try:
             proc = subprocess.Popen(  # noqa: S603 - argv built from settings, no shell
@@ -121,10 +124,9 @@ def stop(name: str, pid: int, *, grace_s: float = 20.0) -> str:
 
 
 def _reap(pid: int) -> None:
-    try:
+    # ChildProcessError: not our child (started by an earlier `ferry stack up`): init reaps it.
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass  # not our child (started by an earlier `ferry stack up`): init reaps it
 
 
 def rss_bytes(pid: int) -> int:
