@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,13 +73,21 @@ def run_demo(settings: Settings, days: int | None = None, deadline_s: float = 36
     group.start()
     ids = [fid for _, fid in files]
     try:
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console) as progress:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
             dropping = progress.add_task("dropped on the NAS", total=len(files))
             settled = progress.add_task("loaded or recorded", total=len(files))
             for i, (f, _) in enumerate(files):
-                drop_file(f.path, settings.paths.nas_dir / f.relative_path,
-                          mode="slow" if i % 10 == 0 else "rename")
+                drop_file(
+                    f.path,
+                    settings.paths.nas_dir / f.relative_path,
+                    mode="slow" if i % 10 == 0 else "rename",
+                )
                 progress.advance(dropping)
                 if i % 20 == 0:
                     outcomes.poll(0.05)
@@ -102,8 +111,15 @@ def outcomes_done(outcomes: Outcomes, ids: list[str]) -> list[bool]:
     return [f in outcomes.loaded or f in outcomes.failed for f in ids]
 
 
-def reconcile(settings: Settings, specs: Any, files: list[tuple[Any, str]], outcomes: Outcomes,
-              source_rows: dict[str, int], wall: float, days: int | None) -> DemoReport:
+def reconcile(
+    settings: Settings,
+    specs: Any,
+    files: list[tuple[Any, str]],
+    outcomes: Outcomes,
+    source_rows: Mapping[str, int],
+    wall: float,
+    days: int | None,
+) -> DemoReport:
     """Count rows in Hive (per file_id) and rejects (per reason) with one Spark session on A."""
     from pyspark.sql import functions as F
 
@@ -118,24 +134,39 @@ def reconcile(settings: Settings, specs: Any, files: list[tuple[Any, str]], outc
             fids = [fid for _, fid in mine]
             table = specs[name].hive.full_name
             spark.catalog.refreshTable(table)
-            hive = (spark.table(table).where(F.col("ferry_file_id").isin(fids)).count())
+            hive = spark.table(table).where(F.col("ferry_file_id").isin(fids)).count()
             loaded = [outcomes.loaded[fid].manifest for fid in fids if fid in outcomes.loaded]
             rejected = sum(m.rows_rejected or 0 for m in loaded)
             rows_in = sum(m.rows_in or 0 for m in loaded)
             reject_uris = [m.uris["rejects"] for m in loaded if "rejects" in m.uris]
             reasons: Counter[str] = Counter()
             if reject_uris:
-                for r in spark.read.parquet(*reject_uris).groupBy("reject_reason").count().collect():
+                for r in (
+                    spark.read.parquet(*reject_uris).groupBy("reject_reason").count().collect()
+                ):
                     reasons[r["reject_reason"]] = int(r["count"])
-            failed = Counter(outcomes.failed[fid][-1].reason for fid in fids if fid in outcomes.failed)
+            failed = Counter(
+                outcomes.failed[fid][-1].reason for fid in fids if fid in outcomes.failed
+            )
             expected = source_row_count(name, days)
             reconciled = expected == source_rows[name] == hive + rejected == rows_in
             bad = [r for r in failed if not r.startswith("empty_")]
             ok = ok and reconciled and not bad
-            rows.append({"dataset": name, "table": table, "files": len(mine), "loaded": len(loaded),
-                         "source rows": expected, "rows in": rows_in, "hive rows": hive,
-                         "rejected": rejected, "reasons": dict(reasons), "failed": dict(failed),
-                         "reconciled": reconciled})
+            rows.append(
+                {
+                    "dataset": name,
+                    "table": table,
+                    "files": len(mine),
+                    "loaded": len(loaded),
+                    "source rows": expected,
+                    "rows in": rows_in,
+                    "hive rows": hive,
+                    "rejected": rejected,
+                    "reasons": dict(reasons),
+                    "failed": dict(failed),
+                    "reconciled": reconciled,
+                }
+            )
     finally:
         spark.stop()
     return DemoReport(rows, _latencies(outcomes, [fid for _, fid in files]), wall, ok)
@@ -143,9 +174,13 @@ def reconcile(settings: Settings, specs: Any, files: list[tuple[Any, str]], outc
 
 def _latencies(outcomes: Outcomes, ids: list[str]) -> dict[str, tuple[float, float]]:
     """Median and p95 (s) of each hop, from the Kafka timestamps of each file's events."""
-    hops = {"NAS drop → extracted": (None, "extracted"), "extracted → transformed": ("extracted", "transformed"),
-            "transformed → transferred": ("transformed", "transferred"),
-            "transferred → loaded": ("transferred", "loaded"), "NAS drop → Hive": (None, "loaded")}
+    hops = {
+        "NAS drop → extracted": (None, "extracted"),
+        "extracted → transformed": ("extracted", "transformed"),
+        "transformed → transferred": ("transformed", "transferred"),
+        "transferred → loaded": ("transferred", "loaded"),
+        "NAS drop → Hive": (None, "loaded"),
+    }
     out = {}
     for label, (a, b) in hops.items():
         vals = []
@@ -163,15 +198,30 @@ def _latencies(outcomes: Outcomes, ids: list[str]) -> dict[str, tuple[float, flo
 
 def _print(report: DemoReport, nfiles: int, total_bytes: int) -> None:
     table = Table(title="Ferry demo — reconciliation")
-    for col in ("table", "files", "loaded", "source rows", "hive rows", "rejected", "reject reasons",
-                "empty/failed files", "reconciled"):
+    for col in (
+        "table",
+        "files",
+        "loaded",
+        "source rows",
+        "hive rows",
+        "rejected",
+        "reject reasons",
+        "empty/failed files",
+        "reconciled",
+    ):
         table.add_column(col)
     for r in report.rows:
-        table.add_row(r["table"], str(r["files"]), str(r["loaded"]), f"{r['source rows']:,}",
-                      f"{r['hive rows']:,}", f"{r['rejected']:,}",
-                      ", ".join(f"{k}: {v}" for k, v in sorted(r["reasons"].items())) or "-",
-                      ", ".join(f"{k}: {v}" for k, v in sorted(r["failed"].items())) or "-",
-                      "[green]yes[/]" if r["reconciled"] else "[red]NO[/]")
+        table.add_row(
+            r["table"],
+            str(r["files"]),
+            str(r["loaded"]),
+            f"{r['source rows']:,}",
+            f"{r['hive rows']:,}",
+            f"{r['rejected']:,}",
+            ", ".join(f"{k}: {v}" for k, v in sorted(r["reasons"].items())) or "-",
+            ", ".join(f"{k}: {v}" for k, v in sorted(r["failed"].items())) or "-",
+            "[green]yes[/]" if r["reconciled"] else "[red]NO[/]",
+        )
     console.print(table)
     lat = Table(title="Latency per hop, seconds")
     for col in ("hop", "median", "p95"):
@@ -179,8 +229,10 @@ def _print(report: DemoReport, nfiles: int, total_bytes: int) -> None:
     for hop, (med, p95) in report.latencies.items():
         lat.add_row(hop, f"{med:.1f}", f"{p95:.1f}")
     console.print(lat)
-    console.print(f"wall time {report.wall_s:.1f} s · {nfiles / report.wall_s * 60:.1f} files/min · "
-                  f"{total_bytes / report.wall_s / 1e6:.2f} MB/s ({total_bytes / 1e6:.1f} MB)")
+    console.print(
+        f"wall time {report.wall_s:.1f} s · {nfiles / report.wall_s * 60:.1f} files/min · "
+        f"{total_bytes / report.wall_s / 1e6:.2f} MB/s ({total_bytes / 1e6:.1f} MB)"
+    )
     console.print("[green]reconciled exactly[/]" if report.ok else "[red]rows do not reconcile[/]")
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings
+from ferry.core.errors import FerryError, SerializationError
 from ferry.core.events import FileFailed, FileLoaded
-from ferry.core.errors import FerryError
 
 STAGES = ("extract", "transform", "transfer", "load")
 
@@ -47,8 +47,12 @@ class ServiceGroup:
         for name in [stage] if stage else self.stages:
             log = (self.log_dir / f"{name}.log").open("ab")
             self.procs[name] = subprocess.Popen(  # noqa: S603
-                [sys.executable, "-m", f"ferry.{name}"], stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env={**os.environ, **self.env}, start_new_session=True,
+                [sys.executable, "-m", f"ferry.{name}"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env},
+                start_new_session=True,
             )
             log.close()
 
@@ -101,11 +105,14 @@ class Outcomes:
         self.failed: dict[str, list[FileFailed]] = {}
         self.stamps: dict[str, dict[str, int]] = {}
         self.events: dict[str, int] = {t: 0 for t in self.TOPICS}
-        self._consumer = Consumer({
-            "bootstrap.servers": settings.kafka.bootstrap_servers,
-            "group.id": f"ferry-outcomes-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest", "enable.auto.commit": False,
-        })
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": settings.kafka.bootstrap_servers,
+                "group.id": f"ferry-outcomes-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
         self._consumer.subscribe([settings.kafka.topic(t) for t in self.TOPICS])
 
     def poll(self, seconds: float = 1.0) -> None:
@@ -115,10 +122,21 @@ class Outcomes:
             msg = self._consumer.poll(max(0.05, end - time.monotonic()))
             if msg is None or msg.error() is not None or msg.timestamp()[1] < self.since_ms:
                 continue
-            topic = msg.topic().rsplit(".", 1)[-1]
+            full_topic, value = msg.topic(), msg.value()
+            if full_topic is None:
+                raise FerryError(
+                    f"outcomes: consumed record without a topic (partition {msg.partition()}, "
+                    f"offset {msg.offset()})"
+                )
+            topic = full_topic.rsplit(".", 1)[-1]
             self.events[topic] += 1
             try:
-                ev = self.codec.decode(msg.value())
+                if value is None:
+                    raise SerializationError(
+                        f"{full_topic}[{msg.partition()}]@{msg.offset()} has no value (tombstone)",
+                        reason="undecodable",
+                    )
+                ev = self.codec.decode(value)
             except FerryError:
                 continue
             fid = getattr(ev, "file_id", None)
