@@ -19,6 +19,12 @@ from ferry.transfer.handlers import TransferDeps, transfer_file
 def build(settings: Settings | None = None) -> StageRunner:
     """Wire the transfer stage: HDFS ports for B and A (by name), topics, consumer, producer."""
     settings = settings or get_settings()
+    # Ride out an outage of cluster A (TransferSettings): retry a file for at least
+    # outage_window_s, with short backoffs so the stage resumes soon after A is back.
+    settings = settings.model_copy(update={"retry": settings.retry.model_copy(update={
+        "min_window_s": settings.transfer.outage_window_s,
+        "max_backoff_s": settings.transfer.max_backoff_s,
+    })})
     deps = TransferDeps(
         hdfs_b=WebHdfs.for_cluster("b", settings),
         hdfs_a=WebHdfs.for_cluster("a", settings),
