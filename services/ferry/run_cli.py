@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib
-from enum import Enum
+from enum import StrEnum
 
 from ferry.core.errors import ConfigError
 
 
-class Service(str, Enum):
+class Service(StrEnum):
     extract = "extract"
     transform = "transform"
     transfer = "transfer"
@@ -25,6 +25,8 @@ def run(name: str) -> None:
     try:
         service = Service(name)
     except ValueError as exc:
-        raise ConfigError(f"unknown service {name!r}; choose one of {[s.value for s in Service]}") from exc
+        raise ConfigError(
+            f"unknown service {name!r}; choose one of {[s.value for s in Service]}"
+        ) from exc
     module = "ferry.tracker.app" if service is Service.tracker else f"ferry.{service.value}.service"
     importlib.import_module(module).main()

@@ -79,7 +79,8 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
     Raises:
         FileNotFoundError: the NAS file vanished (the caller forgets it).
         SourceChanged: the NAS file changed since the scan (the caller forgets it).
-        TransientError / PermanentError: from the HDFS port (timeouts, resets, DataNode unreachable).
+        TransientError / PermanentError: from the HDFS port (timeouts, resets, DataNode
+            unreachable).
     """
     hashed, sha = _sha256(cand.path, deps.chunk_bytes)
     st = cand.path.stat()
@@ -109,7 +110,10 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
             FileFailed(
                 stage="extract",
                 reason=f"empty_{empty}",
-                error=f"{cand.relative}: no data rows ({empty.replace('_', ' ')}); recorded, not loaded",
+                error=(
+                    f"{cand.relative}: no data rows ({empty.replace('_', ' ')}); "
+                    "recorded, not loaded"
+                ),
                 attempt=1,
                 failed_at=now,
                 manifest=manifest,

@@ -85,7 +85,9 @@ class NasScanner:
                 if policy.policy == "marker":
                     marker = root / f"{name}{policy.marker_suffix}"
                     if marker.exists():
-                        out.append(Candidate(path, spec, relative, st.st_size, st.st_mtime_ns, marker))
+                        out.append(
+                            Candidate(path, spec, relative, st.st_size, st.st_mtime_ns, marker)
+                        )
                     continue
                 seen = self._seen.get(path)
                 if seen is None or (seen.size, seen.mtime_ns) != (st.st_size, st.st_mtime_ns):
@@ -93,7 +95,10 @@ class NasScanner:
                     continue
                 seen.polls += 1
                 waited = now_mono - seen.first_mono
-                if seen.polls > policy.stable_polls and waited >= policy.stable_polls * policy.poll_interval_s:
+                if (
+                    seen.polls > policy.stable_polls
+                    and waited >= policy.stable_polls * policy.poll_interval_s
+                ):
                     out.append(Candidate(path, spec, relative, st.st_size, st.st_mtime_ns))
         for gone in set(self._seen) - present:
             del self._seen[gone]

@@ -24,7 +24,13 @@ from ferry.core.config import Settings, get_settings
 from ferry.core.errors import ConfigError, PermanentError, TransientError
 from ferry.core.events import Event, FileFailed, event_key, utc_now
 from ferry.core.hdfs import WebHdfs
-from ferry.core.kafka import OutboundRecord, build_admin, build_producer, delivery_timeout_s, produce_and_wait
+from ferry.core.kafka import (
+    OutboundRecord,
+    build_admin,
+    build_producer,
+    delivery_timeout_s,
+    produce_and_wait,
+)
 from ferry.core.runner import retrying
 from ferry.core.topics import ensure_topics
 from ferry.datasets import load_datasets
@@ -45,8 +51,14 @@ class ExtractStats:
 class ExtractService:
     """Built by :func:`build`; :meth:`run` until SIGTERM or :meth:`stop`."""
 
-    def __init__(self, settings: Settings, scanner: NasScanner, deps: ExtractDeps, producer: Any,
-                 codec: EventCodec) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        scanner: NasScanner,
+        deps: ExtractDeps,
+        producer: Any,
+        codec: EventCodec,
+    ) -> None:
         self.settings = settings
         self.scanner = scanner
         self.deps = deps
@@ -70,8 +82,9 @@ class ExtractService:
         cands = self.scanner.scan(time.monotonic())
         if not cands:
             return 0
-        with ThreadPoolExecutor(max_workers=self.settings.extract.workers,
-                                thread_name_prefix="ferry-extract") as pool:
+        with ThreadPoolExecutor(
+            max_workers=self.settings.extract.workers, thread_name_prefix="ferry-extract"
+        ) as pool:
             futures = [pool.submit(self._handle_unless_stopped, c) for c in cands]
         for fut in futures:
             fut.result()
@@ -84,9 +97,12 @@ class ExtractService:
         return True
 
     def handle(self, cand: Candidate) -> None:
-        """Extract one file, emit its event, then archive it per ``settings.extract.after_extract``."""
+        """Extract one file, emit its event, then archive it per
+        ``settings.extract.after_extract``."""
         try:
-            events: list[Event] = list(retrying(self.settings.retry, self._stop)(extract_file, cand, self.deps))
+            events: list[Event] = list(
+                retrying(self.settings.retry, self._stop)(extract_file, cand, self.deps)
+            )
             outcome = "archive"
         except (FileNotFoundError, SourceChanged) as exc:
             log.info("extract: %s not taken: %s", cand.relative, exc)
@@ -96,12 +112,24 @@ class ExtractService:
             if self._stop.is_set():
                 return
             log.warning("extract: %s failed: %s", cand.relative, exc)
-            events = [FileFailed(stage="extract", reason=exc.reason, error=f"{cand.relative}: {exc}",
-                                 attempt=self.settings.retry.max_attempts, failed_at=utc_now())]
+            events = [
+                FileFailed(
+                    stage="extract",
+                    reason=exc.reason,
+                    error=f"{cand.relative}: {exc}",
+                    attempt=self.settings.retry.max_attempts,
+                    failed_at=utc_now(),
+                )
+            ]
             outcome = "failed"
-        records = [OutboundRecord(self.settings.kafka.topic(ev.TOPIC),
-                                  event_key(ev, cand.relative).encode(), self.codec.encode(ev))
-                   for ev in events]
+        records = [
+            OutboundRecord(
+                self.settings.kafka.topic(ev.TOPIC),
+                event_key(ev, cand.relative).encode(),
+                self.codec.encode(ev),
+            )
+            for ev in events
+        ]
         timeout = delivery_timeout_s(self.settings.kafka) + 1
         retrying(self.settings.retry)(produce_and_wait, self.producer, records, timeout)
         with self._stats_lock:
@@ -136,8 +164,14 @@ class ExtractService:
         """Poll every ``settings.extract.poll_interval_s`` until stopped (SIGTERM/SIGINT)."""
         previous = {}
         if threading.current_thread() is threading.main_thread():
-            previous = {s: signal.signal(s, lambda *_: self.stop()) for s in (signal.SIGTERM, signal.SIGINT)}
-        log.info("extract: watching %s for %s", self.settings.paths.nas_dir, sorted(self.scanner.datasets))
+            previous = {
+                s: signal.signal(s, lambda *_: self.stop()) for s in (signal.SIGTERM, signal.SIGINT)
+            }
+        log.info(
+            "extract: watching %s for %s",
+            self.settings.paths.nas_dir,
+            sorted(self.scanner.datasets),
+        )
         try:
             while not self._stop.is_set():
                 self.run_once()
@@ -163,13 +197,24 @@ def build(settings: Settings | None = None) -> ExtractService:
         (settings.paths.nas_dir / spec.nas.subdir).mkdir(parents=True, exist_ok=True)
     ensure_topics(build_admin(settings.kafka), settings.kafka)
     b = settings.cluster("b")
-    deps = ExtractDeps(WebHdfs.for_cluster("b", settings), settings.paths.landing_path, b.fs_url,
-                       settings.extract.chunk_bytes)
-    return ExtractService(settings, NasScanner(Path(settings.paths.nas_dir), datasets), deps,
-                          build_producer(settings.kafka, "ferry-extract"), default_codec(settings.paths.schemas_dir))
+    deps = ExtractDeps(
+        WebHdfs.for_cluster("b", settings),
+        settings.paths.landing_path,
+        b.fs_url,
+        settings.extract.chunk_bytes,
+    )
+    return ExtractService(
+        settings,
+        NasScanner(Path(settings.paths.nas_dir), datasets),
+        deps,
+        build_producer(settings.kafka, "ferry-extract"),
+        default_codec(settings.paths.schemas_dir),
+    )
 
 
 def main() -> None:
     """``python -m ferry.extract`` / ``ferry run extract``."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     build().run()

@@ -39,10 +39,13 @@ def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchR
     by_dataset: dict[str, list[int]] = {}
     for i, ev in enumerate(events):
         if ev.manifest.dataset not in deps.datasets:
-            results[i] = PermanentError(f"{ev.file_id}: unknown dataset {ev.manifest.dataset!r}",
-                                        reason="unknown_dataset")
+            results[i] = PermanentError(
+                f"{ev.file_id}: unknown dataset {ev.manifest.dataset!r}", reason="unknown_dataset"
+            )
         elif "incoming" not in ev.manifest.uris:
-            results[i] = PermanentError(f"{ev.file_id}: manifest has no incoming URI", reason="bad_manifest")
+            results[i] = PermanentError(
+                f"{ev.file_id}: manifest has no incoming URI", reason="bad_manifest"
+            )
         else:
             by_dataset.setdefault(ev.manifest.dataset, []).append(i)
     for name, idx in by_dataset.items():
@@ -57,17 +60,24 @@ def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchR
         except Exception as exc:  # noqa: BLE001 - py4j/pyspark: the job failed; idempotent, retry
             log.warning("load: Spark job for %d %s file(s) failed: %s", len(files), name, exc)
             deps.reset_spark()
-            raise TransientError(f"Spark load of {len(files)} {name} file(s) failed: {exc}") from exc
+            raise TransientError(
+                f"Spark load of {len(files)} {name} file(s) failed: {exc}"
+            ) from exc
         for i in idx:
             ev = events[i]
             got = loaded.get(ev.file_id, 0)
             want = ev.manifest.rows_out
             if want is not None and got != want:
                 results[i] = PermanentError(
-                    f"{ev.file_id}: {got} rows in {spec.hive.full_name}, manifest says rows_out={want}",
-                    reason="row_count_mismatch")
+                    f"{ev.file_id}: {got} rows in {spec.hive.full_name}, "
+                    f"manifest says rows_out={want}",
+                    reason="row_count_mismatch",
+                )
                 continue
             manifest = ev.manifest.advance(uris={"table": spec.hive.full_name})
-            results[i] = [FileLoaded(manifest, table=spec.hive.full_name,
-                                     partition={"ferry_file_id": ev.file_id})]
+            results[i] = [
+                FileLoaded(
+                    manifest, table=spec.hive.full_name, partition={"ferry_file_id": ev.file_id}
+                )
+            ]
     return [results[i] for i in range(len(events))]

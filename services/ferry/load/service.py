@@ -19,13 +19,21 @@ def build(settings: Settings | None = None) -> StageRunner:
 
     settings = settings or get_settings()
     holder = SparkHolder(settings, "ferry-load", "a", hive=True)
-    deps = LoadDeps(load_datasets(settings.paths.datasets_dir), holder.get, holder.reset, load_files)
-    stage = Stage("load", {FileTransferred: load_batch},
-                  batch_size=settings.load.batch_size, batch_wait_s=settings.load.batch_wait_s)
+    deps = LoadDeps(
+        load_datasets(settings.paths.datasets_dir), holder.get, holder.reset, load_files
+    )
+    stage = Stage(
+        "load",
+        {FileTransferred: load_batch},
+        batch_size=settings.load.batch_size,
+        batch_wait_s=settings.load.batch_wait_s,
+    )
     return build_runner(stage, deps, settings)
 
 
 def main() -> None:
     """``python -m ferry.load`` / ``ferry run load``."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     build().run()

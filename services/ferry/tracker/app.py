@@ -156,7 +156,9 @@ def render_status_page(
         )
     s = summary(timelines, now_ms, sla_s)
     counts = ", ".join(f"{k}: {v}" for k, v in s["states"].items())
-    head = "".join(f"<th>{h}</th>" for h in ("file id", "dataset", "NAS file", "state", *STEPS, "failure"))
+    head = "".join(
+        f"<th>{h}</th>" for h in ("file id", "dataset", "NAS file", "state", *STEPS, "failure")
+    )
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>Ferry tracker ({html.escape(prefix)})</title>"

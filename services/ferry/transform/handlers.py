@@ -45,10 +45,14 @@ def transform_batch(events: Sequence[FileExtracted], deps: TransformDeps) -> lis
     by_dataset: dict[str, list[int]] = {}
     for i, ev in enumerate(events):
         if ev.manifest.dataset not in deps.datasets:
-            results[i] = PermanentError(f"{ev.manifest.source_path}: unknown dataset {ev.manifest.dataset!r}",
-                                        reason="unknown_dataset")
+            results[i] = PermanentError(
+                f"{ev.manifest.source_path}: unknown dataset {ev.manifest.dataset!r}",
+                reason="unknown_dataset",
+            )
         elif "landing" not in ev.manifest.uris:
-            results[i] = PermanentError(f"{ev.file_id}: manifest has no landing URI", reason="bad_manifest")
+            results[i] = PermanentError(
+                f"{ev.file_id}: manifest has no landing URI", reason="bad_manifest"
+            )
         else:
             by_dataset.setdefault(ev.manifest.dataset, []).append(i)
     for name, idx in by_dataset.items():
@@ -61,14 +65,21 @@ def transform_batch(events: Sequence[FileExtracted], deps: TransformDeps) -> lis
             first.setdefault(events[i].file_id, events[i].manifest.uris["landing"])
         files = {uri: fid for fid, uri in first.items()}
         try:
-            out = deps.run_batch(deps.spark(), spec, files, staging_root=deps.staging_root,
-                                 rejects_root=deps.rejects_root)
+            out = deps.run_batch(
+                deps.spark(),
+                spec,
+                files,
+                staging_root=deps.staging_root,
+                rejects_root=deps.rejects_root,
+            )
         except TransientError:
             raise
         except Exception as exc:  # noqa: BLE001 - py4j/pyspark errors: the job failed; retry the batch
             log.warning("transform: Spark job for %d %s file(s) failed: %s", len(files), name, exc)
             deps.reset_spark()
-            raise TransientError(f"Spark job for {len(files)} {name} file(s) failed: {exc}") from exc
+            raise TransientError(
+                f"Spark job for {len(files)} {name} file(s) failed: {exc}"
+            ) from exc
         for i in idx:
             results[i] = _result(events[i], out[events[i].file_id], deps)
     return [results[i] for i in range(len(events))]
@@ -76,18 +87,28 @@ def transform_batch(events: Sequence[FileExtracted], deps: TransformDeps) -> lis
 
 def _result(ev: FileExtracted, res: Any, deps: TransformDeps) -> BatchResult:
     if res.status == "empty":
-        return PermanentError(f"{ev.manifest.source_path}: no data rows ({res.reason})", reason=f"empty_{res.reason}")
+        return PermanentError(
+            f"{ev.manifest.source_path}: no data rows ({res.reason})", reason=f"empty_{res.reason}"
+        )
     if res.status == "failed":
         return PermanentError(res.message or res.reason, reason=res.reason or "transform_failed")
     c = res.counts
     if c.rows_in != c.rows_out + c.rows_rejected:
-        return PermanentError(f"{ev.file_id}: rows_in {c.rows_in} != rows_out {c.rows_out} + "
-                              f"rows_rejected {c.rows_rejected}", reason="count_mismatch")
+        return PermanentError(
+            f"{ev.file_id}: rows_in {c.rows_in} != rows_out {c.rows_out} + "
+            f"rows_rejected {c.rows_rejected}",
+            reason="count_mismatch",
+        )
     uris = {"staging": _uri(deps.staging_root, res.staged_path)}
     if res.rejects_path:
         uris["rejects"] = _uri(deps.rejects_root, res.rejects_path)
-    return [FileTransformed(ev.manifest.advance(uris=uris, rows_in=c.rows_in, rows_out=c.rows_out,
-                                                rows_rejected=c.rows_rejected))]
+    return [
+        FileTransformed(
+            ev.manifest.advance(
+                uris=uris, rows_in=c.rows_in, rows_out=c.rows_out, rows_rejected=c.rows_rejected
+            )
+        )
+    ]
 
 
 def _uri(root: str, path: str) -> str:

@@ -59,12 +59,18 @@ def build(settings: Settings | None = None) -> StageRunner:
         staging_root=f"{b.fs_url}{settings.paths.staging_path}",
         rejects_root=f"{b.fs_url}{settings.paths.rejects_path}",
     )
-    stage = Stage("transform", {FileExtracted: transform_batch},
-                  batch_size=settings.transform.batch_size, batch_wait_s=settings.transform.batch_wait_s)
+    stage = Stage(
+        "transform",
+        {FileExtracted: transform_batch},
+        batch_size=settings.transform.batch_size,
+        batch_wait_s=settings.transform.batch_wait_s,
+    )
     return build_runner(stage, deps, settings)
 
 
 def main() -> None:
     """``python -m ferry.transform`` / ``ferry run transform``."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     build().run()
