@@ -46,7 +46,9 @@ class Unique:
 
     def settings(self, base: Settings) -> Settings:
         """``base`` with this test's topic prefix."""
-        return base.model_copy(update={"kafka": base.kafka.model_copy(update={"topic_prefix": self.topic_prefix})})
+        return base.model_copy(
+            update={"kafka": base.kafka.model_copy(update={"topic_prefix": self.topic_prefix})}
+        )
 
 
 @pytest.fixture

@@ -32,14 +32,25 @@ class Pipeline:
         from pyspark.sql import functions as F
 
         spark.catalog.refreshTable(table)  # load rewrote partitions since this session listed them
-        rows = (spark.table(table).where(F.col("ferry_file_id").isin(file_ids))
-                .groupBy("ferry_file_id").count().collect())
+        rows = (
+            spark.table(table)
+            .where(F.col("ferry_file_id").isin(file_ids))
+            .groupBy("ferry_file_id")
+            .count()
+            .collect()
+        )
         return {r["ferry_file_id"]: int(r["count"]) for r in rows}
 
     def ferry(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run the ``ferry`` CLI as an operator would, with this pipeline's settings."""
-        return subprocess.run([sys.executable, "-m", "ferry.cli", *args], capture_output=True, text=True,
-                              env={**os.environ, **self.env}, timeout=timeout, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "ferry.cli", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **self.env},
+            timeout=timeout,
+            check=False,
+        )
 
 
 def start_pipeline(stack: Settings, work: Path, extra: Mapping[str, Any] | None = None) -> Pipeline:
@@ -63,9 +74,12 @@ def start_pipeline(stack: Settings, work: Path, extra: Mapping[str, Any] | None 
     for key, value in overrides.items():
         section, field = key.split(".", 1)
         sections.setdefault(section, {})[field] = value
-    settings = stack.model_copy(update={
-        name: getattr(stack, name).model_copy(update=fields) for name, fields in sections.items()
-    })
+    settings = stack.model_copy(
+        update={
+            name: getattr(stack, name).model_copy(update=fields)
+            for name, fields in sections.items()
+        }
+    )
     ensure_topics(build_admin(settings.kafka), settings.kafka)
     group = ServiceGroup(env, work / "logs")
     group.start()

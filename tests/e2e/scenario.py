@@ -59,8 +59,12 @@ def _slice(src: Path, dest: Path, lines: int, *, bom: bool = False, marker: str 
     return lines
 
 
-def prepare_files(settings: Settings, work: Path, token: str | None = None) -> list[tuple[Path, str, Dropped]]:
-    """Build the scenario's files under ``work``; return (source path, NAS-relative path, Dropped)."""
+def prepare_files(
+    settings: Settings, work: Path, token: str | None = None
+) -> list[tuple[Path, str, Dropped]]:
+    """Build the scenario's files under ``work``.
+
+    Returns (source path, NAS-relative path, Dropped) per file."""
     specs = load_datasets(settings.paths.datasets_dir)
     demo = write_demo_files(work / "demo", specs, days=2)
     out: list[tuple[Path, str, Dropped]] = []
@@ -81,13 +85,22 @@ def prepare_files(settings: Settings, work: Path, token: str | None = None) -> l
     zero.write_bytes(b"")
     add(zero, f"flights/{zero.name}", "flights", None, "empty_zero_bytes")
     header = work / "cases" / "flights_header_only.csv"
-    header.write_text(day1.path.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    header.write_text(
+        day1.path.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8"
+    )
     add(header, f"flights/{header.name}", "flights", None, "empty_header_only")
     return out
 
 
-def run_pipeline_scenario(settings: Settings, nas_dir: Path, work: Path, hive_rows: HiveRows,
-                          *, deadline_s: float = 600, check_alive: Callable[[], None] | None = None) -> ScenarioResult:
+def run_pipeline_scenario(
+    settings: Settings,
+    nas_dir: Path,
+    work: Path,
+    hive_rows: HiveRows,
+    *,
+    deadline_s: float = 600,
+    check_alive: Callable[[], None] | None = None,
+) -> ScenarioResult:
     """Drop the scenario's files on ``nas_dir`` and wait until each has an outcome.
 
     Returns the outcomes and Hive's row counts; the caller asserts (see tests/e2e).
@@ -103,13 +116,21 @@ def run_pipeline_scenario(settings: Settings, nas_dir: Path, work: Path, hive_ro
         outcomes.poll(1.0)
         if check_alive:
             check_alive()
-    missing = [d.relative for _, _, d in files if d.file_id not in outcomes.loaded and d.file_id not in outcomes.failed]
-    assert not missing, f"no outcome within {deadline_s}s for {missing}; events seen: {outcomes.events}"
+    missing = [
+        d.relative
+        for _, _, d in files
+        if d.file_id not in outcomes.loaded and d.file_id not in outcomes.failed
+    ]
+    assert not missing, (
+        f"no outcome within {deadline_s}s for {missing}; events seen: {outcomes.events}"
+    )
     result = ScenarioResult([d for _, _, d in files], outcomes)
     specs = load_datasets(settings.paths.datasets_dir)
     for dataset in {d.dataset for d in result.dropped}:
         table = specs[dataset].hive.full_name
-        result.hive.update(hive_rows(table, [d.file_id for d in result.dropped if d.dataset == dataset]))
+        result.hive.update(
+            hive_rows(table, [d.file_id for d in result.dropped if d.dataset == dataset])
+        )
     return result
 
 
@@ -119,10 +140,15 @@ def assert_scenario(result: ScenarioResult) -> None:
     for d in result.dropped:
         if d.rows is None:
             assert d.file_id not in result.outcomes.loaded, d.relative
-            assert [f.reason for f in result.outcomes.failed[d.file_id]] == [d.empty_reason], d.relative
+            assert [f.reason for f in result.outcomes.failed[d.file_id]] == [d.empty_reason], (
+                d.relative
+            )
             assert result.hive.get(d.file_id, 0) == 0, d.relative
             continue
-        assert d.file_id not in result.outcomes.failed, (d.relative, result.outcomes.failed.get(d.file_id))
+        assert d.file_id not in result.outcomes.failed, (
+            d.relative,
+            result.outcomes.failed.get(d.file_id),
+        )
         m = result.outcomes.loaded[d.file_id].manifest
         assert (m.rows_in, m.rows_out, m.rows_rejected) == (d.rows, d.rows, 0), d.relative
         assert m.source_path == d.relative, "C07: the manifest keeps the NAS name exactly"

@@ -18,9 +18,12 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def first_run(pipeline, cluster_spark):  # type: ignore[no-untyped-def]
     return run_pipeline_scenario(
-        pipeline.settings, pipeline.nas_dir, pipeline.work,
+        pipeline.settings,
+        pipeline.nas_dir,
+        pipeline.work,
         lambda table, ids: pipeline.hive_rows(cluster_spark, table, ids),
-        deadline_s=600, check_alive=pipeline.group.check_alive,
+        deadline_s=600,
+        check_alive=pipeline.group.check_alive,
     )
 
 
@@ -39,7 +42,11 @@ def _wait_loaded(outcomes, file_id: str, count: int, pipeline, deadline_s: float
 
 
 def test_redrop_renamed_and_redelivery_change_nothing(first_run, pipeline, cluster_spark):  # type: ignore[no-untyped-def]
-    day = next(d for d in first_run.dropped if d.dataset == "flights" and d.relative.startswith("flights/flights_2013"))
+    day = next(
+        d
+        for d in first_run.dropped
+        if d.dataset == "flights" and d.relative.startswith("flights/flights_2013")
+    )
     table = "ferry.flights"
     before = pipeline.hive_rows(cluster_spark, table, [day.file_id])
     assert before == {day.file_id: day.rows}
@@ -54,10 +61,19 @@ def test_redrop_renamed_and_redelivery_change_nothing(first_run, pipeline, clust
     ev = FileTransferred(outcomes.loaded[day.file_id].manifest)
     codec = default_codec(pipeline.settings.paths.schemas_dir)
     producer = build_producer(pipeline.settings.kafka, "e2e-redeliver")
-    produce_and_wait(producer, [OutboundRecord(pipeline.settings.kafka.topic("transferred"),
-                                               day.file_id.encode(), codec.encode(ev))], 30)
+    produce_and_wait(
+        producer,
+        [
+            OutboundRecord(
+                pipeline.settings.kafka.topic("transferred"), day.file_id.encode(), codec.encode(ev)
+            )
+        ],
+        30,
+    )
     _wait_loaded(outcomes, day.file_id, 3, pipeline)
     assert pipeline.hive_rows(cluster_spark, table, [day.file_id]) == before
     # Other files in the same table are untouched.
     others = [d for d in first_run.dropped if d.dataset == "flights" and d.rows]
-    assert pipeline.hive_rows(cluster_spark, table, [d.file_id for d in others]) == {d.file_id: d.rows for d in others}
+    assert pipeline.hive_rows(cluster_spark, table, [d.file_id for d in others]) == {
+        d.file_id: d.rows for d in others
+    }

@@ -46,7 +46,9 @@ def recovery(stack, tmp_path_factory) -> Iterator[tuple[Pipeline, Path, str]]:  
 
 
 def _day(p: Pipeline, n: int) -> Path:
-    demo = write_demo_files(p.work / "demo", load_datasets(p.settings.paths.datasets_dir), datasets=["flights"], days=n)
+    demo = write_demo_files(
+        p.work / "demo", load_datasets(p.settings.paths.datasets_dir), datasets=["flights"], days=n
+    )
     return demo.files[n - 1].path
 
 
@@ -67,7 +69,9 @@ def _wait(outcomes: Outcomes, p: Pipeline, done, what: str, deadline_s: float = 
     assert done(), f"timed out waiting for {what}; events: {outcomes.events}"
 
 
-def test_replay_of_transfer_restores_a_file_deleted_on_a_without_duplicates(recovery, cluster_spark):  # type: ignore[no-untyped-def]
+def test_replay_of_transfer_restores_a_file_deleted_on_a_without_duplicates(  # type: ignore[no-untyped-def]
+    recovery, cluster_spark
+):
     p, _, table = recovery
     src = _slice(_day(p, 2), p.work / "src" / "flights_replay.csv", 13)
     fid = derive_file_id("flights", sha256_file(src))
@@ -123,5 +127,7 @@ def test_quarantined_file_loads_after_the_definition_is_fixed_and_released(recov
     m = outcomes.loaded[fid].manifest
     assert (m.rows_in, m.rows_out, m.rows_rejected) == (9, 9, 0)
     assert p.hive_rows(cluster_spark, table, [fid]) == {fid: 9}
-    rows = cluster_spark.sql(f"SELECT DISTINCT year, month FROM {table} WHERE ferry_file_id = '{fid}'").collect()
+    rows = cluster_spark.sql(
+        f"SELECT DISTINCT year, month FROM {table} WHERE ferry_file_id = '{fid}'"
+    ).collect()
     assert [(r.year, r.month) for r in rows] == [(2013, 1)]  # matched by name, not position (C12)

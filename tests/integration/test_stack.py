@@ -23,13 +23,22 @@ pytestmark = pytest.mark.integration
 def test_kafka_produce_and_consume(stack, unique):
     topic = f"{unique.topic_prefix}.stack"
     admin = AdminClient({"bootstrap.servers": stack.kafka.bootstrap_servers})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(timeout=10)
-    producer = Producer({"bootstrap.servers": stack.kafka.bootstrap_servers, "enable.idempotence": True})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(
+        timeout=10
+    )
+    producer = Producer(
+        {"bootstrap.servers": stack.kafka.bootstrap_servers, "enable.idempotence": True}
+    )
     for i in range(3):
         producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
     assert producer.flush(10) == 0
-    consumer = Consumer({"bootstrap.servers": stack.kafka.bootstrap_servers, "group.id": unique.group,
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": stack.kafka.bootstrap_servers,
+            "group.id": unique.group,
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer.subscribe([topic])
     got: list[tuple[bytes, bytes]] = []
     deadline = time.monotonic() + 30
@@ -71,8 +80,13 @@ spark.stop()
     subprocess.run([sys.executable, "-c", creator], check=True, timeout=300)
     rows = cluster_spark.sql(f"SELECT id, city FROM {table} ORDER BY id").collect()
     assert [(r.id, r.city) for r in rows] == [(1, "Orly"), (2, "Évry")]
-    location = cluster_spark.sql(f"DESCRIBE FORMATTED {table}").where("col_name = 'Location'").first()
-    assert location.data_type == f"{stack.cluster('a').fs_url}{stack.metastore.warehouse_path}/stack_{unique.token}"
+    location = (
+        cluster_spark.sql(f"DESCRIBE FORMATTED {table}").where("col_name = 'Location'").first()
+    )
+    assert (
+        location.data_type
+        == f"{stack.cluster('a').fs_url}{stack.metastore.warehouse_path}/stack_{unique.token}"
+    )
     cluster_spark.sql(f"DROP TABLE {table}")
 
 

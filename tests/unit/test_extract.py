@@ -453,7 +453,11 @@ def service(
     hdfs = FakeHdfs("b")
     nas = tmp_path / "nas"
     svc = ExtractService(
-        svc_settings(nas, after, workers), NasScanner(nas, {spec.name: spec}), deps(hdfs), producer, codec
+        svc_settings(nas, after, workers),
+        NasScanner(nas, {spec.name: spec}),
+        deps(hdfs),
+        producer,
+        codec,
     )
     return svc, hdfs
 

@@ -82,8 +82,7 @@ def test_field_added_without_default_fails(schemas: Path) -> None:
     assert len(problems) == 6
     assert (
         "ferry.FileManifest: current cannot read release 1.0 data: ferry.FileManifest.owner: "
-        "reader field has no default and the writer does not write it"
-        in problems
+        "reader field has no default and the writer does not write it" in problems
     )
 
 
