@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -344,6 +344,15 @@ class TrackerSettings(_Frozen):
     )
 
 
+#: Ports of the local stack's two clusters; partial settings of a cluster are merged onto these.
+DEFAULT_CLUSTERS: dict[str, dict[str, Any]] = {
+    "b": {"namenode_rpc_port": 18020, "namenode_http_port": 19870, "datanode_port": 19866,
+          "datanode_http_port": 19864, "datanode_ipc_port": 19867},
+    "a": {"namenode_rpc_port": 28020, "namenode_http_port": 29870, "datanode_port": 29866,
+          "datanode_http_port": 29864, "datanode_ipc_port": 29867},
+}
+
+
 class Settings(BaseSettings):
     """All of Ferry's settings. Build with :func:`get_settings`.
 
@@ -359,22 +368,11 @@ class Settings(BaseSettings):
         default=REPO_ROOT / "var", description="Local state: logs, pid files, server data."
     )
     clusters: dict[str, HdfsClusterSettings] = Field(
-        default_factory=lambda: {
-            "b": HdfsClusterSettings(
-                namenode_rpc_port=18020,
-                namenode_http_port=19870,
-                datanode_port=19866,
-                datanode_http_port=19864,
-                datanode_ipc_port=19867,
-            ),
-            "a": HdfsClusterSettings(
-                namenode_rpc_port=28020,
-                namenode_http_port=29870,
-                datanode_port=29866,
-                datanode_http_port=29864,
-                datanode_ipc_port=29867,
-            ),
-        }
+        default_factory=lambda: {k: HdfsClusterSettings(**v) for k, v in DEFAULT_CLUSTERS.items()},
+        description=(
+            "HDFS clusters by name. Env: FERRY_CLUSTERS__<A|B>__<FIELD>; a partial value is "
+            "merged onto that cluster's defaults (DEFAULT_CLUSTERS), so one field can change alone."
+        ),
     )
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
@@ -387,6 +385,22 @@ class Settings(BaseSettings):
     transfer: TransferSettings = Field(default_factory=TransferSettings)
     transform: BatchSettings = Field(default_factory=BatchSettings)
     load: BatchSettings = Field(default_factory=BatchSettings)
+
+    @field_validator("clusters", mode="before")
+    @classmethod
+    def _merge_cluster_defaults(cls, value: Any) -> Any:
+        """``{"a": {"namenode_heap_mb": 333}}`` (e.g. from one env var) keeps a's other defaults."""
+        if not isinstance(value, dict):
+            return value
+        merged: dict[str, Any] = {}
+        for name in [*DEFAULT_CLUSTERS, *(k for k in value if k not in DEFAULT_CLUSTERS)]:
+            given = value.get(name, {})
+            if isinstance(given, BaseModel):
+                given = given.model_dump(exclude_unset=True)
+            if name not in value and name in DEFAULT_CLUSTERS:
+                given = {}
+            merged[name] = {**DEFAULT_CLUSTERS.get(name, {}), **given}
+        return merged
 
     def cluster(self, name: str) -> HdfsClusterSettings:
         """Settings of cluster ``"a"`` or ``"b"``.
@@ -442,8 +456,9 @@ def get_settings() -> Settings:
         ConfigError: invalid environment or settings file.
     """
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
     try:
         return Settings()
-    except ValidationError as exc:
+    except (ValidationError, SettingsError) as exc:
         raise ConfigError(f"invalid Ferry settings: {exc}") from exc
