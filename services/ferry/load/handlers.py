@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ferry.core.batching import group_by_dataset
 from ferry.core.errors import PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileTransferred
 from ferry.core.runner import BatchResult
@@ -35,19 +36,7 @@ class LoadDeps:
 
 def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchResult]:
     """One result per event, in order (see :data:`ferry.core.runner.BatchHandler`)."""
-    results: dict[int, BatchResult] = {}
-    by_dataset: dict[str, list[int]] = {}
-    for i, ev in enumerate(events):
-        if ev.manifest.dataset not in deps.datasets:
-            results[i] = PermanentError(
-                f"{ev.file_id}: unknown dataset {ev.manifest.dataset!r}", reason="unknown_dataset"
-            )
-        elif "incoming" not in ev.manifest.uris:
-            results[i] = PermanentError(
-                f"{ev.file_id}: manifest has no incoming URI", reason="bad_manifest"
-            )
-        else:
-            by_dataset.setdefault(ev.manifest.dataset, []).append(i)
+    results, by_dataset = group_by_dataset(events, deps.datasets, "incoming")
     for name, idx in by_dataset.items():
         spec = deps.datasets[name]
         files = {events[i].file_id: events[i].manifest.uris["incoming"] for i in idx}

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ferry.core.batching import group_by_dataset
 from ferry.core.errors import PermanentError, TransientError
 from ferry.core.events import FileExtracted, FileTransformed
 from ferry.core.runner import BatchResult
@@ -41,20 +42,7 @@ class TransformDeps:
 
 def transform_batch(events: Sequence[FileExtracted], deps: TransformDeps) -> list[BatchResult]:
     """One result per event, in order (see :data:`ferry.core.runner.BatchHandler`)."""
-    results: dict[int, BatchResult] = {}
-    by_dataset: dict[str, list[int]] = {}
-    for i, ev in enumerate(events):
-        if ev.manifest.dataset not in deps.datasets:
-            results[i] = PermanentError(
-                f"{ev.manifest.source_path}: unknown dataset {ev.manifest.dataset!r}",
-                reason="unknown_dataset",
-            )
-        elif "landing" not in ev.manifest.uris:
-            results[i] = PermanentError(
-                f"{ev.file_id}: manifest has no landing URI", reason="bad_manifest"
-            )
-        else:
-            by_dataset.setdefault(ev.manifest.dataset, []).append(i)
+    results, by_dataset = group_by_dataset(events, deps.datasets, "landing")
     for name, idx in by_dataset.items():
         spec = deps.datasets[name]
         # Several events of one file in a batch (redelivery, or the same bytes re-dropped under
