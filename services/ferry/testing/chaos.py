@@ -50,8 +50,9 @@ class SliceFile:
     dataset: str = "flights"
 
 
-def flight_slices(settings: Settings, work: Path, count: int, *, rows: int = 60,
-                  first: int = 0) -> list[SliceFile]:
+def flight_slices(
+    settings: Settings, work: Path, count: int, *, rows: int = 60, first: int = 0
+) -> list[SliceFile]:
     """``count`` CSV files of ``rows`` consecutive rows each, cut from the daily flights files in
     calendar order, skipping the first ``first`` slices (so callers can take disjoint sets)."""
     spec = load_datasets(settings.paths.datasets_dir)["flights"]
@@ -62,7 +63,7 @@ def flight_slices(settings: Settings, work: Path, count: int, *, rows: int = 60,
             if index >= first:
                 name = f"flights_slice_{index:05d}.csv"
                 path = work / "slices" / name
-                n = write_csv(path, csv_lines(spec, frame.iloc[start:start + rows]), spec)
+                n = write_csv(path, csv_lines(spec, frame.iloc[start : start + rows]), spec)
                 fid = derive_file_id("flights", sha256_file(path))
                 out.append(SliceFile(path, f"flights/{name}", fid, n))
                 if len(out) == count:
@@ -88,7 +89,9 @@ class FaultRig:
         self.dn = FaultProxy(a.host, a.datanode_http_port, seed=self.seed + 1).start()
         clusters = {n: c.model_dump(mode="json") for n, c in self.base.clusters.items()}
         clusters["a"]["webhdfs_url_override"] = self.nn.url
-        clusters["a"]["datanode_address_map"] = {f"{a.host}:{a.datanode_http_port}": self.dn.address}
+        clusters["a"]["datanode_address_map"] = {
+            f"{a.host}:{a.datanode_http_port}": self.dn.address
+        }
         self.nas_dir = self.work / "nas"
         overrides: dict[str, Any] = {
             "kafka.topic_prefix": f"chaos{token}",
@@ -103,14 +106,23 @@ class FaultRig:
             **self.extra,
         }
         env = settings_env(overrides) | {"FERRY_CLUSTERS": json.dumps(clusters)}
-        self.settings = self.base.model_copy(update={
-            "kafka": self.base.kafka.model_copy(update={"topic_prefix": overrides["kafka.topic_prefix"]}),
-            "paths": self.base.paths.model_copy(update={
-                "nas_dir": self.nas_dir,
-                **{k.split(".", 1)[1]: v for k, v in overrides.items()
-                   if k.startswith("paths.") and k != "paths.nas_dir"},
-            }),
-        })
+        self.settings = self.base.model_copy(
+            update={
+                "kafka": self.base.kafka.model_copy(
+                    update={"topic_prefix": overrides["kafka.topic_prefix"]}
+                ),
+                "paths": self.base.paths.model_copy(
+                    update={
+                        "nas_dir": self.nas_dir,
+                        **{
+                            k.split(".", 1)[1]: v
+                            for k, v in overrides.items()
+                            if k.startswith("paths.") and k != "paths.nas_dir"
+                        },
+                    }
+                ),
+            }
+        )
         ensure_topics(build_admin(self.settings.kafka), self.settings.kafka)
         self.group = ServiceGroup(env, self.work / "logs")
         self.outcomes = Outcomes(self.settings)
@@ -118,7 +130,9 @@ class FaultRig:
 
     # -- files -----------------------------------------------------------------------------
     def slices(self, count: int, *, rows: int = 60, first: int = 0) -> list[SliceFile]:
-        return flight_slices(self.settings, self.work / uuid.uuid4().hex[:6], count, rows=rows, first=first)
+        return flight_slices(
+            self.settings, self.work / uuid.uuid4().hex[:6], count, rows=rows, first=first
+        )
 
     def drop(self, files: Iterable[SliceFile]) -> None:
         for f in files:
@@ -129,8 +143,13 @@ class FaultRig:
         """How many of ``files`` have an event on ``topic`` (extracted, transformed, …)."""
         return sum(topic in self.outcomes.stamps.get(f.file_id, {}) for f in files)
 
-    def wait_until(self, condition: Callable[[], bool], deadline_s: float, what: str,
-                   tick: Callable[[], None] | None = None) -> float:
+    def wait_until(
+        self,
+        condition: Callable[[], bool],
+        deadline_s: float,
+        what: str,
+        tick: Callable[[], None] | None = None,
+    ) -> float:
         """Poll outcomes until ``condition()``; return the seconds it took.
 
         Raises:
@@ -141,24 +160,40 @@ class FaultRig:
         while not condition():
             assert time.monotonic() < end, (
                 f"{what}: not within {deadline_s}s; events seen {self.outcomes.events}; "
-                f"proxy counts NN {self.nn.counts} DN {self.dn.counts}; logs in {self.group.log_dir}")
+                f"proxy counts NN {self.nn.counts} DN {self.dn.counts}; "
+                f"logs in {self.group.log_dir}"
+            )
             self.outcomes.poll(0.5)
             self.group.check_alive()
             if tick is not None:
                 tick()
         return time.monotonic() - start
 
-    def settle(self, files: list[SliceFile], deadline_s: float,
-               tick: Callable[[], None] | None = None) -> float:
+    def settle(
+        self, files: list[SliceFile], deadline_s: float, tick: Callable[[], None] | None = None
+    ) -> float:
         """Wait until every file is loaded or quarantined; return the seconds it took."""
         ids = [f.file_id for f in files]
-        return self.wait_until(lambda: self.outcomes.settled(ids), deadline_s,
-                               f"outcome of {len(ids)} files", tick)
+        return self.wait_until(
+            lambda: self.outcomes.settled(ids), deadline_s, f"outcome of {len(ids)} files", tick
+        )
 
     def first_loaded_after(self, files: Iterable[SliceFile], wall_s: float) -> float | None:
         """Seconds from ``wall_s`` (``time.time()``) to the first FileLoaded after it, if any."""
-        stamps = [self.outcomes.stamps.get(f.file_id, {}).get("loaded") for f in files]
-        after = [s / 1000 for s in stamps if s is not None and s / 1000 >= wall_s]
+        return self.first_event_after(files, ("loaded",), wall_s)
+
+    def first_event_after(
+        self, files: Iterable[SliceFile], topics: Iterable[str], wall_s: float
+    ) -> float | None:
+        """Seconds from ``wall_s`` to the first event of ``files`` on one of ``topics`` stamped
+        after it (first event per file and topic only), or None."""
+        topics = tuple(topics)
+        after = [
+            s / 1000
+            for f in files
+            for t, s in self.outcomes.stamps.get(f.file_id, {}).items()
+            if t in topics and s / 1000 >= wall_s
+        ]
         return min(after) - wall_s if after else None
 
     # -- checks ----------------------------------------------------------------------------
@@ -168,8 +203,13 @@ class FaultRig:
 
         table = load_datasets(self.settings.paths.datasets_dir)["flights"].hive.full_name
         spark.catalog.refreshTable(table)
-        rows = (spark.table(table).where(F.col("ferry_file_id").isin([f.file_id for f in files]))
-                .groupBy("ferry_file_id").count().collect())
+        rows = (
+            spark.table(table)
+            .where(F.col("ferry_file_id").isin([f.file_id for f in files]))
+            .groupBy("ferry_file_id")
+            .count()
+            .collect()
+        )
         return {r["ferry_file_id"]: int(r["count"]) for r in rows}
 
     def retries_logged(self) -> int:
@@ -190,6 +230,7 @@ class FaultRig:
 
 # -- the Spark master pair ---------------------------------------------------------------------
 
+
 def master_states(settings: Settings) -> dict[str, str]:
     """{component name: ALIVE/STANDBY/… or 'down'} of both Spark masters."""
     from ferry.stack import health
@@ -197,7 +238,9 @@ def master_states(settings: Settings) -> dict[str, str]:
     out = {}
     for i, port in enumerate(settings.spark.master_webui_ports, start=1):
         try:
-            out[f"spark-master-{i}"] = str(health.spark_master_state(f"http://{settings.spark.host}:{port}").get("status"))
+            out[f"spark-master-{i}"] = str(
+                health.spark_master_state(f"http://{settings.spark.host}:{port}").get("status")
+            )
         except Exception:  # noqa: BLE001 - a dead master is a state here, not an error
             out[f"spark-master-{i}"] = "down"
     return out
@@ -218,7 +261,9 @@ def kill_active_master(settings: Settings, sig: int) -> tuple[str, float]:
     return alive[0], time.monotonic()
 
 
-def wait_failover(settings: Settings, killed: str, killed_at: float, deadline_s: float = 120) -> float:
+def wait_failover(
+    settings: Settings, killed: str, killed_at: float, deadline_s: float = 120
+) -> float:
     """Seconds from ``killed_at`` until the other master is ALIVE.
 
     Raises:
@@ -228,5 +273,7 @@ def wait_failover(settings: Settings, killed: str, killed_at: float, deadline_s:
         states = master_states(settings)
         if any(s == "ALIVE" for n, s in states.items() if n != killed):
             return time.monotonic() - killed_at
-        assert time.monotonic() < killed_at + deadline_s, f"no standby took over within {deadline_s}s: {states}"
+        assert time.monotonic() < killed_at + deadline_s, (
+            f"no standby took over within {deadline_s}s: {states}"
+        )
         time.sleep(0.2)
