@@ -14,7 +14,7 @@ PYTEST     := $(PY) -m pytest
         lint bench compose-up compose-down compose-test clean browser
 
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
 
 $(PIP_STAMP): pyproject.toml
 	$(PYTHON_SYS) -m venv $(VENV)
@@ -82,5 +82,5 @@ compose-down: ## docker compose down
 compose-test: install ## Compose-based integration tests (skip with a reason without a Docker engine)
 	$(PYTEST) tests/compose
 
-clean: down ## Remove local state (var/) but keep the jars
+clean: down ## Stop the stack, then remove local state (var/) but keep the jars
 	find var -mindepth 1 -maxdepth 1 ! -name jars -exec rm -rf {} +

@@ -64,5 +64,23 @@ def _run(
     run(service)
 
 
+def main() -> None:
+    """Console entry point: run the CLI; a Ferry error (bad settings, unknown service, a server
+    that does not answer, …) prints its one-line message and exits 1 instead of a traceback.
+    Set ``FERRY_DEBUG=1`` to see the traceback."""
+    import os
+    import sys
+
+    from ferry.core.errors import FerryError
+
+    try:
+        app()
+    except FerryError as exc:
+        if os.environ.get("FERRY_DEBUG") == "1":
+            raise
+        print(f"ferry: {type(exc).__name__}: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
 if __name__ == "__main__":
-    app()
+    main()

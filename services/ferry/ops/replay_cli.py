@@ -46,7 +46,7 @@ def plan_table(plan: ReplayPlan) -> Table:
 def replay(
     stage: str = typer.Argument(..., help="Stage whose group moves: transform, transfer or load."),
     to_offset: int | None = typer.Option(
-        None, "--to-offset", help="Offset (clamped per partition)."
+        None, "--to-offset", min=0, help="Offset (clamped per partition)."
     ),
     to_timestamp: datetime | None = _TIMESTAMP_OPTION,
     file_ids: list[str] = _FILE_OPTION,
