@@ -20,6 +20,9 @@ from ferry.core.events import (
     derive_file_id,
 )
 from ferry.core.runner import Record, RunStats, Stage, process_batch
+from ferry.datasets import DatasetSpec
+from ferry.jobs.transform import FileCounts, FileResult
+from ferry.transform.handlers import TransformDeps, transform_batch
 
 MAX = 3
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -325,3 +328,74 @@ def test_duplicate_records_of_one_file_each_get_an_answer(codec: EventCodec) -> 
     got = decoded(codec, run(codec, h, [codec.encode(a), codec.encode(a)]))
     assert h.calls == [[a.file_id, a.file_id]]
     assert [(t, ev.file_id) for t, _, ev in got] == [("unit.transformed", a.file_id)] * 2
+
+
+def test_transform_batch_isolates_a_bad_file_retries_it_alone_then_quarantines_it(
+    codec: EventCodec, specs: dict[str, DatasetSpec]
+) -> None:
+    """A CSV Spark cannot read, dropped with three good ones: the good files are transformed in
+    the first attempt, only the bad one is retried (alone), then quarantined as
+    ``spark_job_failed`` with its NAS path; before, all four were quarantined as ``transient``."""
+    evs = [
+        FileExtracted(
+            manifest(n).advance(
+                uris={"landing": f"hdfs://nn-b:18020/ferry/landing/flights/f{n}.csv"},
+                updated_at=T0,
+            )
+        )
+        for n in range(4)
+    ]
+    a, bad, c, d = evs
+    jobs: list[list[str]] = []
+
+    def run_batch(
+        spark: Any, spec: DatasetSpec, files: dict[str, str], **roots: str
+    ) -> dict[str, FileResult]:
+        jobs.append(list(files.values()))
+        if bad.file_id in files.values():
+            raise RuntimeError(
+                "An error occurred while calling o58.csv.\n: org.apache.spark.SparkException: "
+                "Job aborted: java.lang.ArrayIndexOutOfBoundsException: 20481\n\tat ..."
+            )
+        return {
+            fid: FileResult(
+                fid, uri, "transformed", FileCounts(5, 5, 0), staged_path=f"/ferry/staging/{fid}"
+            )
+            for uri, fid in files.items()
+        }
+
+    resets: list[int] = []
+    deps = TransformDeps(
+        specs, lambda: "SPARK", lambda: resets.append(1), run_batch, "hdfs://nn-b:18020/s", "r"
+    )
+    stage = Stage("transform", {FileExtracted: transform_batch}, batch_size=10)
+    stats = RunStats()
+    out = process_batch(
+        records(codec, [codec.encode(e) for e in evs]),
+        stage,
+        deps,
+        codec,
+        settings(),
+        threading.Event(),
+        stats,
+    )
+    got = decoded(codec, out)
+    ids = [e.file_id for e in evs]
+    assert jobs == [ids, ids[:2], ids[2:], [a.file_id], [bad.file_id]] + [[bad.file_id]] * (MAX - 1)
+    assert (stats.handler_calls, len(resets)) == (MAX, 2 + MAX)
+    assert [(t, ev.file_id) for t, _, ev in got] == [
+        ("unit.transformed", a.file_id),
+        ("unit.failed", bad.file_id),
+        ("unit.transformed", c.file_id),
+        ("unit.transformed", d.file_id),
+    ]
+    succeeded = [fid for job in jobs if bad.file_id not in job for fid in job]
+    assert sorted(succeeded) == sorted([a.file_id, c.file_id, d.file_id])  # each produced once
+    failed = got[1][2]
+    assert (failed.reason, failed.attempt, failed.manifest) == (
+        "spark_job_failed",
+        MAX,
+        bad.manifest,
+    )
+    assert "SparkJobFailed: flights/f1.csv (" in failed.error
+    assert "ArrayIndexOutOfBoundsException: 20481" in failed.error

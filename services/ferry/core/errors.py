@@ -34,6 +34,21 @@ class TransientError(FerryError):
     reason = "transient"
 
 
+class SparkJobFailed(TransientError):
+    """A Spark job over one file alone failed (e.g. the CSV reader gave up on a malformed row):
+    the batching stages isolate such a file by splitting their batch, so only it is retried, and
+    quarantined with this reason after ``settings.retry``'s ceiling."""
+
+    reason = "spark_job_failed"
+
+
+class SparkUnavailable(TransientError):
+    """No Spark session could be built (the master cannot be reached, the application was
+    refused): says nothing about the files; retried with the next attempt."""
+
+    reason = "spark_unavailable"
+
+
 class PermanentError(FerryError):
     """Retrying cannot help: the file goes to quarantine with :attr:`reason`."""
 

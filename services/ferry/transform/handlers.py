@@ -3,20 +3,34 @@
 One call handles a batch of ``FileExtracted`` events: per dataset, one Spark job reads every file
 (:func:`ferry.jobs.transform.run_batch`), so no JVM starts per file. Per file the result is a
 ``FileTransformed`` (rows_in = rows_out + rows_rejected, staging and rejects URIs), or a
-quarantine: ``empty_*`` (case C11), ``header_mismatch``, ``unknown_dataset``. A Spark failure
-(e.g. the master pair failing over, case C03) is a :class:`TransientError` for the whole batch;
-the runner retries it and the session is rebuilt.
+quarantine: ``empty_*`` (case C11), ``header_mismatch``, ``unknown_dataset``.
+
+A failed Spark job never takes its whole group down with it: the group is bisected within the
+same call (see :func:`_run_isolating`), so good files are transformed in this attempt and only a
+file whose job fails on it alone gets :class:`SparkJobFailed` (retried alone by the runner, then
+quarantined as ``spark_job_failed``). After every failed job the session is reset if its context
+died (e.g. the master pair failing over removed the application, case C03) and rebuilt by
+``deps.spark()`` for the next job.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ferry.core.batching import group_by_dataset
-from ferry.core.errors import PermanentError, TransientError
+from ferry.core.errors import (
+    ConfigError,
+    PermanentError,
+    SparkJobFailed,
+    SparkUnavailable,
+    StackError,
+    TransientError,
+)
 from ferry.core.events import FileExtracted, FileTransformed
 from ferry.core.runner import BatchResult
 from ferry.datasets import DatasetSpec
@@ -43,34 +57,135 @@ class TransformDeps:
 def transform_batch(events: Sequence[FileExtracted], deps: TransformDeps) -> list[BatchResult]:
     """One result per event, in order (see :data:`ferry.core.runner.BatchHandler`)."""
     results, by_dataset = group_by_dataset(events, deps.datasets, "landing")
+    down: BaseException | None = None  #: set once no Spark session can be built: skip the rest
     for name, idx in by_dataset.items():
         spec = deps.datasets[name]
         # Several events of one file in a batch (redelivery, or the same bytes re-dropped under
         # another name, so another landing path): read ONE landing copy per file_id, else the
         # job would stage both copies' rows under that file_id; answer each event.
-        first: dict[str, str] = {}
+        first: dict[str, FileExtracted] = {}
         for i in idx:
-            first.setdefault(events[i].file_id, events[i].manifest.uris["landing"])
-        files = {uri: fid for fid, uri in first.items()}
+            first.setdefault(events[i].file_id, events[i])
+        if down is None:
+            out, down = _run_isolating(spec, list(first.values()), deps)
+        else:
+            out = {fid: _unavailable(ev, down) for fid, ev in first.items()}
+        for i in idx:
+            res = out[events[i].file_id]
+            results[i] = res if isinstance(res, TransientError) else _result(events[i], res, deps)
+    return [results[i] for i in range(len(events))]
+
+
+def split_budget(n: int) -> int:
+    """Most splits :func:`_run_isolating` makes for a group of ``n`` files: 2·⌈log2 n⌉."""
+    return 2 * math.ceil(math.log2(n)) if n > 1 else 0
+
+
+def _run_isolating(
+    spec: DatasetSpec, group: list[FileExtracted], deps: TransformDeps
+) -> tuple[dict[str, Any], BaseException | None]:
+    """Run one Spark job over ``group``; if it fails, bisect to isolate the file(s) it fails on.
+
+    Groups run breadth-first: a failed group of k > 1 files is split into halves of ⌈k/2⌉ and
+    ⌊k/2⌋ files, each run as its own job; a file whose job fails on it alone gets
+    :class:`SparkJobFailed` (its NAS path and the first line of the Spark error). Jobs never fail
+    partially (a job's outputs are committed only when it succeeds), so rerunning a half is safe.
+
+    Cost: one bad file among n costs ⌈log2 n⌉ failed jobs and as many successful ones, i.e. at
+    most 2·⌈log2 n⌉ jobs beyond the first (14 for 128, 16 for 256 files); two bad files at most
+    4·⌈log2 n⌉.
+
+    Rule against explosion (cluster-wide failure, where every job fails): a group's files are
+    split at most :func:`split_budget` (2·⌈log2 n⌉) times per call, which is exactly enough to
+    isolate any two bad files in one call; a failing group met once the budget is spent is not
+    split, its files get a plain :class:`TransientError` ("not isolated", naming the error). So
+    a call runs at most 1 + 4·⌈log2 n⌉ jobs (33 for 256 files, instead of 2n - 1 = 511 for a
+    full bisection); the runner retries the unresolved files (with the isolated ones) in its next
+    attempt, which bisects that smaller set again, so more bad files are isolated over attempts.
+    Breadth-first order spends the budget on large groups first: when everything fails, few
+    single files are reached (so few are blamed with ``spark_job_failed``), none for big groups.
+    If ``deps.spark()`` itself fails, the cluster is unavailable: nothing more is run (this
+    dataset or the next ones) and every unresolved file gets :class:`SparkUnavailable`.
+
+    A :class:`TransientError` raised by the job (a failed rename: HDFS, not the data) is given to
+    the files of that group without splitting or resetting the session.
+
+    Returns:
+        ({file_id: FileResult, or the TransientError of that file}, the error that made the
+        session unavailable, or None)
+    """
+    name = spec.name
+    splits_left = split_budget(len(group))
+    out: dict[str, Any] = {}
+    queue: deque[list[FileExtracted]] = deque([group])
+    while queue:
+        part = queue.popleft()
+        files = {ev.manifest.uris["landing"]: ev.file_id for ev in part}
         try:
-            out = deps.run_batch(
-                deps.spark(),
+            spark = deps.spark()
+        except (ConfigError, StackError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - no session: no job can run, stop here
+            log.warning("transform: no Spark session for %s: %s", name, exc)
+            for ev in [e for p in (part, *queue) for e in p]:
+                out[ev.file_id] = _unavailable(ev, exc)
+            return out, exc
+        try:
+            got = deps.run_batch(
+                spark,
                 spec,
                 files,
                 staging_root=deps.staging_root,
                 rejects_root=deps.rejects_root,
             )
-        except TransientError:
+        except (ConfigError, StackError):
             raise
-        except Exception as exc:  # noqa: BLE001 - py4j/pyspark errors: the job failed; retry the batch
-            log.warning("transform: Spark job for %d %s file(s) failed: %s", len(files), name, exc)
-            deps.reset_spark()
-            raise TransientError(
-                f"Spark job for {len(files)} {name} file(s) failed: {exc}"
-            ) from exc
-        for i in idx:
-            results[i] = _result(events[i], out[events[i].file_id], deps)
-    return [results[i] for i in range(len(events))]
+        except TransientError as exc:
+            for ev in part:
+                out[ev.file_id] = exc
+            continue
+        except Exception as exc:  # noqa: BLE001 - py4j/pyspark errors: this group's job failed
+            line = first_line(exc)
+            log.warning("transform: Spark job for %d %s file(s) failed: %s", len(part), name, line)
+            deps.reset_spark()  # cheap unless the context died; deps.spark() then rebuilds it
+            if len(part) == 1:
+                [ev] = part
+                out[ev.file_id] = SparkJobFailed(
+                    f"{ev.manifest.source_path} ({ev.file_id}): Spark job for this file alone "
+                    f"failed: {line}"
+                )
+            elif splits_left > 0:
+                splits_left -= 1
+                half = (len(part) + 1) // 2
+                queue += (part[:half], part[half:])
+            else:
+                for ev in part:
+                    out[ev.file_id] = TransientError(
+                        f"{ev.manifest.source_path} ({ev.file_id}): not isolated: a Spark job "
+                        f"over it and {len(part) - 1} other {name} file(s) failed ({line}); "
+                        "split budget spent"
+                    )
+            continue
+        for ev in part:
+            out[ev.file_id] = got[ev.file_id]
+    return out, None
+
+
+def _unavailable(ev: FileExtracted, exc: BaseException) -> SparkUnavailable:
+    return SparkUnavailable(
+        f"{ev.manifest.source_path} ({ev.file_id}): no Spark session: {first_line(exc)}"
+    )
+
+
+def first_line(exc: BaseException) -> str:
+    """The informative first line of a Spark error: a ``Py4JJavaError`` reads
+    "An error occurred while calling o58.csv.\n: org.apache.spark.SparkException: Job aborted
+    ..."; the Java exception's line is the one worth reporting (cut at 500 characters)."""
+    for raw in str(exc).splitlines():
+        line = raw.strip().lstrip(":").strip()
+        if line and not line.startswith("An error occurred while calling"):
+            return line[:500]
+    return type(exc).__name__
 
 
 def _result(ev: FileExtracted, res: Any, deps: TransformDeps) -> BatchResult:
