@@ -13,14 +13,14 @@ import pytest
 
 from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import Settings, get_settings
-from ferry.core.errors import HdfsPathExists, HdfsUnavailable, TransientError
+from ferry.core.errors import ConfigError, HdfsPathExists, HdfsUnavailable, TransientError
 from ferry.core.events import FileExtracted, FileFailed, derive_file_id, sha256_file
-from ferry.core.hdfs import is_temp_path
+from ferry.core.hdfs import is_temp_path, temp_path_for
 from ferry.core.hdfs_fake import FakeHdfs
 from ferry.datasets import DatasetSpec, FinishedPolicy
 from ferry.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.extract.scanner import Candidate, NasScanner
-from ferry.extract.service import ExtractService
+from ferry.extract.service import ExtractService, free_name
 
 HEADER = b"year,month,day,dep_time\n"
 DATA = HEADER + b"2013,1,1,517\n2013,1,1,533\n"
@@ -698,3 +698,548 @@ def test_service_lands_a_scan_on_several_workers_and_archives_each_after_its_ack
         names + [n + ".done" for n in names]
     )
     assert sorted(path.rsplit("/", 1)[1] for path in hdfs.files) == sorted(names)
+
+
+# -- file names HDFS cannot hold (bad_file_name, name_too_long) ------------------------------
+
+#: ``flights_café.csv`` written by a Latin-1 client: Python lists it with a surrogate escape.
+LATIN1 = os.fsdecode(b"flights_caf\xe9.csv")
+
+
+def test_non_utf8_name_is_refused_before_any_read_or_hdfs_call(
+    tmp_path: Path, flights: DatasetSpec
+) -> None:
+    hdfs = FakeHdfs("b")
+    assert LATIN1 == "flights_caf\udce9.csv"
+    [ev] = extract_file(candidate(tmp_path, flights, LATIN1, DATA), deps(hdfs))
+    assert isinstance(ev, FileFailed)
+    assert (ev.stage, ev.reason, ev.attempt, ev.manifest, ev.raw_key) == (
+        "extract",
+        "bad_file_name",
+        1,
+        None,
+        b"flights/flights_caf\xe9.csv",
+    )
+    assert ev.error == (
+        "flights/flights_caf\\xe9.csv: file name is not valid UTF-8 "
+        "(bytes b'flights_caf\\xe9.csv'); not landed"
+    )
+    assert (hdfs.files, hdfs.calls) == ({}, [])
+
+
+def test_colon_in_a_name_is_refused_as_bad_file_name(tmp_path: Path, flights: DatasetSpec) -> None:
+    hdfs = FakeHdfs("b")
+    [ev] = extract_file(candidate(tmp_path, flights, "flights_12:00.csv", DATA), deps(hdfs))
+    assert isinstance(ev, FileFailed)
+    assert (ev.reason, ev.error) == (
+        "bad_file_name",
+        "flights/flights_12:00.csv: file name holds ':', which HDFS does not allow in a path "
+        "component; not landed",
+    )
+    assert hdfs.calls == []
+
+
+def _name_of(nbytes: int, letter: str = "x") -> str:
+    """``flights_<letters>.csv`` of exactly ``nbytes`` bytes of UTF-8."""
+    fill = nbytes - len("flights_.csv")
+    each = len(letter.encode())
+    return "flights_" + letter * (fill // each) + "x" * (fill % each) + ".csv"
+
+
+def test_temp_name_overhead_comes_from_temp_path_for() -> None:
+    temp = temp_path_for("/d/" + "n" * 10).rsplit("/", 1)[1]
+    assert len(temp.encode()) - 10 == 44  # "." + name + ".ferry-tmp-" + 32 hex
+
+
+@pytest.mark.parametrize("nbytes", [212, 255, 256, 400])
+def test_name_whose_temp_name_is_over_255_bytes_is_refused(
+    tmp_path: Path, flights: DatasetSpec, nbytes: int
+) -> None:
+    hdfs = FakeHdfs("b")
+    name = _name_of(nbytes)
+    if nbytes > 255:  # more than the local file system holds: only the handler is exercised
+        path = tmp_path / "flights" / "short.csv"
+        drop(tmp_path, "short.csv", DATA)
+        cand = Candidate(path.with_name(name), flights, f"flights/{name}", len(DATA), 0)
+    else:
+        cand = candidate(tmp_path, flights, name, DATA)
+    [ev] = extract_file(cand, deps(hdfs))
+    assert isinstance(ev, FileFailed)
+    assert (ev.reason, ev.manifest, ev.raw_key) == (
+        "name_too_long",
+        None,
+        f"flights/{name}".encode(),
+    )
+    assert ev.error == (
+        f"flights/{name}: file name is {nbytes} bytes of UTF-8; with the upload's temp name "
+        f"(44 bytes more) it is {nbytes + 44}, over HDFS's 255-byte limit on a path component; "
+        "not landed"
+    )
+    assert (hdfs.files, hdfs.calls) == ({}, [])
+
+
+def test_longest_name_whose_temp_name_fits_lands(tmp_path: Path, flights: DatasetSpec) -> None:
+    hdfs = FakeHdfs("b")
+    name = _name_of(211)  # 211 + 44 = 255 bytes: fits exactly
+    [ev] = extract_file(candidate(tmp_path, flights, name, DATA), deps(hdfs))
+    assert isinstance(ev, FileExtracted)
+    assert list(hdfs.files) == [f"{LANDING}/flights/{ev.file_id}/{name}"]
+
+
+def test_name_length_is_counted_in_utf8_bytes_not_letters(
+    tmp_path: Path, flights: DatasetSpec
+) -> None:
+    hdfs = FakeHdfs("b")
+    name = _name_of(212, "é")  # 108 letters, 212 bytes
+    assert len(name) < 212 == len(name.encode())
+    [ev] = extract_file(candidate(tmp_path, flights, name, DATA), deps(hdfs))
+    assert isinstance(ev, FileFailed) and ev.reason == "name_too_long"
+    assert hdfs.calls == []
+
+
+# -- encoding check on the hash pass (not_utf8) ----------------------------------------------
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 20])
+@pytest.mark.parametrize(
+    ("tail", "offset", "why"),
+    [
+        (b"2013,1,1,caf\xe9\n", 12, "byte 0xe9: invalid continuation byte"),
+        (b"2013,1,1,\xff\n", 9, "byte 0xff: invalid start byte"),
+        (b"2013,1,1,\xc3", 9, "byte 0xc3: unexpected end of data"),  # cut off at the end
+        (b"2013,1,1,\xed\xa0\x80\n", 9, "byte 0xed: invalid continuation byte"),  # surrogate
+    ],
+)
+def test_invalid_utf8_fails_with_the_byte_offset_and_lands_nothing(
+    tmp_path: Path, flights: DatasetSpec, chunk: int, tail: bytes, offset: int, why: str
+) -> None:
+    hdfs = FakeHdfs("b")
+    data = DATA + tail
+    cand = candidate(tmp_path, flights, "flights_1.csv", data)
+    [ev] = extract_file(cand, ExtractDeps(hdfs, LANDING, FS_B, chunk_bytes=chunk))
+    assert isinstance(ev, FileFailed)
+    assert (ev.stage, ev.reason, ev.attempt) == ("extract", "not_utf8", 1)
+    assert ev.error == (
+        f"flights/flights_1.csv: not valid UTF-8 at byte offset {len(DATA) + offset} ({why}); "
+        "not landed"
+    )
+    assert ev.manifest is not None
+    sha = sha256_file(cand.path)  # the whole file's hash, though the check stopped early
+    assert (ev.manifest.sha256, ev.manifest.size_bytes) == (sha, len(data))
+    assert ev.manifest.file_id == derive_file_id("flights", sha)
+    assert (hdfs.files, hdfs.calls) == ({}, [])
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7])
+def test_valid_utf8_split_across_chunks_and_a_bom_land(
+    tmp_path: Path, flights: DatasetSpec, chunk: int
+) -> None:
+    """C10: a BOM is valid; multi-byte letters cut by any chunk boundary are valid."""
+    hdfs = FakeHdfs("b")
+    data = b"\xef\xbb\xbf" + DATA + "2013,1,1,données 日本 😀\n".encode()
+    cand = candidate(tmp_path, flights, "flights_1.csv", data)
+    [ev] = extract_file(cand, ExtractDeps(hdfs, LANDING, FS_B, chunk_bytes=chunk))
+    assert isinstance(ev, FileExtracted)
+    assert list(hdfs.files.values()) == [data]
+
+
+def test_the_hash_and_encoding_check_read_the_file_once(
+    tmp_path: Path, flights: DatasetSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ferry.extract.handlers as handlers
+
+    reads: list[int] = []
+    real = handlers._chunks
+
+    def counting(path: Path, size: int) -> Any:
+        reads.append(size)
+        return real(path, size)
+
+    monkeypatch.setattr(handlers, "_chunks", counting)
+    hdfs = FakeHdfs("b")
+    extract_file(candidate(tmp_path, flights, "flights_1.csv", DATA + b"\xff\n"), deps(hdfs))
+    assert reads == [7]  # one pass; not_utf8 stops before the upload's pass
+
+
+# -- scanner: file-system errors and what it ignores (warned once) ----------------------------
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "ferry.extract.scanner" and r.levelname == "WARNING"
+    ]
+
+
+def test_symlink_loop_is_skipped_and_warned_once(
+    tmp_path: Path, flights: DatasetSpec, caplog: pytest.LogCaptureFixture
+) -> None:
+    drop(tmp_path, "flights_1.csv", DATA)
+    loop = tmp_path / "flights" / "flights_loop.csv"
+    os.symlink("flights_loop.csv", loop)  # ln -s x.csv x.csv
+    scanner = NasScanner(tmp_path, {"flights": flights})
+    assert [names(scanner.scan(t)) for t in (0.0, 2.0, 4.0)] == [[], [], ["flights/flights_1.csv"]]
+    assert warnings_of(caplog) == [
+        f"extract: NAS path {loop} cannot be read ([Errno 40] Too many levels of symbolic "
+        "links); skipped"
+    ]
+
+
+def test_plain_file_where_the_dataset_directory_should_be_is_warned_once(
+    tmp_path: Path, specs: dict[str, DatasetSpec], caplog: pytest.LogCaptureFixture
+) -> None:
+    drop(tmp_path, "flights_1.csv", DATA)
+    weather = tmp_path / specs["weather"].nas.subdir
+    weather.write_bytes(b"not a directory")
+    scanner = NasScanner(tmp_path, dict(specs))
+    assert [names(scanner.scan(t)) for t in (0.0, 2.0, 4.0)] == [[], [], ["flights/flights_1.csv"]]
+    assert warnings_of(caplog) == [
+        f"extract: NAS path {weather} should be the directory of dataset 'weather' but is not "
+        "a directory; skipped"
+    ]
+
+
+def test_unlistable_dataset_directory_is_warned_once_and_others_flow(
+    tmp_path: Path,
+    specs: dict[str, DatasetSpec],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ferry.extract.scanner as scanner_mod
+
+    drop(tmp_path, "flights_1.csv", DATA)
+    weather = tmp_path / specs["weather"].nas.subdir
+    weather.mkdir()
+    real = os.listdir
+
+    def listdir(path: Any) -> list[str]:
+        if Path(path) == weather:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(scanner_mod.os, "listdir", listdir)
+    scanner = NasScanner(tmp_path, dict(specs))
+    assert [names(scanner.scan(t)) for t in (0.0, 2.0, 4.0)] == [[], [], ["flights/flights_1.csv"]]
+    assert warnings_of(caplog) == [
+        f"extract: NAS path {weather} directory of dataset 'weather' cannot be listed "
+        "([Errno 13] Permission denied); skipped"
+    ]
+
+
+def test_non_matching_names_and_unknown_root_entries_are_warned_once(
+    tmp_path: Path, flights: DatasetSpec, caplog: pytest.LogCaptureFixture
+) -> None:
+    drop(tmp_path, "flights_1.csv", DATA)
+    drop(tmp_path, "Flights_2.CSV", DATA)  # wrong case: the pattern is case-sensitive
+    drop(tmp_path, ".hidden.csv", DATA)  # hidden: silent
+    drop(tmp_path, "flights_3.csv", DATA, subdir="Flights")  # typed for flights/
+    (tmp_path / ".ferry").mkdir()  # Ferry's own: silent
+    scanner = NasScanner(tmp_path, {"flights": flights})
+    for t in (0.0, 2.0, 4.0, 6.0):
+        scanner.scan(t)
+    assert warnings_of(caplog) == [
+        f"extract: NAS path {tmp_path / 'Flights'} is not a sub-directory any dataset defines "
+        "(flights); ignored",
+        f"extract: NAS path {tmp_path / 'flights' / 'Flights_2.CSV'} does not match dataset "
+        "'flights''s pattern 'flights_*.csv'; ignored",
+    ]
+
+
+def test_a_warning_comes_back_once_the_problem_recurs(
+    tmp_path: Path, flights: DatasetSpec, caplog: pytest.LogCaptureFixture
+) -> None:
+    stray = drop(tmp_path, "notes.txt", b"x")
+    scanner = NasScanner(tmp_path, {"flights": flights})
+    scanner.scan(0.0)
+    scanner.scan(1.0)
+    stray.unlink()
+    scanner.scan(2.0)
+    stray.write_bytes(b"x")
+    scanner.scan(3.0)
+    scanner.scan(4.0)
+    assert len(warnings_of(caplog)) == 2
+
+
+def test_non_utf8_name_is_a_candidate_with_a_safe_warning_free_scan(
+    tmp_path: Path, flights: DatasetSpec, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = drop(tmp_path, LATIN1, DATA)
+    scanner = NasScanner(tmp_path, {"flights": flights})
+    [cand] = [c for t in (0.0, 2.0, 4.0) for c in scanner.scan(t)]
+    assert (cand.path, cand.relative) == (path, "flights/flights_caf\udce9.csv")
+    assert warnings_of(caplog) == []
+
+
+def test_build_skips_a_dataset_whose_directory_is_a_plain_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import ferry.extract.service as service_mod
+
+    monkeypatch.setattr(service_mod, "ensure_topics", lambda *a: None)
+    monkeypatch.setattr(service_mod, "build_admin", lambda *a: None)
+    monkeypatch.setattr(service_mod, "build_producer", lambda *a: FakeProducer())
+    nas = tmp_path / "nas"
+    nas.mkdir()
+    (nas / "flights").write_bytes(b"stray")
+    svc = service_mod.build(svc_settings(nas))
+    assert (nas / "flights").read_bytes() == b"stray"
+    assert (nas / "weather").is_dir()
+    [msg] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert msg == (
+        f"extract: dataset 'flights' skipped: its NAS sub-directory {nas / 'flights'} cannot "
+        "be created (FileExistsError: File exists); if a plain file has that name, move it "
+        "away and restart"
+    )
+    assert svc.run_once() == 0  # the scan goes on (the stray file is warned about once)
+
+
+# -- ExtractService: one file's error never ends the service ----------------------------------
+
+
+def failed_events(codec: EventCodec, producer: FakeProducer) -> list[FileFailed]:
+    out = [codec.decode(v) for t, _, v in producer.acked if t == "unit.failed"]
+    assert all(isinstance(e, FileFailed) for e in out)
+    return out  # type: ignore[return-value]
+
+
+def test_service_quarantines_a_non_utf8_name_and_the_others_flow(
+    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
+) -> None:
+    spec = with_(flights, finished=FinishedPolicy(policy="marker"))
+    nas = tmp_path / "nas"
+    for n in (LATIN1, "flights_1.csv"):
+        drop(nas, n, DATA)
+        drop(nas, n + ".done", b"")
+    producer = FakeProducer()
+    svc, hdfs = service(tmp_path, spec, producer, codec)
+    assert svc.run_once() == 2
+    [failed] = failed_events(codec, producer)
+    assert (failed.reason, failed.raw_key) == ("bad_file_name", b"flights/flights_caf\xe9.csv")
+    assert b"flights/flights_caf\\xe9.csv" in [k for _, k, _ in producer.acked]
+    assert (nas / ".ferry" / "failed" / "flights" / LATIN1).read_bytes() == DATA
+    assert (nas / ".ferry" / "failed" / "flights" / (LATIN1 + ".done")).exists()
+    assert (nas / ".ferry" / "archive" / "flights" / "flights_1.csv").read_bytes() == DATA
+    assert [p.rsplit("/", 1)[1] for p in hdfs.files] == ["flights_1.csv"]
+    assert (svc.stats.extracted, svc.stats.failed, svc.stats.by_reason) == (
+        1,
+        1,
+        {"bad_file_name": 1},
+    )
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(116, "Stale file handle"),
+        UnicodeEncodeError("utf-8", "caf\udce9", 3, 4, "surrogates not allowed"),
+        KeyError("boom"),
+    ],
+)
+def test_service_quarantines_an_unexpected_error_and_goes_on(
+    tmp_path: Path,
+    flights: DatasetSpec,
+    codec: EventCodec,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    error: Exception,
+) -> None:
+    import ferry.extract.service as service_mod
+
+    spec = with_(flights, finished=FinishedPolicy(policy="marker"))
+    nas = tmp_path / "nas"
+    for n in ("flights_1.csv", "flights_2.csv"):
+        drop(nas, n, DATA + n.encode() + b"\n")
+        drop(nas, n + ".done", b"")
+    real = service_mod.extract_file
+
+    def extract(cand: Candidate, deps: ExtractDeps) -> Any:
+        if cand.path.name == "flights_1.csv":
+            raise error
+        return real(cand, deps)
+
+    monkeypatch.setattr(service_mod, "extract_file", extract)
+    producer = FakeProducer()
+    svc, hdfs = service(tmp_path, spec, producer, codec)
+    assert svc.run_once() == 2
+    [failed] = failed_events(codec, producer)
+    assert (failed.stage, failed.reason, failed.attempt, failed.raw_key) == (
+        "extract",
+        "extract_error",
+        1,
+        b"flights/flights_1.csv",
+    )
+    assert failed.error == f"flights/flights_1.csv: {type(error).__name__}: {error}"
+    assert sorted(p.name for p in (nas / ".ferry" / "failed" / "flights").iterdir()) == [
+        "flights_1.csv",
+        "flights_1.csv.done",
+    ]
+    assert [p.rsplit("/", 1)[1] for p in hdfs.files] == ["flights_2.csv"]
+    assert svc.stats.by_reason == {"extract_error": 1}
+    [rec] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert rec.exc_info is not None and rec.exc_info[1] is error  # traceback logged
+
+
+def test_service_lets_a_config_error_through(
+    tmp_path: Path, flights: DatasetSpec, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ferry.extract.service as service_mod
+
+    def extract(cand: Candidate, deps: ExtractDeps) -> Any:
+        raise ConfigError("bad settings")
+
+    monkeypatch.setattr(service_mod, "extract_file", extract)
+    nas = tmp_path / "nas"
+    path = drop(nas, "flights_1.csv", DATA)
+    producer = FakeProducer()
+    svc, _ = service(tmp_path, flights, producer, codec)
+    with pytest.raises(ConfigError, match="bad settings"):
+        svc.handle(take(svc))
+    assert (path.exists(), producer.acked, (nas / ".ferry").exists()) == (True, [], False)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("flights_1.csv", DATA + b"\xff\n", "not_utf8"),
+        (_name_of(240), DATA, "name_too_long"),
+    ],
+)
+def test_service_quarantines_refused_files_without_retries(
+    tmp_path: Path, flights: DatasetSpec, codec: EventCodec, name: str, data: bytes, reason: str
+) -> None:
+    nas = tmp_path / "nas"
+    drop(nas, name, data)
+    producer = FakeProducer()
+    svc, hdfs = service(tmp_path, flights, producer, codec)
+    svc.handle(take(svc))
+    [failed] = failed_events(codec, producer)
+    assert (failed.reason, failed.attempt) == (reason, 1)
+    assert (hdfs.files, hdfs.calls) == ({}, [])
+    assert (nas / ".ferry" / "failed" / "flights" / name).read_bytes() == data
+    assert not (nas / "flights" / name).exists()
+
+
+# -- ExtractService: never overwrite under .ferry/ ---------------------------------------------
+
+
+def test_a_redelivery_under_the_same_name_does_not_overwrite_the_archive(
+    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
+) -> None:
+    nas = tmp_path / "nas"
+    fixed = DATA + b"2013,1,1,999\n"
+    drop(nas, "flights_1.csv", DATA)
+    producer = FakeProducer()
+    svc, _ = service(tmp_path, flights, producer, codec)
+    svc.handle(take(svc))
+    drop(nas, "flights_1.csv", fixed)  # the corrected re-delivery
+    svc.handle(take(svc, 10.0))
+    drop(nas, "flights_1.csv", fixed)  # the same again: same file_id, so a counter
+    svc.handle(take(svc, 20.0))
+    fid = derive_file_id(
+        "flights", sha256_file(nas / ".ferry" / "archive" / "flights" / "flights_1.csv")
+    )
+    fixed_id = str(codec.decode(producer.acked[1][2]).file_id)
+    assert (
+        fid
+        != fixed_id
+        == derive_file_id(
+            "flights",
+            sha256_file(
+                nas
+                / ".."
+                / "nas"
+                / ".ferry"
+                / "archive"
+                / "flights"
+                / f"flights_1.{fixed_id[:12]}.csv"
+            ),
+        )
+    )
+    archive = nas / ".ferry" / "archive" / "flights"
+    assert {p.name: p.read_bytes() for p in archive.iterdir()} == {
+        "flights_1.csv": DATA,
+        f"flights_1.{fixed_id[:12]}.csv": fixed,
+        f"flights_1.{fixed_id[:12]}.2.csv": fixed,
+    }
+
+
+def test_the_marker_keeps_following_its_renamed_file(
+    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
+) -> None:
+    spec = with_(flights, finished=FinishedPolicy(policy="marker"))
+    nas = tmp_path / "nas"
+    producer = FakeProducer()
+    svc, _ = service(tmp_path, spec, producer, codec)
+    ids: list[str] = []
+    for body in (DATA, DATA + b"2013,1,1,1\n"):
+        drop(nas, "flights_1.csv", body)
+        drop(nas, "flights_1.csv.done", b"")
+        assert svc.run_once() == 1
+        ids.append(str(codec.decode(producer.acked[-1][2]).file_id))
+    archive = nas / ".ferry" / "archive" / "flights"
+    assert sorted(p.name for p in archive.iterdir()) == sorted(
+        [
+            "flights_1.csv",
+            "flights_1.csv.done",
+            f"flights_1.{ids[1][:12]}.csv",
+            f"flights_1.{ids[1][:12]}.csv.done",
+        ]
+    )
+
+
+def test_a_failed_file_without_file_id_gets_a_timestamp_name(
+    tmp_path: Path, flights: DatasetSpec, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ferry.extract.service as service_mod
+
+    at = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+    monkeypatch.setattr(service_mod, "utc_now", lambda: at)
+    nas = tmp_path / "nas"
+    name = "flights_12:00.csv"  # bad_file_name: no manifest, so no file_id
+    failed = nas / ".ferry" / "failed" / "flights"
+    failed.mkdir(parents=True)
+    (failed / name).write_bytes(b"earlier")
+    drop(nas, name, DATA)
+    svc, _ = service(tmp_path, flights, FakeProducer(), codec)
+    svc.handle(take(svc))
+    assert {p.name: p.read_bytes() for p in failed.iterdir()} == {
+        name: b"earlier",
+        "flights_12:00.20240506T070809123456Z.csv": DATA,
+    }
+
+
+def test_free_name_cuts_the_stem_to_stay_within_255_bytes(tmp_path: Path) -> None:
+    name = "x" + "é" * 120 + ".csv"  # 245 bytes; the stem may keep 238, cut inside an "é"
+    (tmp_path / name).write_bytes(b"")
+    got = free_name(tmp_path, name, "0123456789ab")
+    assert got.name == "x" + "é" * 118 + ".0123456789ab.csv"
+    assert len(got.name.encode()) == 254
+    got.write_bytes(b"")
+    assert free_name(tmp_path, name, "0123456789ab").name == (
+        "x" + "é" * 117 + ".0123456789ab.2.csv"
+    )
+    assert free_name(tmp_path, "other.csv", "x") == tmp_path / "other.csv"
+
+
+def test_a_failed_move_is_logged_and_the_file_not_taken_again(
+    tmp_path: Path,
+    flights: DatasetSpec,
+    codec: EventCodec,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import ferry.extract.service as service_mod
+
+    def move(src: str, dst: Any) -> None:
+        raise PermissionError(13, "Permission denied", src)
+
+    monkeypatch.setattr(service_mod.shutil, "move", move)
+    nas = tmp_path / "nas"
+    path = drop(nas, "flights_1.csv", DATA)
+    producer = FakeProducer()
+    svc, _ = service(tmp_path, flights, producer, codec)
+    svc.handle(take(svc))
+    assert (path.read_bytes(), len(producer.acked)) == (DATA, 1)
+    assert [svc.scanner.scan(t) for t in (6.0, 8.0, 10.0)] == [[], [], []]
+    assert [r.levelname for r in caplog.records if r.name == "ferry.extract.service"] == ["ERROR"]

@@ -10,6 +10,7 @@ import unicodedata
 from collections.abc import Iterator
 
 import pytest
+from hdfs.util import HdfsError as _CliError
 
 from ferry.core.config import HdfsClusterSettings, RetrySettings, get_settings
 from ferry.core.errors import (
@@ -26,6 +27,7 @@ from ferry.core.hdfs import (
     TEMP_MARKER,
     HdfsPort,
     WebHdfs,
+    _remote_error,
     is_temp_path,
     normalize_path,
     temp_path_for,
@@ -288,3 +290,40 @@ def test_existing_target_with_other_bytes_is_not_overwritten(stub: WebHdfsStub) 
     assert stub.state.files == {"/t/f": b"first"}
     assert port.upload_stream("/t/f", iter([b"second"]), overwrite=True).created is True
     assert stub.state.files == {"/t/f": b"second"}
+
+
+# -- a name over the NameNode's component limit is permanent (name_too_long) -------------------
+
+_TOO_LONG = (
+    "The maximum path component name limit of x in directory /ferry/landing/flights/abc is "
+    "exceeded: limit=255 length=300"
+)
+
+
+@pytest.mark.parametrize(
+    ("exception", "message"),
+    [
+        ("PathComponentTooLongException", _TOO_LONG),
+        (
+            "org.apache.hadoop.hdfs.protocol.FSLimitException$PathComponentTooLongException",
+            _TOO_LONG,
+        ),
+        ("IOException", _TOO_LONG),  # wrapped: matched by its message
+    ],
+)
+def test_path_component_too_long_is_permanent_name_too_long(exception: str, message: str) -> None:
+    err = _remote_error(
+        "WebHDFS CREATE '/d/x' on cluster 't' via NameNode n:1",
+        _CliError(message, exception=exception),
+    )
+    assert isinstance(err, HdfsRequestRejected) and isinstance(err, PermanentError)
+    assert err.reason == "name_too_long"
+    name = exception.rsplit("$", 1)[-1].rsplit(".", 1)[-1]
+    assert str(err) == f"WebHDFS CREATE '/d/x' on cluster 't' via NameNode n:1: {name}: {message}"
+
+
+def test_other_remote_errors_keep_their_reasons() -> None:
+    err = _remote_error("w", _CliError("denied", exception="AccessControlException"))
+    assert (type(err), err.reason) == (HdfsRequestRejected, "hdfs_rejected")
+    err = _remote_error("w", _CliError("busy", exception="RetriableException"))
+    assert (type(err), err.reason) == (HdfsUnavailable, "hdfs_unavailable")

@@ -74,6 +74,11 @@ DEFAULT_CHUNK_SIZE = 1 << 20
 #: Marker in temporary file names; files starting with ``.`` are skipped by Hive and Spark.
 TEMP_MARKER = ".ferry-tmp-"
 
+#: HDFS's default limit on one path component, in bytes of UTF-8
+#: (``dfs.namenode.fs-limits.max-component-length``, hdfs-default.xml). Longer names are refused
+#: by the NameNode with ``PathComponentTooLongException`` (a permanent error here).
+MAX_COMPONENT_BYTES = 255
+
 #: Redirect hops followed for a GET (NameNode → DataNode is one).
 _MAX_REDIRECTS = 3
 
@@ -455,8 +460,17 @@ def _close(obj: object) -> None:
 # WebHDFS implementation
 # --------------------------------------------------------------------------------------------
 
-#: Remote exception class names (``RemoteException.exception``) that retrying cannot fix.
-_PERMANENT_REMOTE: dict[str, type[FerryError]] = {
+#: ``FileFailed.reason`` of a path component longer than the NameNode allows.
+NAME_TOO_LONG = "name_too_long"
+
+
+def _name_too_long(message: str) -> FerryError:
+    return HdfsRequestRejected(message, reason=NAME_TOO_LONG)
+
+
+#: Remote exception class names (``RemoteException.exception``, without the Java package or
+#: outer class) that retrying cannot fix, and the Ferry error each becomes.
+_PERMANENT_REMOTE: dict[str, Callable[[str], FerryError]] = {
     "FileNotFoundException": HdfsPathNotFound,
     "FileAlreadyExistsException": HdfsPathExists,
     "AlreadyBeingCreatedException": HdfsPathExists,
@@ -472,6 +486,9 @@ _PERMANENT_REMOTE: dict[str, type[FerryError]] = {
     "DSQuotaExceededException": HdfsRequestRejected,
     "NSQuotaExceededException": HdfsRequestRejected,
     "QuotaExceededException": HdfsRequestRejected,
+    # FSLimitException$PathComponentTooLongException: same name, same answer on every attempt
+    "PathComponentTooLongException": _name_too_long,
+    "MaxDirectoryItemsExceededException": HdfsRequestRejected,
 }
 
 
@@ -738,15 +755,21 @@ _PERMANENT_MESSAGES = (
     "is a directory",
 )
 
+#: Message of the NameNode's ``PathComponentTooLongException`` (FSDirectory
+#: .verifyMaxComponentLength), also matched when it arrives wrapped in a plain IOException.
+_NAME_TOO_LONG_MESSAGE = "maximum path component name limit"
+
 
 def _remote_error(what: str, exc: _CliError) -> FerryError:
-    name = (exc.exception or "").rsplit(".", 1)[-1]
+    name = (exc.exception or "").rsplit(".", 1)[-1].rsplit("$", 1)[-1]
     message = exc.message
     if isinstance(message, bytes):
         message = message.decode("utf-8", "replace")
     message = " ".join(str(message).split())[:500]
     if name in _PERMANENT_REMOTE:
         return _PERMANENT_REMOTE[name](f"{what}: {name}: {message}")
+    if _NAME_TOO_LONG_MESSAGE in message:
+        return _name_too_long(f"{what}: {name or 'error'}: {message}")
     if any(m in message for m in _PERMANENT_MESSAGES):
         return HdfsRequestRejected(f"{what}: {name or 'error'}: {message}")
     if not name and "Authentication failure" in message:

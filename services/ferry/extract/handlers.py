@@ -10,13 +10,26 @@
 - 0-byte, blank and header-only files (case C11) are not landed: they produce a ``FileFailed``
   with reason ``empty_zero_bytes`` / ``empty_blank`` / ``empty_header_only`` — recorded, not
   loaded, and the stage goes on.
+- Names HDFS cannot hold are refused up front, before any byte is read or any HDFS call:
+  ``bad_file_name`` (not valid UTF-8, e.g. Latin-1 bytes on the share, which Python shows as
+  surrogate escapes; or a ``:``, which HDFS forbids in a path component, ``DFSUtil.isValidName``)
+  and ``name_too_long`` (the final name or its temp upload name,
+  :func:`~ferry.core.hdfs.temp_path_for`, is over :data:`~ferry.core.hdfs.MAX_COMPONENT_BYTES`
+  bytes of UTF-8). Retrying cannot fix either.
+- Bytes that are not valid in the dataset's CSV encoding (``csv.encoding``, UTF-8: the only one
+  the definitions allow, and what Spark's reader is given) give ``not_utf8`` with the byte offset,
+  and nothing is landed; Spark would otherwise load them as U+FFFD. A UTF-8 BOM is valid (C10).
+  The check runs on the same read pass as the sha256.
 - The upload streams the file through a temp name and a rename (case C02); the NAS file is read
-  twice (hash, then upload with the hash checked) and never held in memory.
+  twice (hash + encoding check, then upload with the hash checked) and never held in memory.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+import os
+import posixpath
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,8 +44,8 @@ from ferry.core.events import (
     new_trace_id,
     utc_now,
 )
-from ferry.core.hdfs import HdfsPort
-from ferry.extract.scanner import Candidate
+from ferry.core.hdfs import MAX_COMPONENT_BYTES, NAME_TOO_LONG, HdfsPort, temp_path_for
+from ferry.extract.scanner import Candidate, display_name
 from ferry.jobs.precheck import HEAD_BYTES, classify_empty
 
 
@@ -58,13 +71,72 @@ class SourceChanged(Exception):
     for it to be stable again."""
 
 
-def _sha256(path: Path, size: int) -> tuple[int, str]:
+#: ``FileFailed.reason`` codes set by :func:`extract_file` (besides ``empty_*``).
+BAD_FILE_NAME = "bad_file_name"
+NOT_UTF8 = "not_utf8"
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """One read pass: byte count, sha256, and the first undecodable byte (offset, message)."""
+
+    size: int
+    sha256: str
+    bad_offset: int | None = None
+    bad_reason: str = ""
+
+
+def _scan(path: Path, size: int, encoding: str) -> _Scan:
+    """Hash ``path`` and check it decodes as ``encoding`` in the same single pass, ``size``
+    bytes at a time (never the whole file in memory). Hashing goes on past a bad byte, so
+    the sha256 is always the file's."""
     digest = hashlib.sha256()
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
     count = 0
+    bad: tuple[int, str] | None = None
     for chunk in _chunks(path, size):
         digest.update(chunk)
+        if bad is None:
+            bad = _decode(decoder, chunk, count, final=False)
         count += len(chunk)
-    return count, digest.hexdigest()
+    if bad is None:
+        bad = _decode(decoder, b"", count, final=True)  # a sequence cut off at the end
+    if bad is None:
+        return _Scan(count, digest.hexdigest())
+    return _Scan(count, digest.hexdigest(), *bad)
+
+
+def _decode(
+    decoder: codecs.IncrementalDecoder, chunk: bytes, at: int, *, final: bool
+) -> tuple[int, str] | None:
+    """Feed ``chunk`` (file offset ``at``) to ``decoder``; the file offset and reason of the
+    first invalid byte, or ``None``."""
+    pending = len(decoder.getstate()[0])  # bytes of an unfinished sequence from the last chunk
+    try:
+        decoder.decode(chunk, final=final)
+    except UnicodeDecodeError as exc:
+        data = exc.object
+        return at - pending + exc.start, f"byte 0x{data[exc.start]:02x}: {exc.reason}"
+    return None
+
+
+def _name_problem(name: str) -> tuple[str, str] | None:
+    """Why HDFS cannot hold a file named ``name`` (reason, message), or ``None``."""
+    try:
+        nfc = unicodedata.normalize("NFC", name).encode("utf-8")
+    except UnicodeEncodeError:
+        return BAD_FILE_NAME, f"file name is not valid UTF-8 (bytes {os.fsencode(name)!r})"
+    if b":" in nfc:
+        return BAD_FILE_NAME, "file name holds ':', which HDFS does not allow in a path component"
+    temp = posixpath.basename(temp_path_for(f"/{name}")).encode("utf-8")
+    longest = max(len(nfc), len(temp))
+    if longest > MAX_COMPONENT_BYTES:
+        return NAME_TOO_LONG, (
+            f"file name is {len(nfc)} bytes of UTF-8; with the upload's temp name "
+            f"({len(temp) - len(nfc)} bytes more) it is {len(temp)}, over HDFS's "
+            f"{MAX_COMPONENT_BYTES}-byte limit on a path component"
+        )
+    return None
 
 
 def landing_path(landing_root: str, dataset: str, file_id: str, name: str) -> str:
@@ -73,16 +145,34 @@ def landing_path(landing_root: str, dataset: str, file_id: str, name: str) -> st
 
 
 def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | FileFailed]:
-    """Land one finished NAS file on HDFS B. Returns ``[FileExtracted]`` or ``[FileFailed]``
-    (empty file).
+    """Land one finished NAS file on HDFS B. Returns ``[FileExtracted]``, or ``[FileFailed]``
+    when retrying cannot help: a name HDFS cannot hold (``bad_file_name``, ``name_too_long``;
+    ``manifest`` is ``None``, ``raw_key`` holds the name's bytes), bytes not valid in the
+    dataset's encoding (``not_utf8``, offset in ``error``) or an empty file (``empty_*``).
+    Nothing is written to HDFS in those cases.
 
     Raises:
         FileNotFoundError: the NAS file vanished (the caller forgets it).
         SourceChanged: the NAS file changed since the scan (the caller forgets it).
         TransientError / PermanentError: from the HDFS port (timeouts, resets, DataNode
             unreachable).
+        OSError: the NAS file cannot be read.
     """
-    hashed, sha = _sha256(cand.path, deps.chunk_bytes)
+    problem = _name_problem(cand.path.name)
+    if problem is not None:
+        reason, why = problem
+        return [
+            FileFailed(
+                stage="extract",
+                reason=reason,
+                error=f"{display_name(cand.relative)}: {why}; not landed",
+                attempt=1,
+                failed_at=utc_now(),
+                raw_key=os.fsencode(cand.relative),
+            )
+        ]
+    scan = _scan(cand.path, deps.chunk_bytes, cand.dataset.csv.encoding)
+    hashed, sha = scan.size, scan.sha256
     st = cand.path.stat()
     if (hashed, st.st_size, st.st_mtime_ns) != (cand.size, cand.size, cand.mtime_ns):
         raise SourceChanged(
@@ -102,6 +192,20 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
         trace_id=new_trace_id(),
         source_mtime=datetime.fromtimestamp(cand.mtime_ns / 1e9, tz=UTC),
     )
+    if scan.bad_offset is not None:
+        return [
+            FileFailed(
+                stage="extract",
+                reason=NOT_UTF8,
+                error=(
+                    f"{cand.relative}: not valid {cand.dataset.csv.encoding} at byte offset "
+                    f"{scan.bad_offset} ({scan.bad_reason}); not landed"
+                ),
+                attempt=1,
+                failed_at=now,
+                manifest=manifest,
+            )
+        ]
     with cand.path.open("rb") as fh:
         head = fh.read(HEAD_BYTES)
     empty = classify_empty(head, header=cand.dataset.csv.header)

@@ -8,17 +8,33 @@ write-then-rename upstream is seen only at its final name.
 
 The scanner is pure bookkeeping over ``os.stat`` results; it keeps its observations in memory,
 so after a restart a file needs ``stable_polls`` new scans before it is taken again.
+
+A file-system error on one path (a symlink loop, a plain file where a dataset sub-directory
+should be, a permission error, a stale NFS handle) never ends a scan: the path is skipped and
+logged as a warning once, not on every poll (again only after it was fine in between). Also
+warned once: a visible entry of a dataset directory that its pattern does not match, and a
+visible entry of the NAS root that no dataset defines (``Flights/`` typed for ``flights/``).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
+import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.datasets import DatasetSpec
+
+log = logging.getLogger(__name__)
+
+
+def display_name(name: str | Path) -> str:
+    """``name`` safe to print, log and encode as UTF-8: undecodable bytes of a non-UTF-8 file
+    system name (surrogate escapes in Python) shown as ``\\xNN``; valid names unchanged."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)
@@ -50,32 +66,46 @@ class NasScanner:
         self._seen: dict[Path, _Seen] = {}
         #: files already handled and left in place (``after_extract: keep``): (size, mtime_ns)
         self._done: dict[Path, tuple[int, int]] = {}
+        #: (path, message) already warned about, and those seen in the current scan
+        self._warned: set[tuple[Path, str]] = set()
+        self._notes: set[tuple[Path, str]] = set()
 
     def scan(self, now_mono: float) -> list[Candidate]:
         """One scan at monotonic time ``now_mono`` (s). Returns files finished by their policy,
-        in name order per dataset."""
+        in name order per dataset. Never raises for a file-system error on one path: that path
+        is skipped (warned once)."""
         out: list[Candidate] = []
         present: set[Path] = set()
+        self._notes = set()
+        self._check_root()
         for spec in self.datasets.values():
             root = self.nas_dir / spec.nas.subdir
-            try:
-                names = sorted(os.listdir(root))
-            except FileNotFoundError:
-                continue
+            names = self._listdir(root, f"directory of dataset {spec.name!r}")
             policy = spec.finished
             pattern = unicodedata.normalize("NFC", spec.nas.pattern)
             for name in names:
                 nfc = unicodedata.normalize("NFC", name)
-                if name.startswith(".") or not fnmatch.fnmatchcase(nfc, pattern):
+                if name.startswith("."):
                     continue
                 if policy.policy == "marker" and name.endswith(policy.marker_suffix):
                     continue
                 path = root / name
+                if not fnmatch.fnmatchcase(nfc, pattern):
+                    self._warn(
+                        path,
+                        f"does not match dataset {spec.name!r}'s pattern {spec.nas.pattern!r}; "
+                        "ignored",
+                    )
+                    continue
                 try:
                     st = path.stat()
                 except FileNotFoundError:
                     continue  # renamed or removed between listdir and stat
-                if not path.is_file():
+                except OSError as exc:  # ELOOP, EACCES, ESTALE, ...
+                    self._warn(path, f"cannot be read ({_why(exc)}); skipped")
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    self._warn(path, "is not a regular file; skipped")
                     continue
                 present.add(path)
                 if self._done.get(path) == (st.st_size, st.st_mtime_ns):
@@ -84,7 +114,7 @@ class NasScanner:
                 relative = unicodedata.normalize("NFC", f"{spec.nas.subdir}/{name}")
                 if policy.policy == "marker":
                     marker = root / f"{name}{policy.marker_suffix}"
-                    if marker.exists():
+                    if self._exists(marker):
                         out.append(
                             Candidate(path, spec, relative, st.st_size, st.st_mtime_ns, marker)
                         )
@@ -104,7 +134,50 @@ class NasScanner:
             del self._seen[gone]
         for gone in set(self._done) - present:
             del self._done[gone]
+        self._warned &= self._notes  # a path that is fine again is warned about anew next time
         return out
+
+    def _check_root(self) -> None:
+        """Warn (once) about visible entries of the NAS root that no dataset defines."""
+        defined = {Path(spec.nas.subdir).parts[0] for spec in self.datasets.values()}
+        for name in self._listdir(self.nas_dir, "NAS directory"):
+            if name.startswith(".") or name in defined:
+                continue
+            self._warn(
+                self.nas_dir / name,
+                f"is not a sub-directory any dataset defines ({', '.join(sorted(defined))}); "
+                "ignored",
+            )
+
+    def _listdir(self, root: Path, what: str) -> list[str]:
+        """Sorted names in ``root``; ``[]`` if it is missing (silently) or unreadable (warned)."""
+        try:
+            return sorted(os.listdir(root))
+        except FileNotFoundError:
+            return []
+        except NotADirectoryError:
+            self._warn(root, f"should be the {what} but is not a directory; skipped")
+        except OSError as exc:
+            self._warn(root, f"{what} cannot be listed ({_why(exc)}); skipped")
+        return []
+
+    def _exists(self, path: Path) -> bool:
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            self._warn(path, f"cannot be read ({_why(exc)}); taken as absent")
+            return False
+        return True
+
+    def _warn(self, path: Path, what: str) -> None:
+        """Log ``path`` ``what`` as a warning, once while the condition lasts."""
+        key = (path, what)
+        self._notes.add(key)
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("extract: NAS path %s %s", display_name(path), what)
 
     def forget(self, path: Path) -> None:
         """Drop what is known of ``path`` (after it was extracted and moved away)."""
@@ -116,3 +189,10 @@ class NasScanner:
         not returned again while its size and mtime are unchanged (until a restart)."""
         self._seen.pop(cand.path, None)
         self._done[cand.path] = (cand.size, cand.mtime_ns)
+
+
+def _why(exc: OSError) -> str:
+    """``[Errno 40] Too many levels of symbolic links``, without the path (named by the caller)."""
+    if exc.errno is not None:
+        return f"[Errno {exc.errno}] {exc.strerror or os.strerror(exc.errno)}"
+    return display_name(f"{type(exc).__name__}: {exc}")

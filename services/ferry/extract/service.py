@@ -5,11 +5,20 @@ policy → produce and wait for the broker's ack → only then archive/delete th
 anywhere before the ack leaves the NAS file in place, so it is extracted again (same ``file_id``,
 idempotent downstream); nothing is lost. A file that still fails after the retry ceiling goes to
 ``ferry.failed`` and is moved under ``<nas>/.ferry/failed/`` so it is not retried forever.
+
+One file never ends the service: an unexpected error while extracting it (an ``OSError``, a
+``UnicodeError``, any exception that is not a :class:`~ferry.core.errors.ConfigError` or
+:class:`~ferry.core.errors.StackError`) quarantines that file with reason ``extract_error``
+(traceback logged) and the others go on. Only an event the broker never acknowledged after the
+retries stops the service, with the NAS file left in place. Moved files never overwrite one
+another: ``.ferry/<outcome>/<dataset>/<name>``, or ``<stem>.<file_id[:12]><suffix>`` (else
+a UTC timestamp) when that name is taken.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import signal
 import threading
@@ -21,7 +30,7 @@ from typing import Any
 
 from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import Settings, get_settings
-from ferry.core.errors import ConfigError, PermanentError, TransientError
+from ferry.core.errors import ConfigError, PermanentError, StackError, TransientError
 from ferry.core.events import Event, FileFailed, event_key, utc_now
 from ferry.core.hdfs import WebHdfs
 from ferry.core.kafka import (
@@ -35,9 +44,16 @@ from ferry.core.runner import retrying
 from ferry.core.topics import ensure_topics
 from ferry.datasets import load_datasets
 from ferry.extract.handlers import ExtractDeps, SourceChanged, extract_file
-from ferry.extract.scanner import Candidate, NasScanner
+from ferry.extract.scanner import Candidate, NasScanner, display_name
 
 log = logging.getLogger(__name__)
+
+#: ``FileFailed.reason`` of a file whose extraction raised an unexpected error (a bug or an
+#: unforeseen file-system state); the traceback is in extract's log.
+EXTRACT_ERROR = "extract_error"
+
+#: Longest file name written under ``.ferry/`` (bytes; the usual local file system limit).
+_MAX_NAME_BYTES = 255
 
 
 @dataclass
@@ -67,6 +83,7 @@ class ExtractService:
         self.stats = ExtractStats()
         self._stop = threading.Event()
         self._stats_lock = threading.Lock()  # handle() runs on several worker threads
+        self._move_lock = threading.Lock()
 
     def stop(self) -> None:
         self._stop.set()
@@ -98,38 +115,42 @@ class ExtractService:
 
     def handle(self, cand: Candidate) -> None:
         """Extract one file, emit its event, then archive it per
-        ``settings.extract.after_extract``."""
+        ``settings.extract.after_extract``.
+
+        A file that fails is quarantined (``FileFailed`` + moved to ``.ferry/failed/``): a
+        :class:`PermanentError`, a :class:`TransientError` past the retry ceiling, or any
+        unexpected exception (reason ``extract_error``).
+
+        Raises:
+            TransientError: the broker did not acknowledge the event after the retries (the NAS
+                file stays in place and is extracted again later).
+            ConfigError, StackError: the process cannot go on.
+        """
+        where = display_name(cand.relative)
         try:
             events: list[Event] = list(
                 retrying(self.settings.retry, self._stop)(extract_file, cand, self.deps)
             )
+            records = self._records(cand, events)
             outcome = "archive"
         except (FileNotFoundError, SourceChanged) as exc:
-            log.info("extract: %s not taken: %s", cand.relative, exc)
+            log.info("extract: %s not taken: %s", where, exc)
             self.scanner.forget(cand.path)
             return
         except (TransientError, PermanentError) as exc:
             if self._stop.is_set():
                 return
-            log.warning("extract: %s failed: %s", cand.relative, exc)
-            events = [
-                FileFailed(
-                    stage="extract",
-                    reason=exc.reason,
-                    error=f"{cand.relative}: {exc}",
-                    attempt=self.settings.retry.max_attempts,
-                    failed_at=utc_now(),
-                )
-            ]
+            log.warning("extract: %s failed: %s", where, exc)
+            events = [self._failed(cand, exc.reason, exc, self.settings.retry.max_attempts)]
+            records = self._records(cand, events)
             outcome = "failed"
-        records = [
-            OutboundRecord(
-                self.settings.kafka.topic(ev.TOPIC),
-                event_key(ev, cand.relative).encode(),
-                self.codec.encode(ev),
-            )
-            for ev in events
-        ]
+        except (ConfigError, StackError):
+            raise
+        except Exception as exc:
+            log.exception("extract: %s failed unexpectedly; quarantined", where)
+            events = [self._failed(cand, EXTRACT_ERROR, exc, 1)]
+            records = self._records(cand, events)
+            outcome = "failed"
         timeout = delivery_timeout_s(self.settings.kafka) + 1
         retrying(self.settings.retry)(produce_and_wait, self.producer, records, timeout)
         with self._stats_lock:
@@ -137,28 +158,71 @@ class ExtractService:
                 if isinstance(ev, FileFailed):
                     self.stats.failed += 1
                     self.stats.by_reason[ev.reason] = self.stats.by_reason.get(ev.reason, 0) + 1
-                    if ev.reason.startswith("empty_"):
-                        outcome = "empty"
+                    outcome = "empty" if ev.reason.startswith("empty_") else "failed"
                 else:
                     self.stats.extracted += 1
-        self._after(cand, outcome)
+        self._after(cand, outcome, next((ev.file_id for ev in events if ev.file_id), None))
 
-    def _after(self, cand: Candidate, outcome: str) -> None:
-        """Move the NAS file (and its marker) out of the drop directory, or delete/keep it."""
+    @staticmethod
+    def _failed(cand: Candidate, reason: str, exc: BaseException, attempt: int) -> FileFailed:
+        error = f"{type(exc).__name__}: {exc}" if reason == EXTRACT_ERROR else str(exc)
+        return FileFailed(
+            stage="extract",
+            reason=reason,
+            error=display_name(f"{cand.relative}: {error}"),
+            attempt=attempt,
+            failed_at=utc_now(),
+            raw_key=os.fsencode(cand.relative),
+        )
+
+    def _records(self, cand: Candidate, events: list[Event]) -> list[OutboundRecord]:
+        return [
+            OutboundRecord(
+                self.settings.kafka.topic(ev.TOPIC),
+                event_key(ev, display_name(cand.relative)).encode(),
+                self.codec.encode(ev),
+            )
+            for ev in events
+        ]
+
+    def _after(self, cand: Candidate, outcome: str, file_id: str | None) -> None:
+        """Move the NAS file (and its marker) out of the drop directory, or delete/keep it.
+
+        Never overwrites under ``.ferry/`` (see :func:`free_name`). A move or delete that fails
+        (permissions, a vanished share) is logged and the file is remembered as handled, so it
+        is not extracted again while unchanged (until a restart)."""
         policy = self.settings.extract.after_extract
         if policy == "keep" and outcome == "archive":
             self.scanner.done(cand)  # else the next scans would extract it again and again
             return
         self.scanner.forget(cand.path)
-        for path in (cand.path, cand.marker):
-            if path is None or not path.exists():
-                continue
-            if policy == "delete" and outcome == "archive":
-                path.unlink()
-                continue
-            dest = self.settings.paths.nas_dir / ".ferry" / outcome / cand.dataset.name / path.name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(path), dest)
+        dest_dir = self.settings.paths.nas_dir / ".ferry" / outcome / cand.dataset.name
+        tag = file_id[:12] if file_id else utc_now().strftime("%Y%m%dT%H%M%S%fZ")
+        try:
+            with self._move_lock:  # choosing a free name and taking it is one step
+                moved: Path | None = None
+                for path in (cand.path, cand.marker):
+                    if path is None or not path.exists():
+                        continue
+                    if policy == "delete" and outcome == "archive":
+                        path.unlink()
+                        continue
+                    dest_dir.mkdir(parents=True, exist_ok=True)
+                    name = path.name
+                    if moved is not None and name.startswith(cand.path.name):
+                        name = moved.name + name[len(cand.path.name) :]  # marker follows its file
+                    dest = free_name(dest_dir, name, tag)
+                    shutil.move(str(path), dest)
+                    moved = moved or dest
+        except OSError as exc:
+            log.error(
+                "extract: %s could not be moved to %s (%s); left in place, not taken again "
+                "while unchanged",
+                display_name(cand.relative),
+                display_name(dest_dir),
+                display_name(str(exc)),
+            )
+            self.scanner.done(cand)
 
     def run(self) -> ExtractStats:
         """Poll every ``settings.extract.poll_interval_s`` until stopped (SIGTERM/SIGINT)."""
@@ -183,8 +247,42 @@ class ExtractService:
         return self.stats
 
 
+def free_name(directory: Path, name: str, tag: str) -> Path:
+    """A path in ``directory`` that does not exist yet: ``name`` if free, else
+    ``<stem>.<tag><suffix>`` (``flights_1.csv`` → ``flights_1.3f2a9c01b7d4.csv``), else with
+    ``.2``, ``.3``, … after the tag. The stem is cut (bytes) so the name stays within 255
+    bytes."""
+    first = directory / name
+    if not first.exists() and not first.is_symlink():
+        return first
+    stem, suffix = os.path.splitext(name)
+    for n in range(1, 10_000):
+        extra = f".{tag}" if n == 1 else f".{tag}.{n}"
+        candidate = directory / (
+            _cut(stem, _MAX_NAME_BYTES - len(os.fsencode(extra + suffix))) + extra + suffix
+        )
+        if not candidate.exists() and not candidate.is_symlink():
+            return candidate
+    raise FileExistsError(f"no free name for {display_name(name)!r} in {display_name(directory)}")
+
+
+def _cut(stem: str, room: int) -> str:
+    """``stem`` cut to at most ``room`` bytes, never inside a UTF-8 sequence."""
+    raw = os.fsencode(stem)
+    cut = min(room, len(raw))
+    while 0 < cut < len(raw) and raw[cut] & 0xC0 == 0x80:
+        cut -= 1
+    return os.fsdecode(raw[:cut])
+
+
 def build(settings: Settings | None = None) -> ExtractService:
     """Wire the extract service: datasets, topic plan, producer, HDFS B port.
+
+    Creates each dataset's NAS sub-directory when missing. One that cannot be created (a plain
+    file has that name, permissions) is logged as an error and that dataset is skipped by the
+    scanner (warned once), while the others run: the NAS share is written by users, so a stray
+    file there must not stop every dataset. Removing the file and restarting (or creating the
+    directory) brings the dataset back.
 
     Raises:
         ConfigError: bad dataset definitions or settings.
@@ -194,7 +292,18 @@ def build(settings: Settings | None = None) -> ExtractService:
     if not datasets:
         raise ConfigError(f"no dataset definitions in {settings.paths.datasets_dir}")
     for spec in datasets.values():
-        (settings.paths.nas_dir / spec.nas.subdir).mkdir(parents=True, exist_ok=True)
+        subdir = settings.paths.nas_dir / spec.nas.subdir
+        try:
+            subdir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # FileExistsError/NotADirectoryError: a plain file has the name
+            log.error(
+                "extract: dataset %r skipped: its NAS sub-directory %s cannot be created "
+                "(%s: %s); if a plain file has that name, move it away and restart",
+                spec.name,
+                subdir,
+                type(exc).__name__,
+                exc.strerror or exc,
+            )
     ensure_topics(build_admin(settings.kafka), settings.kafka)
     b = settings.cluster("b")
     deps = ExtractDeps(
