@@ -21,10 +21,16 @@ def build(settings: Settings | None = None) -> StageRunner:
     settings = settings or get_settings()
     # Ride out an outage of cluster A (TransferSettings): retry a file for at least
     # outage_window_s, with short backoffs so the stage resumes soon after A is back.
-    settings = settings.model_copy(update={"retry": settings.retry.model_copy(update={
-        "min_window_s": settings.transfer.outage_window_s,
-        "max_backoff_s": settings.transfer.max_backoff_s,
-    })})
+    settings = settings.model_copy(
+        update={
+            "retry": settings.retry.model_copy(
+                update={
+                    "min_window_s": settings.transfer.outage_window_s,
+                    "max_backoff_s": settings.transfer.max_backoff_s,
+                }
+            )
+        }
+    )
     deps = TransferDeps(
         hdfs_b=WebHdfs.for_cluster("b", settings),
         hdfs_a=WebHdfs.for_cluster("a", settings),
@@ -38,5 +44,7 @@ def build(settings: Settings | None = None) -> StageRunner:
 
 def main() -> None:
     """``python -m ferry.transfer`` / ``ferry run transfer``."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     build().run()
