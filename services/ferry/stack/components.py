@@ -278,9 +278,18 @@ def build_components(settings: Settings) -> list[Component]:
         cs = settings.cluster(cluster)
         nn_name = f"hdfs-{cluster}-namenode"
 
+        def check_jars() -> None:
+            for need in (jars / "hdfs", jars / "hdfs-webapps" / "webapps" / "hdfs", jars / "kafka"):
+                if not need.is_dir() or not any(need.iterdir()):
+                    raise StackError(
+                        f"{need} is missing or empty: run `make install` "
+                        "(Maven fetches the servers' jars)"
+                    )
+
         def prep_nn(
             cluster: str = cluster, cs: HdfsClusterSettings = cs, nn_name: str = nn_name
         ) -> None:
+            check_jars()
             hdfs_conf(cluster, cs)
             if not (data / f"hdfs-{cluster}" / "name" / "current" / "VERSION").exists():
                 _run_once(
