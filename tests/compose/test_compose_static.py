@@ -246,11 +246,10 @@ def test_env_check_accepts_real_names(key: str) -> None:
     assert cc.unknown_ferry_keys({key: "x"}) == []
 
 
-def test_settings_do_not_build_when_a_cluster_names_only_its_host() -> None:
-    from pydantic import ValidationError
-
-    with pytest.raises(ValidationError, match="namenode_rpc_port"):
-        cc.settings_from_env({"FERRY_CLUSTERS__A__HOST": "hdfs-a-namenode"})
+def test_a_cluster_naming_only_its_host_keeps_its_default_ports() -> None:
+    s = cc.settings_from_env({"FERRY_CLUSTERS__A__HOST": "hdfs-a-namenode"})
+    assert s.cluster("a").fs_url == "hdfs://hdfs-a-namenode:28020"
+    assert s.cluster("b").fs_url == "hdfs://127.0.0.1:18020"
 
 
 def test_address_check_rejects_foreign_hosts_and_a_wrong_driver_host() -> None:

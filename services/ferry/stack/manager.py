@@ -70,29 +70,47 @@ class Stack:
         """Start what is not running and wait until everything is healthy.
 
         Returns the names of the components this call started (empty when all were up).
-        Raises StackError naming the component, what its check saw and its log file.
+        Raises StackError naming the component, what its check saw and its log file; before
+        raising, it stops the components this call started (the others keep running).
         """
         with self._lock():
             deadline = time.monotonic() + deadline_s
             started: list[str] = []
-            for comp in self.components:
-                if self.pid(comp) is not None:
-                    continue
-                for dep in comp.requires:
-                    self._wait_healthy(self._by_name[dep], deadline)
-                for port in comp.ports:
-                    if process.port_in_use(comp.host, port):
-                        raise StackError(
-                            f"{comp.name}: port {comp.host}:{port} is already in use by a process "
-                            f"this stack did not start; stop it or change the port setting"
-                        )
-                comp.prepare()
-                pid = process.start(comp.launch)
-                started.append(comp.name)
-                self._say(f"started {comp.name} (pid {pid}), log {comp.launch.log_file}")
-            for comp in self.components:
-                self._wait_healthy(comp, deadline)
+            try:
+                for comp in self.components:
+                    if self.pid(comp) is not None:
+                        continue
+                    for dep in comp.requires:
+                        self._wait_healthy(self._by_name[dep], deadline)
+                    for port in comp.ports:
+                        if process.port_in_use(comp.host, port):
+                            raise StackError(
+                                f"{comp.name}: port {comp.host}:{port} is already in use by a "
+                                "process this stack did not start; stop it or change the port "
+                                "setting"
+                            )
+                    comp.prepare()
+                    pid = process.start(comp.launch)
+                    started.append(comp.name)
+                    self._say(f"started {comp.name} (pid {pid}), log {comp.launch.log_file}")
+                for comp in self.components:
+                    self._wait_healthy(comp, deadline)
+            except BaseException:
+                # Leave no orphans: stop what this call started, keep what was already running.
+                self._stop_started(started)
+                raise
             return started
+
+    def _stop_started(self, started: list[str]) -> None:
+        for comp in reversed(self.components):
+            if comp.name not in started:
+                continue
+            pid = self.pid(comp)
+            if pid is not None:
+                self._say(
+                    f"{process.stop(comp.name, pid)} {comp.name} (pid {pid}) after a failed start"
+                )
+            comp.launch.pid_file.unlink(missing_ok=True)
 
     def _wait_healthy(self, comp: Component, deadline: float) -> str:
         last = "not checked yet"

@@ -61,7 +61,8 @@ def owned_pid(name: str, pid_file: Path, var_dir: Path) -> int | None:
 def start(launch: Launch) -> int:
     """Start ``launch`` in its own session (process group), stdout+stderr appended to its log.
 
-    Returns the pid. Raises StackError if the executable cannot be started.
+    Returns the pid once the child runs ``launch.argv`` (exec done). Raises StackError if the
+    executable cannot be started.
     """
     launch.log_file.parent.mkdir(parents=True, exist_ok=True)
     launch.pid_file.parent.mkdir(parents=True, exist_ok=True)
@@ -83,6 +84,13 @@ def start(launch: Launch) -> int:
         except OSError as exc:
             raise StackError(f"cannot start {launch.name} ({launch.argv[0]}): {exc}") from exc
     launch.pid_file.write_text(f"{proc.pid}\n")
+    # Until the child has exec'd, /proc/<pid>/cmdline is still this process's: wait (≤ 5 s) for
+    # the launched argv, so an ownership check right after start() cannot miss the markers.
+    deadline = time.monotonic() + 5
+    while _cmdline(proc.pid)[: len(launch.argv)] != launch.argv and proc.poll() is None:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.005)
     return proc.pid
 
 
