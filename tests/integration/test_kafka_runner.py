@@ -158,6 +158,8 @@ def committed(s: Settings, stage: str, topic: str) -> int:
         consumer.close()
 
 
+# Not tests.waiting.wait_for: this file also runs as a standalone child script (the SIGKILL test),
+# where the tests package is not importable.
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from tests.waiting import wait_for
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings
@@ -112,13 +113,6 @@ def cli(s: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(FERRY), *args], env=env, capture_output=True, text=True, timeout=120, check=False
     )
-
-
-def wait_for(cond: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-        time.sleep(0.1)
 
 
 @pytest.fixture

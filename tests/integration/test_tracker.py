@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 import requests
 from confluent_kafka import Producer
+from tests.waiting import wait_for as _wait_for
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings
@@ -95,13 +95,7 @@ def free_port() -> int:
 
 
 def wait_for(cond: Callable[[], Any], what: str, timeout_s: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-        time.sleep(0.2)
+    return _wait_for(cond, what, timeout_s, poll_s=0.2)
 
 
 class Tracker:
