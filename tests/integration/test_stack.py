@@ -13,6 +13,7 @@ import requests
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from hdfs import InsecureClient
+from tests.waiting import wait_for
 
 from ferry.stack import health
 from ferry.stack.manager import Stack
@@ -113,16 +114,14 @@ def test_spark_job_survives_kill_9_of_the_active_master(stack, cluster_spark):
     st.kill(name, signal.SIGKILL)
     t0 = time.monotonic()
     standby = urls[1 - urls.index(active)]
-    deadline = t0 + 120
-    state = None
-    while time.monotonic() < deadline:
+
+    def standby_state() -> str | None:
         try:
-            state = health.spark_master_state(standby).get("status")
+            return health.spark_master_state(standby).get("status")
         except health.Unhealthy:
-            state = None
-        if state == "ALIVE":
-            break
-        time.sleep(0.2)
+            return None
+
+    state = wait_for(lambda: standby_state() == "ALIVE" and "ALIVE", "the standby ALIVE", 120, 0.2)
     failover_s = time.monotonic() - t0
     print(f"\nFAILOVER kill -9 {name} -> standby ALIVE in {failover_s:.1f} s")
     assert state == "ALIVE"

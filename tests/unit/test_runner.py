@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
+from tests.waiting import wait_for
 
 from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import RetrySettings, Settings, get_settings
@@ -339,11 +340,17 @@ def test_offset_is_stored_only_after_outputs_are_acknowledged(codec: EventCodec)
 
 
 def test_long_handler_pauses_keeps_polling_then_resumes(codec: EventCodec) -> None:
+    box: dict[str, FakeConsumer] = {}
+
     def slow(ev: FileExtracted, deps: Any) -> list[Any]:
-        time.sleep(0.4)
+        # Long until the loop has polled 10 times while paused (deadline 5 s), not a fixed time.
+        wait_for(
+            lambda: box["consumer"].polls_while_paused >= 10, "10 polls while paused", 5.0, 0.005
+        )
         return [TRANSFORMED]
 
     runner, consumer, producer, log = make_runner(codec, slow, [codec.encode(EXTRACTED)])
+    box["consumer"] = consumer
     run_until(runner, lambda: runner.stats.processed == 1)
     names = [entry[0] for entry in log if entry[0] in ("pause", "resume", "produce", "store")]
     assert names == ["pause", "resume", "produce", "store"]

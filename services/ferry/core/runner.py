@@ -205,6 +205,24 @@ def retrying(policy: RetrySettings, should_stop: threading.Event | None = None) 
     )
 
 
+def _decode(record: Record, codec: EventCodec) -> Event:
+    """The record's event. Raises SerializationError (reason ``undecodable``/``unknown_schema``)."""
+    if record.value is None:
+        raise SerializationError("record has no value (tombstone)", reason="undecodable")
+    return codec.decode(record.value)
+
+
+def _handler_for(stage: Stage, event: Event) -> Handler | BatchHandler:
+    """The stage's handler for ``event``. Raises PermanentError(reason="unexpected_event")."""
+    handler = stage.handlers.get(type(event))
+    if handler is None:
+        raise PermanentError(
+            f"stage {stage.name} has no handler for {type(event).__name__}",
+            reason="unexpected_event",
+        )
+    return handler
+
+
 def process_record(
     record: Record,
     stage: Stage,
@@ -228,16 +246,9 @@ def process_record(
     outputs: Sequence[Event]
     attempts = 0
     try:
-        if record.value is None:
-            raise SerializationError("record has no value (tombstone)", reason="undecodable")
-        event = codec.decode(record.value)
+        event = _decode(record, codec)
         # A non-batching stage's table holds plain Handlers (see Stage.handlers).
-        handler = cast("Handler | None", stage.handlers.get(type(event)))
-        if handler is None:
-            raise PermanentError(
-                f"stage {stage.name} has no handler for {type(event).__name__}",
-                reason="unexpected_event",
-            )
+        handler = cast("Handler", _handler_for(stage, event))
 
         def attempt() -> Sequence[Event]:
             nonlocal attempts
@@ -295,14 +306,8 @@ def process_batch(
     for record in records:
         decoded: Event | None = None
         try:
-            if record.value is None:
-                raise SerializationError("record has no value (tombstone)", reason="undecodable")
-            decoded = codec.decode(record.value)
-            if type(decoded) not in stage.handlers:
-                raise PermanentError(
-                    f"stage {stage.name} has no handler for {type(decoded).__name__}",
-                    reason="unexpected_event",
-                )
+            decoded = _decode(record, codec)
+            _handler_for(stage, decoded)
         except PermanentError as exc:
             failed = _quarantine(stage.name, record, exc, exc.reason, 1, decoded)
             out += _encode([failed], record, codec, settings, stage, decoded, 1)
