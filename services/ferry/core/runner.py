@@ -663,6 +663,12 @@ class StageRunner:
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         self.stats.assignments += 1
         self.stats.assigned |= {(p.topic, p.partition) for p in partitions}
+        log.info(
+            "stage %s: partitions assigned: %s (busy: %s)",
+            self.stage.name,
+            sorted((p.topic, p.partition) for p in partitions),
+            self._busy,
+        )
         consumer.assign(partitions)
         if self._busy and partitions:
             consumer.pause(partitions)
