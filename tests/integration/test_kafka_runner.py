@@ -295,6 +295,86 @@ def test_handler_longer_than_max_poll_interval_stays_in_group(
     assert committed(ks, STAGE, "extracted") == 1
 
 
+def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
+    ks: Settings, running: list[Running]
+) -> None:
+    """Found by the Kafka-restart fault scenario: librdkafka keeps a partition's pause flag
+    across revoke and re-assign (librdkafka issue #1849), so a partition paused during a long
+    handler, revoked, and handed back after the handler finished stayed paused for good.
+
+    Deterministic sequence with a second group member: the runner pauses both partitions for a
+    blocked handler; a plain consumer joins (eager rebalance: the runner loses both, gets one
+    back, the other goes to the newcomer); the handler is released (its outcome is dropped:
+    its partition was revoked); the newcomer leaves without committing; the runner gets both
+    partitions back while idle. Every record of both partitions must then be handled.
+    """
+    ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update={"partitions": 2})})
+    codec = default_codec()
+    ensure_topics(build_admin(ks.kafka), ks.kafka)
+    topic = ks.kafka.topic("extracted")
+    producer = Producer({"bootstrap.servers": ks.kafka.bootstrap_servers})
+
+    def put(n: int, partition: int) -> FileExtracted:
+        ev = FileExtracted(make_manifest(n))
+        producer.produce(topic, key=ev.file_id.encode(), value=codec.encode(ev), partition=partition)
+        assert producer.flush(10) == 0
+        return ev
+
+    release = threading.Event()
+    handled: list[str] = []
+
+    def handler(ev: FileExtracted, deps: Any) -> list[Any]:
+        if not handled:
+            release.wait(60)  # the first call blocks until the test has rebalanced the group
+        handled.append(ev.file_id)
+        return [transformed_of(ev)]
+
+    first = put(10, 0)
+    r = start(running, ks, handler)
+    wait_for(lambda: r.runner.stats.pauses == 1, "the blocked handler's partitions paused")
+
+    newcomer_parts: list[int] = []
+    newcomer = Consumer(
+        {
+            "bootstrap.servers": ks.kafka.bootstrap_servers,
+            "group.id": group_id(ks.kafka, STAGE),
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
+    newcomer.subscribe(
+        [topic], on_assign=lambda c, ps: newcomer_parts.extend(p.partition for p in ps)
+    )
+    deadline = time.monotonic() + 60
+    while not (newcomer_parts and r.runner.stats.assignments == 2):
+        assert time.monotonic() < deadline, "the newcomer did not join the runner's group"
+        newcomer.poll(0.2)
+    assert r.runner.stats.revocations == 1
+    assert len(newcomer_parts) == 1  # range assignor: one partition each
+    assert len(r.runner.stats.assigned) == 1
+    release.set()
+    wait_for(lambda: r.runner.stats.abandoned == 1, "the revoked handler's outcome dropped")
+    newcomer.close()  # leaves the group without committing anything
+
+    wait_for(lambda: len(r.runner.stats.assigned) == 2, "both partitions back at the runner")
+    later = [put(11, 0), put(12, 1)]
+    wait_for(
+        lambda: {first.file_id, *(e.file_id for e in later)} <= set(handled),
+        "every record of both partitions handled",
+    )
+    wait_for(lambda: r.runner.stats.processed == 3, "three records processed")
+    r.stop()
+    assert sorted(handled[1:]) == sorted([first.file_id, *(e.file_id for e in later)])
+    check = Consumer(
+        {"bootstrap.servers": ks.kafka.bootstrap_servers, "group.id": group_id(ks.kafka, STAGE)}
+    )
+    try:
+        got = check.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
+    finally:
+        check.close()
+    assert [tp.offset for tp in got] == [2, 1]
+
+
 def test_sigkill_between_produce_and_offset_store_reprocesses_once(
     ks: Settings, tmp_path: Path
 ) -> None:

@@ -35,6 +35,8 @@ Guarantees (ARCHITECTURE.md "Delivery and idempotency"):
   offsets and leaves the group.
 - Rebalance: the runner uses the classic (eager) protocol. If the running record's partition is
   revoked, its outcome is dropped (offset not stored): the partition's new owner processes it.
+  Every assigned partition is paused if a handler is running and resumed otherwise, because
+  librdkafka keeps the pause flag of a revoked partition when it is assigned again.
 """
 
 from __future__ import annotations
@@ -670,8 +672,15 @@ class StageRunner:
             self._busy,
         )
         consumer.assign(partitions)
-        if self._busy and partitions:
+        if not partitions:
+            return
+        # librdkafka keeps a partition's pause flag across revoke and re-assign (librdkafka issue
+        # #1849): a partition paused for a long handler, revoked, and handed back once the
+        # handler is done would stay paused for good. Set the flag explicitly on every assign.
+        if self._busy:
             consumer.pause(partitions)
+        else:
+            consumer.resume(partitions)
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         revoked = {(p.topic, p.partition) for p in partitions}
