@@ -316,7 +316,9 @@ def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
 
     def put(n: int, partition: int) -> FileExtracted:
         ev = FileExtracted(make_manifest(n))
-        producer.produce(topic, key=ev.file_id.encode(), value=codec.encode(ev), partition=partition)
+        producer.produce(
+            topic, key=ev.file_id.encode(), value=codec.encode(ev), partition=partition
+        )
         assert producer.flush(10) == 0
         return ev
 

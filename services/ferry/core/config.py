@@ -346,10 +346,20 @@ class TrackerSettings(_Frozen):
 
 #: Ports of the local stack's two clusters; partial settings of a cluster are merged onto these.
 DEFAULT_CLUSTERS: dict[str, dict[str, Any]] = {
-    "b": {"namenode_rpc_port": 18020, "namenode_http_port": 19870, "datanode_port": 19866,
-          "datanode_http_port": 19864, "datanode_ipc_port": 19867},
-    "a": {"namenode_rpc_port": 28020, "namenode_http_port": 29870, "datanode_port": 29866,
-          "datanode_http_port": 29864, "datanode_ipc_port": 29867},
+    "b": {
+        "namenode_rpc_port": 18020,
+        "namenode_http_port": 19870,
+        "datanode_port": 19866,
+        "datanode_http_port": 19864,
+        "datanode_ipc_port": 19867,
+    },
+    "a": {
+        "namenode_rpc_port": 28020,
+        "namenode_http_port": 29870,
+        "datanode_port": 29866,
+        "datanode_http_port": 29864,
+        "datanode_ipc_port": 29867,
+    },
 }
 
 

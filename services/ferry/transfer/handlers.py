@@ -36,8 +36,11 @@ class TransferDeps:
 
 def _data_files(port: HdfsPort, directory: str) -> dict[str, int]:
     """Visible data files of ``directory``: name → size (skips ``.``/``_`` names: temp, markers)."""
-    return {st.name: st.size for st in port.list(directory)
-            if st.is_file and not st.name.startswith((".", "_"))}
+    return {
+        st.name: st.size
+        for st in port.list(directory)
+        if st.is_file and not st.name.startswith((".", "_"))
+    }
 
 
 def transfer_file(event: FileTransformed, deps: TransferDeps) -> list[FileTransferred]:
@@ -56,8 +59,14 @@ def transfer_file(event: FileTransformed, deps: TransferDeps) -> list[FileTransf
     parts = _data_files(deps.hdfs_b, src_dir)
     deps.hdfs_a.mkdirs(dst_dir)
     for name in sorted(parts):
-        copy_between(deps.hdfs_b, f"{src_dir}/{name}", deps.hdfs_a, f"{dst_dir}/{name}",
-                     overwrite=True, retry=deps.retry)
+        copy_between(
+            deps.hdfs_b,
+            f"{src_dir}/{name}",
+            deps.hdfs_a,
+            f"{dst_dir}/{name}",
+            overwrite=True,
+            retry=deps.retry,
+        )
     for stale in sorted(set(_data_files(deps.hdfs_a, dst_dir)) - set(parts)):
         deps.hdfs_a.delete(f"{dst_dir}/{stale}")
     return [FileTransferred(m.advance(uris={"incoming": f"{deps.fs_url_a}{dst_dir}"}))]
