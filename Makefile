@@ -65,6 +65,7 @@ test-compose: compose-test ## Alias of compose-test
 
 lint: install ## ruff, mypy and the Avro schema evolution check
 	$(VENV)/bin/ruff check services tests bench
+	$(VENV)/bin/ruff format --check services tests bench
 	$(VENV)/bin/mypy
 	$(FERRY) schemas check
 
