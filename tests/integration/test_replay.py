@@ -172,6 +172,9 @@ def test_file_ids_dry_run_then_move_to_each_files_earliest_event(rs: Settings) -
     assert "dry run" in dry.stdout and "re-read" in dry.stdout
     assert "other files' events" in dry.stdout  # partition 0 replays c and a after b
     assert committed(rs) == {0: 5, 1: 2, 2: -1001}  # nothing moved (-1001: none committed)
+    unknown = cli(rs, "replay", STAGE, "--file", "0" * 32, "--dry-run")
+    assert unknown.returncode == 1, unknown.stdout + unknown.stderr
+    assert f"file {'0' * 32} has no event on {rs.kafka.topic('extracted')}" in unknown.stdout
 
     admin = build_admin(rs.kafka)
     plan = build_plan(admin, rs, STAGE, Target(files=(fid("b"), fid("e"), "0" * 32)))

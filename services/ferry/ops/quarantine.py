@@ -2,7 +2,10 @@
 
 A :class:`FileFailed` is keyed by the file's id, or — for an input record that could not be
 decoded — by the input record's key (or ``topic-partition-offset``). :func:`read_quarantine`
-keeps the latest failure per key.
+keeps the latest failure per key, and marks the files that reached Hive after it (a
+``FileLoaded`` on ``<prefix>.loaded`` newer than the failure: released and loaded since), which
+are no longer quarantined. Empty files (reasons ``empty_*``, case C11) are recorded on the failed
+topic too; they need no action and are told apart by :attr:`QuarantineEntry.empty`.
 
 Releasing a file re-emits the input event of the stage that gave up on it, rebuilt from the
 failure's manifest (which is the input event's manifest, unchanged): a ``transform`` failure
@@ -17,12 +20,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from confluent_kafka.admin import AdminClient
 
 from ferry.core.avro import EventCodec
 from ferry.core.config import Settings
 from ferry.core.errors import SerializationError
-from ferry.core.events import Event, FileFailed
+from ferry.core.events import Event, FileFailed, FileLoaded
 from ferry.core.kafka import (
     OutboundRecord,
     build_admin,
@@ -40,7 +45,9 @@ class QuarantineEntry:
     """The latest failure of one key on the failed topic.
 
     ``failures`` counts every FileFailed of that key; ``partition``/``offset``/``timestamp_ms``
-    locate the latest one on the failed topic (timestamp in epoch ms).
+    locate the latest one on the failed topic (timestamp in epoch ms). ``loaded_ms`` is the
+    Kafka timestamp (epoch ms) of the first FileLoaded of the file produced after that failure,
+    ``None`` when it has not reached Hive since.
     """
 
     key: str
@@ -49,6 +56,17 @@ class QuarantineEntry:
     partition: int
     offset: int
     timestamp_ms: int
+    loaded_ms: int | None = None
+
+    @property
+    def resolved(self) -> bool:
+        """The file was loaded after its latest failure (released, or redelivered, and done)."""
+        return self.loaded_ms is not None
+
+    @property
+    def empty(self) -> bool:
+        """An empty file recorded by extract (reason ``empty_*``): nothing to fix or release."""
+        return self.failed.reason.startswith("empty_")
 
 
 @dataclass(frozen=True)
@@ -59,12 +77,18 @@ class QuarantineRead:
     entries: tuple[QuarantineEntry, ...]
     unreadable: tuple[tuple[int, int, str], ...]
 
+    @property
+    def quarantined(self) -> tuple[QuarantineEntry, ...]:
+        """Entries still quarantined: not loaded since their latest failure (empty files too)."""
+        return tuple(e for e in self.entries if not e.resolved)
+
     def get(self, key: str) -> QuarantineEntry | None:
         return next((e for e in self.entries if e.key == key), None)
 
 
 def read_quarantine(settings: Settings, codec: EventCodec) -> QuarantineRead:
-    """Read the whole failed topic (low to high watermark, every partition).
+    """Read the whole failed topic (low to high watermark, every partition), then the loaded
+    topic to mark the entries loaded since their latest failure.
 
     Raises:
         OpsError: the failed topic does not exist. TransientError: the broker stopped answering.
@@ -96,8 +120,40 @@ def read_quarantine(settings: Settings, codec: EventCodec) -> QuarantineRead:
             rec.offset,
             rec.timestamp_ms,
         )
-    entries = sorted(latest.values(), key=lambda e: (e.timestamp_ms, e.partition, e.offset))
+    loaded = _loaded_after(settings, codec, admin, {k: e.timestamp_ms for k, e in latest.items()})
+    entries = sorted(
+        (replace(e, loaded_ms=loaded.get(k)) for k, e in latest.items()),
+        key=lambda e: (e.timestamp_ms, e.partition, e.offset),
+    )
     return QuarantineRead(tuple(entries), tuple(unreadable))
+
+
+def _loaded_after(
+    settings: Settings, codec: EventCodec, admin: AdminClient, failed_ms: dict[str, int]
+) -> dict[str, int]:
+    """file id → timestamp (epoch ms) of its first FileLoaded newer than ``failed_ms[file id]``.
+    Records of the loaded topic that cannot be decoded are skipped (the loaded topic is not the
+    quarantine's to report)."""
+    if not failed_ms:
+        return {}
+    kafka = settings.kafka
+    topic = kafka.topic(FileLoaded.TOPIC)
+    try:
+        parts = partitions_of(admin, kafka, topic)
+    except OpsError:
+        return {}  # no loaded topic yet: nothing was loaded
+    out: dict[str, int] = {}
+    for rec in scan(kafka, topic, watermarks(admin, kafka, topic, parts)):
+        key = rec.key.decode("utf-8", "replace") if rec.key else None
+        if key not in failed_ms or key in out or rec.timestamp_ms <= failed_ms[key]:
+            continue
+        try:
+            event = codec.decode(rec.value or b"")
+        except SerializationError:
+            continue
+        if isinstance(event, FileLoaded) and event.file_id == key:
+            out[key] = rec.timestamp_ms
+    return out
 
 
 def _entry_key(key: bytes | None, event: FileFailed, partition: int, offset: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -25,15 +26,41 @@ def _when(entry: QuarantineEntry) -> str:
     return entry.failed.failed_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def quarantine_table(read: QuarantineRead, title: str) -> Table:
-    """file id, stage, reason, attempts, failures, failed at (UTC), error (first 120 chars)."""
+def _state(entry: QuarantineEntry) -> str:
+    if entry.loaded_ms is not None:
+        at = datetime.fromtimestamp(entry.loaded_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        return f"loaded {at}"
+    return "empty file" if entry.empty else "quarantined"
+
+
+def quarantine_table(entries: Sequence[QuarantineEntry], title: str) -> Table:
+    """file id, state, stage, reason, attempts, failures, failed at (UTC), error (first 120
+    chars). State: ``quarantined``, ``empty file`` (recorded, nothing to do) or ``loaded <UTC>``
+    (loaded after its latest failure)."""
     table = Table(title=title)
-    for col in ("file id", "stage", "reason", "attempt", "failures", "failed at (UTC)", "error"):
+    cols = (
+        "file id",
+        "state",
+        "stage",
+        "reason",
+        "attempt",
+        "failures",
+        "failed at (UTC)",
+        "error",
+    )
+    for col in cols:
         table.add_column(col, overflow="fold")
-    for e in read.entries:
+    for e in entries:
         f = e.failed
         table.add_row(
-            e.key, f.stage, f.reason, str(f.attempt), str(e.failures), _when(e), f.error[:120]
+            e.key,
+            _state(e),
+            f.stage,
+            f.reason,
+            str(f.attempt),
+            str(e.failures),
+            _when(e),
+            f.error[:120],
         )
     return table
 
@@ -49,8 +76,12 @@ def _load() -> tuple[QuarantineRead, Settings, EventCodec]:
 
 
 @app.command("list")
-def list_() -> None:
-    """Every quarantined file (its latest failure) as a table."""
+def list_(
+    all_: bool = typer.Option(
+        False, "--all", help="Also the files loaded since their latest failure."
+    ),
+) -> None:
+    """Every quarantined file (its latest failure) as a table; empty files are marked."""
     console = Console()
     try:
         read, settings, _codec = _load()
@@ -58,7 +89,13 @@ def list_() -> None:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
     topic = settings.kafka.topic("failed")
-    console.print(quarantine_table(read, f"quarantine {topic}: {len(read.entries)} file(s)"))
+    held = read.quarantined
+    empty = sum(e.empty for e in held)
+    resolved = len(read.entries) - len(held)
+    title = f"quarantine {topic}: {len(held)} file(s) quarantined ({empty} of them empty)"
+    if resolved:
+        title += f"; {resolved} loaded since their failure" + ("" if all_ else " (--all)")
+    console.print(quarantine_table(read.entries if all_ else held, title))
     if read.unreadable:
         console.print(f"[yellow]{len(read.unreadable)} unreadable record(s) on {topic}[/yellow]")
 
@@ -83,6 +120,7 @@ def show(
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     rows = [
+        ("state", _state(entry)),
         ("stage", f.stage),
         ("reason", f.reason),
         ("attempt", str(f.attempt)),

@@ -12,7 +12,11 @@ from rich.table import Table
 from ferry.core.errors import FerryError
 from ferry.ops.replay import ReplayPlan, Target
 
-app = typer.Typer(no_args_is_help=True, context_settings={"allow_interspersed_args": True})
+#: How ``ferry.cli`` mounts :func:`replay` (a command, not a group: no phantom ``COMMAND``).
+COMMAND_SETTINGS: dict[str, object] = {
+    "no_args_is_help": True,
+    "context_settings": {"allow_interspersed_args": True},
+}
 
 _TIMESTAMP_OPTION = typer.Option(
     None,
@@ -42,7 +46,6 @@ def plan_table(plan: ReplayPlan) -> Table:
     return table
 
 
-@app.callback(invoke_without_command=True)
 def replay(
     stage: str = typer.Argument(..., help="Stage whose group moves: transform, transfer or load."),
     to_offset: int | None = typer.Option(
@@ -59,7 +62,8 @@ def replay(
 ) -> None:
     """Move STAGE's consumer group to an offset, a time, or the events of given files.
 
-    Refuses while the group has active members. Exit 1 on any error.
+    Refuses while the group has active members. Exit 1 on any error, and when none of the
+    ``--file`` ids has an event on the input topic (``--dry-run`` included).
     """
     from ferry.core.avro import default_codec
     from ferry.core.config import get_settings
@@ -88,11 +92,11 @@ def replay(
             console.print(f"[yellow]file {fid} has no event on {plan.topic}; nothing to replay[/]")
         for note in plan.notes:
             console.print(f"[yellow]{note}[/yellow]")
+        if target.files and len(plan.missing) == len(target.files):
+            raise typer.Exit(1)  # none of the files has an event: a mistyped id, say so by status
         if dry_run:
             console.print(f"dry run: {len(plan.changed)} partition(s) would move; nothing changed")
             return
-        if target.files and len(plan.missing) == len(target.files):
-            raise typer.Exit(1)
         applied = apply_plan(admin, settings, plan)
         console.print(
             f"moved {len(applied)} partition(s) of group {plan.group}; "

@@ -11,7 +11,8 @@ from rich.table import Table
 
 from ferry.core.errors import FerryError
 
-app = typer.Typer()
+#: How ``ferry.cli`` mounts :func:`status` (a command, not a group: no phantom ``COMMAND``).
+COMMAND_SETTINGS: dict[str, object] = {}
 
 
 def _ts(ms: int | None) -> str:
@@ -32,7 +33,6 @@ def _file_table(d: dict[str, Any]) -> Table:
     return t
 
 
-@app.callback(invoke_without_command=True)
 def status(
     file_id: str | None = typer.Argument(None, help="Show one file's timeline instead."),
 ) -> None:
