@@ -131,3 +131,10 @@ def test_quarantined_file_loads_after_the_definition_is_fixed_and_released(recov
         f"SELECT DISTINCT year, month FROM {table} WHERE ferry_file_id = '{fid}'"
     ).collect()
     assert [(r.year, r.month) for r in rows] == [(2013, 1)]  # matched by name, not position (C12)
+
+    # Loaded since its failure: out of the quarantine list; its status calls the failure overcome.
+    listed = p.ferry("quarantine", "list")
+    assert listed.returncode == 0 and fid[:8] not in listed.stdout, listed.stdout + listed.stderr
+    shown = p.ferry("status", fid)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "earlier failure, since overcome: transform header_mismatch at " in shown.stdout

@@ -317,6 +317,9 @@ def test_tracker_timeline_stuck_bad_record_page_restart_and_status(
     fallback = ferry_cli(tracker, "status", X)  # tracker down: folded from the topics
     assert fallback.returncode == 0, fallback.stdout + fallback.stderr
     assert f"file {X} (weather): transferred" in fallback.stdout
+    failed_y = ferry_cli(tracker, "status", Y)
+    assert failed_y.returncode == 0, failed_y.stdout + failed_y.stderr
+    assert "last failure: transform rows_invalid: no valid rows" in failed_y.stdout
 
     tracker.start()  # state comes back from the changelog; the consumed offsets were committed
     recovered = wait_for(lambda: tracker.get(f"/files/{X}"), "file X after restart", 120)

@@ -33,36 +33,22 @@ def _state(entry: QuarantineEntry) -> str:
     return "empty file" if entry.empty else "quarantined"
 
 
-def quarantine_table(entries: Sequence[QuarantineEntry], title: str) -> Table:
-    """file id, state, stage, reason, attempts, failures, failed at (UTC), error (first 120
-    chars). State: ``quarantined``, ``empty file`` (recorded, nothing to do) or ``loaded <UTC>``
-    (loaded after its latest failure)."""
-    table = Table(title=title)
-    cols = (
-        "file id",
-        "state",
-        "stage",
-        "reason",
-        "attempt",
-        "failures",
-        "failed at (UTC)",
-        "error",
-    )
-    for col in cols:
-        table.add_column(col, overflow="fold")
+def quarantine_lines(entries: Sequence[QuarantineEntry]) -> list[str]:
+    """Two lines per entry, readable at any terminal width and never cutting the file id (it is
+    copied into ``show``/``release``)::
+
+        <file id>  <state>  <stage> <reason>  failed <UTC>
+            <error, first 160 chars of its first line>
+
+    State: ``quarantined``, ``empty file`` (recorded, nothing to do) or ``loaded <UTC>`` (loaded
+    after its latest failure). Attempts and the failure count are in ``ferry quarantine show``."""
+    out = []
     for e in entries:
         f = e.failed
-        table.add_row(
-            e.key,
-            _state(e),
-            f.stage,
-            f.reason,
-            str(f.attempt),
-            str(e.failures),
-            _when(e),
-            f.error[:120],
-        )
-    return table
+        error = (f.error.splitlines() or [""])[0][:160]
+        out.append(f"{e.key}  {_state(e)}  {f.stage} {f.reason}  failed {_when(e)}")
+        out.append(f"    {error}")
+    return out
 
 
 def _load() -> tuple[QuarantineRead, Settings, EventCodec]:
@@ -95,7 +81,9 @@ def list_(
     title = f"quarantine {topic}: {len(held)} file(s) quarantined ({empty} of them empty)"
     if resolved:
         title += f"; {resolved} loaded since their failure" + ("" if all_ else " (--all)")
-    console.print(quarantine_table(read.entries if all_ else held, title))
+    console.print(title, soft_wrap=True)
+    for line in quarantine_lines(read.entries if all_ else held):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
     if read.unreadable:
         console.print(f"[yellow]{len(read.unreadable)} unreadable record(s) on {topic}[/yellow]")
 

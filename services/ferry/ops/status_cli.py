@@ -57,7 +57,18 @@ def status(
             console.print(f"rows: {rows}   attempts: {d.get('attempts')}   table: {d.get('table')}")
             if d.get("failure"):
                 f = d["failure"]
-                console.print(f"[red]last failure: {f['stage']} {f['reason']}: {f['error']}[/red]")
+                if d.get("state") == "failed":
+                    console.print(
+                        f"[red]last failure: {f['stage']} {f['reason']}: {f['error']}[/red]",
+                        soft_wrap=True,
+                    )
+                else:  # the file went on after it (released, replayed): a one-line reminder
+                    first_line = (f["error"].splitlines() or [""])[0][:160]
+                    console.print(
+                        f"earlier failure, since overcome: {f['stage']} {f['reason']} at "
+                        f"{_ts(f.get('at_ms'))}: {first_line}",
+                        soft_wrap=True,
+                    )
             return
         rep = collect_status(settings, codec)
     except FerryError as exc:
