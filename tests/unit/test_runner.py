@@ -388,11 +388,15 @@ def test_stop_during_long_handler_abandons_after_grace(codec: EventCodec) -> Non
 
 
 def test_stop_during_handler_within_grace_finishes_the_record(codec: EventCodec) -> None:
+    box: dict[str, StageRunner] = {}
+
     def slow(ev: FileExtracted, deps: Any) -> list[Any]:
-        time.sleep(0.3)
+        # Still running when the stop comes (run_until stops the runner once it paused).
+        wait_for(lambda: box["runner"]._stop.is_set(), "the stop request", 5.0, 0.005)
         return [TRANSFORMED]
 
     runner, consumer, producer, log = make_runner(codec, slow, [codec.encode(EXTRACTED)])
+    box["runner"] = runner
     run_until(runner, lambda: runner.stats.pauses == 1)
     assert [e for e in log if e[0] in ("produce", "store")] == [
         ("produce", "unit.transformed"),
@@ -401,11 +405,15 @@ def test_stop_during_handler_within_grace_finishes_the_record(codec: EventCodec)
 
 
 def test_revoked_partition_drops_the_running_record(codec: EventCodec) -> None:
+    box: dict[str, StageRunner] = {}
+
     def slow(ev: FileExtracted, deps: Any) -> list[Any]:
-        time.sleep(0.3)
+        # Still running when its partition is revoked.
+        wait_for(lambda: box["runner"].stats.revocations == 1, "the revocation", 5.0, 0.005)
         return [TRANSFORMED]
 
     runner, consumer, producer, log = make_runner(codec, slow, [codec.encode(EXTRACTED)])
+    box["runner"] = runner
 
     def revoke_once(c: FakeConsumer) -> None:
         if c.paused and runner.stats.revocations == 0:
