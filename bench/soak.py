@@ -134,7 +134,7 @@ def main() -> int:
         lost_at_deadline = [
             f.file_id for f in files if f.file_id not in out.loaded and f.file_id not in out.failed
         ]
-        from ferry.core.spark import build_session
+        from ferry.clusters.spark import build_session
 
         spark = build_session(settings, "ferry-soak", "a", hive=True)
         try:

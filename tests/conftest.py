@@ -64,7 +64,7 @@ def cluster_spark(stack: Settings):  # type: ignore[no-untyped-def]
     pyspark allows one SparkContext per process, so unit tests (local Spark) run in a separate
     pytest process from the integration and e2e tiers (see the Makefile's ``test`` target).
     """
-    from ferry.core.spark import build_session
+    from ferry.clusters.spark import build_session
 
     spark = build_session(stack, "ferry-tests", "a", hive=True)
     yield spark

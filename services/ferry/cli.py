@@ -19,7 +19,7 @@ _SUBAPPS: list[tuple[str, str, str]] = [
     ("stack", "ferry.stack.cli", "Start, check and stop the embedded local stack."),
     (
         "schemas",
-        "ferry.core.schemas_cli",
+        "ferry.ops.schemas_cli",
         "Check Avro schema evolution; release a schema snapshot.",
     ),
     ("quarantine", "ferry.ops.quarantine_cli", "List, show and release quarantined files."),

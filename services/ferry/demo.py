@@ -123,7 +123,7 @@ def reconcile(
     """Count rows in Hive (per file_id) and rejects (per reason) with one Spark session on A."""
     from pyspark.sql import functions as F
 
-    from ferry.core.spark import build_session
+    from ferry.clusters.spark import build_session
 
     spark = build_session(settings, "ferry-demo-reconcile", "a", hive=True)
     rows: list[dict[str, Any]] = []

@@ -28,5 +28,9 @@ def run(name: str) -> None:
         raise ConfigError(
             f"unknown service {name!r}; choose one of {[s.value for s in Service]}"
         ) from exc
-    module = "ferry.tracker.app" if service is Service.tracker else f"ferry.{service.value}.service"
+    module = (
+        "ferry.tracker.app"
+        if service is Service.tracker
+        else f"ferry.stages.{service.value}.service"
+    )
     importlib.import_module(module).main()

@@ -23,8 +23,8 @@ def main() -> int:
     # work, hive_rows, *, deadline_s) -> ScenarioResult, then assert_scenario(result).
     from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
 
+    from ferry.clusters.spark import build_session
     from ferry.core.config import get_settings
-    from ferry.core.spark import build_session
 
     settings = get_settings()
     # Count rows with a local driver: the worker's two cores belong to transform and load, whose

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from ferry.clusters.hdfs import WebHdfs
 from ferry.core.events import derive_file_id, sha256_file
-from ferry.core.hdfs import WebHdfs
 from ferry.datasets import load_datasets
 from ferry.demo_data import write_demo_files
 from ferry.pipeline import Outcomes, drop_file

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from ferry.clusters.hdfs import WebHdfs, is_temp_path
 from ferry.core.config import HdfsClusterSettings, RetrySettings, Settings
 from ferry.core.errors import (
     DataNodeUnreachable,
@@ -24,9 +25,8 @@ from ferry.core.errors import (
     HdfsRequestRejected,
     HdfsTimeout,
 )
-from ferry.core.hdfs import WebHdfs, is_temp_path
+from ferry.stages.transfer.copy import copy_between
 from ferry.testing.faultproxy import FaultProxy
-from ferry.transfer.copy import copy_between
 
 pytestmark = pytest.mark.integration
 

@@ -71,7 +71,7 @@ def test_hive_table_created_in_one_session_is_visible_from_another(stack, unique
     table = f"default.stack_{unique.token}"
     creator = f"""
 from ferry.core.config import get_settings
-from ferry.core.spark import build_session
+from ferry.clusters.spark import build_session
 spark = build_session(get_settings(), "ferry-tests-creator", "a", hive=True)
 spark.sql("CREATE TABLE {table} (id INT, city STRING) STORED AS PARQUET")
 spark.sql("INSERT INTO {table} VALUES (1, 'Orly'), (2, 'Évry')")

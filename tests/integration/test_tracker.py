@@ -35,8 +35,8 @@ from ferry.core.events import (
     derive_file_id,
 )
 from ferry.core.kafka import build_admin
+from ferry.core.timeline import to_ms
 from ferry.core.topics import ensure_topics
-from ferry.tracker.timeline import to_ms
 
 pytestmark = pytest.mark.integration
 

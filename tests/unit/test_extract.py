@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
+from ferry.clusters.hdfs import is_temp_path, temp_path_for
 from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import Settings, get_settings
 from ferry.core.errors import ConfigError, HdfsPathExists, HdfsUnavailable, TransientError
 from ferry.core.events import FileExtracted, FileFailed, derive_file_id, sha256_file
-from ferry.core.hdfs import is_temp_path, temp_path_for
-from ferry.core.hdfs_fake import FakeHdfs
 from ferry.datasets import DatasetSpec, FinishedPolicy
-from ferry.extract.handlers import ExtractDeps, SourceChanged, extract_file
-from ferry.extract.scanner import Candidate, NasScanner
-from ferry.extract.service import ExtractService, free_name
+from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
+from ferry.stages.extract.scanner import Candidate, NasScanner
+from ferry.stages.extract.service import ExtractService, free_name
+from ferry.testing.hdfs_fake import FakeHdfs
 
 HEADER = b"year,month,day,dep_time\n"
 DATA = HEADER + b"2013,1,1,517\n2013,1,1,533\n"
@@ -846,7 +846,7 @@ def test_valid_utf8_split_across_chunks_and_a_bom_land(
 def test_the_hash_and_encoding_check_read_the_file_once(
     tmp_path: Path, flights: DatasetSpec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ferry.extract.handlers as handlers
+    import ferry.stages.extract.handlers as handlers
 
     reads: list[int] = []
     real = handlers._chunks
@@ -868,7 +868,7 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "ferry.extract.scanner" and r.levelname == "WARNING"
+        if r.name == "ferry.stages.extract.scanner" and r.levelname == "WARNING"
     ]
 
 
@@ -906,7 +906,7 @@ def test_unlistable_dataset_directory_is_warned_once_and_others_flow(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import ferry.extract.scanner as scanner_mod
+    import ferry.stages.extract.scanner as scanner_mod
 
     drop(tmp_path, "flights_1.csv", DATA)
     weather = tmp_path / specs["weather"].nas.subdir
@@ -974,7 +974,7 @@ def test_non_utf8_name_is_a_candidate_with_a_safe_warning_free_scan(
 def test_build_skips_a_dataset_whose_directory_is_a_plain_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import ferry.extract.service as service_mod
+    import ferry.stages.extract.service as service_mod
 
     monkeypatch.setattr(service_mod, "ensure_topics", lambda *a: None)
     monkeypatch.setattr(service_mod, "build_admin", lambda *a: None)
@@ -1044,7 +1044,7 @@ def test_service_quarantines_an_unexpected_error_and_goes_on(
     caplog: pytest.LogCaptureFixture,
     error: Exception,
 ) -> None:
-    import ferry.extract.service as service_mod
+    import ferry.stages.extract.service as service_mod
 
     spec = with_(flights, finished=FinishedPolicy(policy="marker"))
     nas = tmp_path / "nas"
@@ -1083,7 +1083,7 @@ def test_service_quarantines_an_unexpected_error_and_goes_on(
 def test_service_lets_a_config_error_through(
     tmp_path: Path, flights: DatasetSpec, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ferry.extract.service as service_mod
+    import ferry.stages.extract.service as service_mod
 
     def extract(cand: Candidate, deps: ExtractDeps) -> Any:
         raise ConfigError("bad settings")
@@ -1191,7 +1191,7 @@ def test_the_marker_keeps_following_its_renamed_file(
 def test_a_failed_file_without_file_id_gets_a_timestamp_name(
     tmp_path: Path, flights: DatasetSpec, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ferry.extract.service as service_mod
+    import ferry.stages.extract.service as service_mod
 
     at = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
     monkeypatch.setattr(service_mod, "utc_now", lambda: at)
@@ -1229,7 +1229,7 @@ def test_a_failed_move_is_logged_and_the_file_not_taken_again(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    import ferry.extract.service as service_mod
+    import ferry.stages.extract.service as service_mod
 
     def move(src: str, dst: Any) -> None:
         raise PermissionError(13, "Permission denied", src)
@@ -1242,4 +1242,6 @@ def test_a_failed_move_is_logged_and_the_file_not_taken_again(
     svc.handle(take(svc))
     assert (path.read_bytes(), len(producer.acked)) == (DATA, 1)
     assert [svc.scanner.scan(t) for t in (6.0, 8.0, 10.0)] == [[], [], []]
-    assert [r.levelname for r in caplog.records if r.name == "ferry.extract.service"] == ["ERROR"]
+    assert [r.levelname for r in caplog.records if r.name == "ferry.stages.extract.service"] == [
+        "ERROR"
+    ]

@@ -12,6 +12,15 @@ from collections.abc import Iterator
 import pytest
 from hdfs.util import HdfsError as _CliError
 
+from ferry.clusters.hdfs import (
+    TEMP_MARKER,
+    HdfsPort,
+    WebHdfs,
+    _remote_error,
+    is_temp_path,
+    normalize_path,
+    temp_path_for,
+)
 from ferry.core.config import HdfsClusterSettings, RetrySettings, get_settings
 from ferry.core.errors import (
     DataNodeUnreachable,
@@ -22,15 +31,6 @@ from ferry.core.errors import (
     HdfsUnavailable,
     PermanentError,
     TransientError,
-)
-from ferry.core.hdfs import (
-    TEMP_MARKER,
-    HdfsPort,
-    WebHdfs,
-    _remote_error,
-    is_temp_path,
-    normalize_path,
-    temp_path_for,
 )
 from ferry.testing.faultproxy import FaultProxy
 from ferry.testing.webhdfs_stub import WebHdfsStub

@@ -11,7 +11,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from ferry.core.errors import PermanentError
 from ferry.datasets import DatasetSpec
-from ferry.jobs.load import (
+from ferry.stages.load.job import (
     align_to_table,
     create_table_sql,
     ensure_table,

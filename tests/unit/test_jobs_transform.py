@@ -9,9 +9,9 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
+from ferry.clusters.spark_jobs import HadoopFileSystem, path_key
 from ferry.datasets import DatasetSpec
-from ferry.jobs.common import HadoopFileSystem, path_key
-from ferry.jobs.transform import (
+from ferry.stages.transform.job import (
     CORRUPT_COLUMN,
     REJECT_REASON_COLUMN,
     SOURCE_COLUMN,

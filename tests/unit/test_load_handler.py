@@ -11,7 +11,7 @@ import pytest
 from ferry.core.errors import PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileManifest, FileTransferred, derive_file_id
 from ferry.datasets import DatasetSpec
-from ferry.load.handlers import LoadDeps, load_batch
+from ferry.stages.load.handlers import LoadDeps, load_batch
 
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 FS_A = "hdfs://nn-a:28020"

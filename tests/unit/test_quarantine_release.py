@@ -16,7 +16,7 @@ from ferry.core.events import (
     FileTransformed,
     derive_file_id,
 )
-from ferry.ops.kafkaops import OpsError
+from ferry.core.kafkaops import OpsError
 from ferry.ops.quarantine import QuarantineEntry, input_event_for, plan_release
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ import pytest
 
 from ferry.core.config import Settings
 from ferry.core.errors import ConfigError
-from ferry.ops.kafkaops import input_topic
+from ferry.core.kafkaops import input_topic
 from ferry.ops.replay import (
     Move,
     PartitionOffsets,

@@ -21,8 +21,8 @@ from ferry.core.events import (
 )
 from ferry.core.runner import Record, RunStats, Stage, process_batch
 from ferry.datasets import DatasetSpec
-from ferry.jobs.transform import FileCounts, FileResult
-from ferry.transform.handlers import TransformDeps, transform_batch
+from ferry.stages.transform.handlers import TransformDeps, transform_batch
+from ferry.stages.transform.job import FileCounts, FileResult
 
 MAX = 3
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)

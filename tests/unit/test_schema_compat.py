@@ -18,7 +18,7 @@ from ferry.core.avro import load_schema_dir
 from ferry.core.config import get_settings
 from ferry.core.errors import ConfigError
 from ferry.core.schema_compat import check_schemas, resolution_problems
-from ferry.core.schemas_cli import app, release_schemas
+from ferry.ops.schemas_cli import app, release_schemas
 
 REPO_SCHEMAS = get_settings().paths.schemas_dir
 

@@ -6,12 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from ferry.clusters.hdfs import is_temp_path
 from ferry.core.config import RetrySettings
 from ferry.core.errors import DataNodeUnreachable, HdfsPathNotFound, HdfsUnavailable, PermanentError
 from ferry.core.events import FileManifest, FileTransferred, FileTransformed, derive_file_id
-from ferry.core.hdfs import is_temp_path
-from ferry.core.hdfs_fake import FakeHdfs
-from ferry.transfer.handlers import TransferDeps, transfer_file
+from ferry.stages.transfer.handlers import TransferDeps, transfer_file
+from ferry.testing.hdfs_fake import FakeHdfs
 
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 SHA = "ab" * 32

@@ -10,8 +10,8 @@ import pytest
 from ferry.core.errors import PermanentError, SparkJobFailed, SparkUnavailable, TransientError
 from ferry.core.events import FileExtracted, FileManifest, FileTransformed, derive_file_id
 from ferry.datasets import DatasetSpec
-from ferry.jobs.transform import FileCounts, FileResult
-from ferry.transform.handlers import TransformDeps, first_line, split_budget, transform_batch
+from ferry.stages.transform.handlers import TransformDeps, first_line, split_budget, transform_batch
+from ferry.stages.transform.job import FileCounts, FileResult
 
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 FS_B = "hdfs://nn-b:18020"

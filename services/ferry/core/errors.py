@@ -66,7 +66,7 @@ class SerializationError(PermanentError):
     reason = "undecodable"
 
 
-# --- HDFS (WebHDFS) errors: raised by ``ferry.core.hdfs`` and ``ferry.transfer.copy`` -----------
+# --- HDFS (WebHDFS) errors: raised by ``ferry.clusters.hdfs`` and ``ferry.stages.transfer.copy``
 
 
 class HdfsUnavailable(TransientError):

@@ -52,17 +52,9 @@ from types import FrameType
 from typing import Any, cast
 
 from confluent_kafka import KafkaException, TopicPartition
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_random_exponential,
-)
 
 from ferry.core.avro import EventCodec, default_codec
-from ferry.core.config import RetrySettings, Settings, get_settings
+from ferry.core.config import Settings, get_settings
 from ferry.core.errors import (
     ConfigError,
     PermanentError,
@@ -80,6 +72,7 @@ from ferry.core.kafka import (
     group_id,
     produce_and_wait,
 )
+from ferry.core.retry import retrying
 from ferry.core.topics import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -171,39 +164,6 @@ def _quarantine(
         source_offset=record.offset,
         raw_key=record.key if undecodable else None,
         raw_value=record.value if undecodable else None,
-    )
-
-
-def retrying(policy: RetrySettings, should_stop: threading.Event | None = None) -> Retrying:
-    """The tenacity policy of ``settings.retry``: retry :class:`TransientError` only, exponential
-    backoff with full jitter (uniform in [0, ``initial_backoff_s`` × 2^n], capped at
-    ``max_backoff_s``), at most ``max_attempts`` attempts (and, when ``min_window_s`` > 0, until
-    that many seconds passed since the first attempt), then re-raise the last error. When
-    ``should_stop`` is given, a backoff sleep ends early once it is set."""
-
-    def sleep(seconds: float) -> None:
-        if should_stop is None:
-            time.sleep(seconds)
-        else:
-            should_stop.wait(seconds)
-
-    def before_sleep(state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        log.warning(
-            "retry: attempt %d/%d failed (%s); next in %.2fs",
-            state.attempt_number,
-            policy.max_attempts,
-            exc,
-            state.next_action.sleep if state.next_action else 0.0,
-        )
-
-    return Retrying(
-        retry=retry_if_exception_type(TransientError),
-        stop=stop_after_attempt(policy.max_attempts) & stop_after_delay(policy.min_window_s),
-        wait=wait_random_exponential(multiplier=policy.initial_backoff_s, max=policy.max_backoff_s),
-        sleep=sleep,
-        before_sleep=before_sleep,
-        reraise=True,
     )
 
 

@@ -35,7 +35,7 @@ from ferry.core.kafka import (
     delivery_timeout_s,
     produce_and_wait,
 )
-from ferry.ops.kafkaops import STAGE_INPUT, OpsError, input_topic, partitions_of, scan, watermarks
+from ferry.core.kafkaops import STAGE_INPUT, OpsError, input_topic, partitions_of, scan, watermarks
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from ferry.core.avro import EventCodec
 from ferry.core.config import Settings
 from ferry.core.errors import SerializationError, TransientError
 from ferry.core.kafka import group_id
-from ferry.ops.kafkaops import (
+from ferry.core.kafkaops import (
     OpsError,
     active_members,
     alter_offsets,

@@ -3,7 +3,7 @@
 File state comes from the tracker's HTTP API when it answers for this topic prefix
 (``http://<tracker.web_host>:<web_port>/summary``, 2 s timeout); otherwise the topics are read
 from their low to their high watermark and folded with the tracker's own pure function
-(:func:`ferry.tracker.timeline.fold`), so both sources give the same answer. Lag is always read
+(:func:`ferry.core.timeline.fold`), so both sources give the same answer. Lag is always read
 from the broker (committed offset vs high watermark).
 """
 
@@ -21,8 +21,15 @@ from ferry.core.config import Settings
 from ferry.core.errors import SerializationError
 from ferry.core.events import TOPIC_NAMES
 from ferry.core.kafka import build_admin
-from ferry.ops.kafkaops import OpsError, PartitionLag, consumer_lag, partitions_of, scan, watermarks
-from ferry.tracker.timeline import Timeline, fold
+from ferry.core.kafkaops import (
+    OpsError,
+    PartitionLag,
+    consumer_lag,
+    partitions_of,
+    scan,
+    watermarks,
+)
+from ferry.core.timeline import Timeline, fold
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """A tiny WebHDFS server pair (NameNode + DataNode) in memory, for unit tests of the real
-:class:`ferry.core.hdfs.WebHdfs` client without Java.
+:class:`ferry.clusters.hdfs.WebHdfs` client without Java.
 
 It speaks the part of the WebHDFS REST API Ferry uses, with the real protocol's shape: ``CREATE``
 and ``OPEN`` on the NameNode answer ``307`` with a ``Location`` on the DataNode's *advertised*

@@ -49,7 +49,8 @@ from ferry.core.config import Settings, get_settings
 from ferry.core.errors import FerryError, SerializationError
 from ferry.core.events import TOPIC_NAMES
 from ferry.core.kafka import group_id
-from ferry.tracker.timeline import STEPS, Timeline, fold, stage_latencies
+from ferry.core.service import configure_logging
+from ferry.core.timeline import STEPS, Timeline, fold, stage_latencies
 
 log = logging.getLogger(__name__)
 
@@ -350,7 +351,7 @@ def _fallback_key(key: bytes | None, where: str) -> str:
 def _lag_snapshot(settings: Settings) -> dict[tuple[str, str], int]:
     """(group, topic) → total lag over partitions; blocking (run in an executor)."""
     from ferry.core.kafka import build_admin
-    from ferry.ops.kafkaops import consumer_lag
+    from ferry.core.kafkaops import consumer_lag
 
     out: dict[tuple[str, str], int] = {}
     for pl in consumer_lag(build_admin(settings.kafka), settings):
@@ -360,9 +361,7 @@ def _lag_snapshot(settings: Settings) -> dict[tuple[str, str], int]:
 
 def main() -> None:
     """Run the tracker worker until SIGTERM/SIGINT (settings from the environment)."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging()
     app = build_app(get_settings())
     worker = faust.Worker(app, loglevel="INFO", quiet=True, redirect_stdouts=False)
     worker.execute_from_commandline()

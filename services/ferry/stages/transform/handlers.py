@@ -1,7 +1,7 @@
 """transform's batch handler: landed CSV files → validated Parquet in B staging.
 
 One call handles a batch of ``FileExtracted`` events: per dataset, one Spark job reads every file
-(:func:`ferry.jobs.transform.run_batch`), so no JVM starts per file. Per file the result is a
+(:func:`ferry.stages.transform.job.run_batch`), so no JVM starts per file. Per file the result is a
 ``FileTransformed`` (rows_in = rows_out + rows_rejected, staging and rejects URIs), or a
 quarantine: ``empty_*`` (case C11), ``header_mismatch``, ``unknown_dataset``.
 
@@ -44,7 +44,7 @@ RunBatch = Callable[..., Mapping[str, Any]]
 @dataclass
 class TransformDeps:
     """``spark()`` returns the live session (rebuilding it if needed); ``run_batch`` is
-    :func:`ferry.jobs.transform.run_batch` (a fake in unit tests)."""
+    :func:`ferry.stages.transform.job.run_batch` (a fake in unit tests)."""
 
     datasets: Mapping[str, DatasetSpec]
     spark: Callable[[], Any]

@@ -1,7 +1,7 @@
 """transfer's handler: a staged file's Parquet parts, B → A, verified, then ``FileTransferred``.
 
 The staged directory ``<staging>/<dataset>/<file_id>/`` on B holds the file's Parquet part(s).
-Each part is copied by :func:`ferry.transfer.copy.copy_between` to
+Each part is copied by :func:`ferry.stages.transfer.copy.copy_between` to
 ``<incoming>/<dataset>/<file_id>/<part>`` on A: streamed (never whole in memory), written to a
 hidden temp name, re-read and compared by size and sha256, then renamed — so a reader on A never
 sees a partial part (Spark ignores ``.``/``_`` names) and a retry or replay re-copies nothing that
@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from ferry.clusters.hdfs import HdfsPort
 from ferry.core.config import RetrySettings
 from ferry.core.errors import PermanentError
 from ferry.core.events import FileTransferred, FileTransformed
-from ferry.core.hdfs import HdfsPort
-from ferry.transfer.copy import copy_between
+from ferry.stages.transfer.copy import copy_between
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,15 @@ for cluster ``"b"`` has B's NameNode as its default filesystem; the ``"a"`` sess
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Any
 
 from ferry.core.config import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 
 def session_conf(
@@ -95,3 +98,30 @@ def build_session(
     if hive:
         builder = builder.enableHiveSupport()
     return builder.getOrCreate()
+
+
+class SparkHolder:
+    """Lazily builds the stage's SparkSession and rebuilds it after a failure stopped it."""
+
+    def __init__(self, settings: Settings, app_name: str, cluster: str, hive: bool = False) -> None:
+        self.settings, self.app_name, self.cluster, self.hive = settings, app_name, cluster, hive
+        self._spark: Any = None
+
+    def get(self) -> Any:
+        if self._spark is not None and self._spark.sparkContext._jsc.sc().isStopped():
+            self.reset()
+        if self._spark is None:
+            self._spark = build_session(self.settings, self.app_name, self.cluster, hive=self.hive)
+        return self._spark
+
+    def reset(self) -> None:
+        """Stop the session if its context died (e.g. the application was removed by a master)."""
+        if self._spark is None:
+            return
+        try:
+            if self._spark.sparkContext._jsc.sc().isStopped():
+                self._spark.stop()
+                self._spark = None
+        except Exception:  # noqa: BLE001 - the JVM side is gone: drop the handle, rebuild later
+            log.warning("%s: dropping a broken SparkSession", self.app_name, exc_info=True)
+            self._spark = None

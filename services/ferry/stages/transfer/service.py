@@ -7,13 +7,12 @@ WebHDFS call has connect/read timeouts, every retry a ceiling, and a file that c
 
 from __future__ import annotations
 
-import logging
-
+from ferry.clusters.hdfs import WebHdfs
 from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileTransformed
-from ferry.core.hdfs import WebHdfs
 from ferry.core.runner import Stage, StageRunner, build_runner
-from ferry.transfer.handlers import TransferDeps, transfer_file
+from ferry.core.service import service_main
+from ferry.stages.transfer.handlers import TransferDeps, transfer_file
 
 
 def build(settings: Settings | None = None) -> StageRunner:
@@ -37,14 +36,11 @@ def build(settings: Settings | None = None) -> StageRunner:
         incoming_path=settings.paths.incoming_path,
         fs_url_a=settings.cluster("a").fs_url,
         # copy_between retries a part itself; the runner's policy then retries the whole file.
-        retry=settings.retry.model_copy(update={"max_attempts": 2}),
+        # The outage window belongs to the runner's retries of the whole file, not to each part.
+        retry=settings.retry.model_copy(update={"max_attempts": 2, "min_window_s": 0.0}),
     )
     return build_runner(Stage("transfer", {FileTransformed: transfer_file}), deps, settings)
 
 
-def main() -> None:
-    """``python -m ferry.transfer`` / ``ferry run transfer``."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    build().run()
+#: ``python -m ferry.stages.transfer`` / ``ferry run transfer``.
+main = service_main(build)

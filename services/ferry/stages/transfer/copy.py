@@ -12,59 +12,19 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-import tenacity
-
+from ferry.clusters.hdfs import DEFAULT_CHUNK_SIZE, TEMP_MARKER, HdfsPort
 from ferry.core.errors import (
     ChecksumMismatch,
     FerryError,
     HdfsPathExists,
     HdfsRequestRejected,
-    TransientError,
 )
-from ferry.core.hdfs import DEFAULT_CHUNK_SIZE, TEMP_MARKER, HdfsPort
+from ferry.core.retry import retrying
 
 if TYPE_CHECKING:
     from ferry.core.config import RetrySettings
 
 log = logging.getLogger(__name__)
-
-
-def retrying(
-    retry: RetrySettings,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    what: str = "",
-) -> tenacity.Retrying:
-    """Ferry's retry policy for one network step, as a ``tenacity.Retrying``.
-
-    Retries :class:`~ferry.core.errors.TransientError` only; waits ``uniform(0, min(max_backoff_s,
-    initial_backoff_s * 2**(n-1)))`` before attempt ``n+1`` (exponential backoff with full
-    jitter, AWS Architecture Blog "Exponential Backoff And Jitter"); stops after
-    ``retry.max_attempts`` attempts and re-raises the last error unchanged. Permanent errors
-    (e.g. ``DataNodeUnreachable``, case C06) are raised at once.
-    """
-
-    def _log(state: tenacity.RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        log.warning(
-            "%s: attempt %d/%d failed (%s); next in %.2fs",
-            what or "call",
-            state.attempt_number,
-            retry.max_attempts,
-            exc,
-            state.next_action.sleep if state.next_action else 0.0,
-        )
-
-    return tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type(TransientError),
-        wait=tenacity.wait_random_exponential(
-            multiplier=retry.initial_backoff_s, max=retry.max_backoff_s
-        ),
-        stop=tenacity.stop_after_attempt(retry.max_attempts),
-        reraise=True,
-        sleep=sleep,
-        before_sleep=_log,
-    )
 
 
 def copy_between(
@@ -89,9 +49,9 @@ def copy_between(
     (:meth:`HdfsPort.upload_stream`). A failed attempt deletes only its own temporary file, so no
     partial or duplicate file is ever visible at ``dst_path`` (cases C01, C02).
 
-    Attempts are repeated on :class:`~ferry.core.errors.TransientError` by :func:`retrying`
-    (``retry`` default: ``get_settings().retry``); each HTTP call is bounded by the ports'
-    connect/read timeouts (C08).
+    Attempts are repeated on :class:`~ferry.core.errors.TransientError` by
+    :func:`ferry.core.retry.retrying` (``retry`` default: ``get_settings().retry``); each HTTP
+    call is bounded by the ports' connect/read timeouts (C08).
 
     Args:
         expected_sha256: sha256 the source must have (e.g. from the manifest); checked on the

@@ -1,7 +1,7 @@
 """extract's handler: one finished NAS file → HDFS B landing → ``FileExtracted``.
 
 ``extract_file`` is a plain function of (candidate, dependencies) and is unit-tested with
-:class:`ferry.core.hdfs_fake.FakeHdfs`. Rules:
+:class:`ferry.testing.hdfs_fake.FakeHdfs`. Rules:
 
 - ``file_id`` = f(dataset, sha256 of the bytes) (:func:`ferry.core.events.derive_file_id`): the
   same bytes dropped twice, or renamed, get the same ``file_id``; every later stage is idempotent
@@ -14,8 +14,8 @@
   ``bad_file_name`` (not valid UTF-8, e.g. Latin-1 bytes on the share, which Python shows as
   surrogate escapes; or a ``:``, which HDFS forbids in a path component, ``DFSUtil.isValidName``)
   and ``name_too_long`` (the final name or its temp upload name,
-  :func:`~ferry.core.hdfs.temp_path_for`, is over :data:`~ferry.core.hdfs.MAX_COMPONENT_BYTES`
-  bytes of UTF-8). Retrying cannot fix either.
+  :func:`~ferry.clusters.hdfs.temp_path_for`, is over
+  :data:`~ferry.clusters.hdfs.MAX_COMPONENT_BYTES` bytes of UTF-8). Retrying cannot fix either.
 - Bytes that are not valid in the dataset's CSV encoding (``csv.encoding``, UTF-8: the only one
   the definitions allow, and what Spark's reader is given) give ``not_utf8`` with the byte offset,
   and nothing is landed; Spark would otherwise load them as U+FFFD. A UTF-8 BOM is valid (C10).
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ferry.clusters.hdfs import MAX_COMPONENT_BYTES, NAME_TOO_LONG, HdfsPort, temp_path_for
 from ferry.core.events import (
     FileExtracted,
     FileFailed,
@@ -44,9 +45,8 @@ from ferry.core.events import (
     new_trace_id,
     utc_now,
 )
-from ferry.core.hdfs import MAX_COMPONENT_BYTES, NAME_TOO_LONG, HdfsPort, temp_path_for
-from ferry.extract.scanner import Candidate, display_name
-from ferry.jobs.precheck import HEAD_BYTES, classify_empty
+from ferry.datasets.precheck import HEAD_BYTES, classify_empty
+from ferry.stages.extract.scanner import Candidate, display_name
 
 
 @dataclass(frozen=True)

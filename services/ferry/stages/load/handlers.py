@@ -1,8 +1,8 @@
 """load's batch handler: transferred files on A → the dataset's Hive table → ``FileLoaded``.
 
-One Spark job per dataset per batch (:func:`ferry.jobs.load.load_files`): rows are matched to the
-table by name in table order, a mismatch fails before writing (case C12), and each file's rows
-replace exactly its own ``ferry_file_id`` partition(s), so loading a file again (retry, replay,
+One Spark job per dataset per batch (:func:`ferry.stages.load.job.load_files`): rows are matched
+to the table by name in table order, a mismatch fails before writing (case C12), and each file's
+rows replace exactly its own ``ferry_file_id`` partition(s), so loading a file again (retry, replay,
 re-drop) leaves one copy of its rows and other files' rows untouched (case C13).
 
 Reconciliation: the rows of the file found in the table after the write must equal the

@@ -4,7 +4,7 @@ Two implementations share one interface, :class:`HdfsPort`:
 
 * :class:`WebHdfs` talks WebHDFS through HdfsCLI (``hdfs`` 2.7.3) and one ``requests.Session``;
   build it with ``HdfsPort.for_cluster("a")`` (house style rule 7: clusters by name).
-* :class:`ferry.core.hdfs_fake.FakeHdfs` keeps files in memory, for handler unit tests.
+* :class:`ferry.testing.hdfs_fake.FakeHdfs` keeps files in memory, for handler unit tests.
 
 Rules every caller can rely on (sources in brackets):
 
@@ -19,7 +19,7 @@ Rules every caller can rely on (sources in brackets):
   cannot be connected to) [C06], :class:`~ferry.core.errors.HdfsPathNotFound`,
   :class:`~ferry.core.errors.HdfsPathExists`, :class:`~ferry.core.errors.HdfsRequestRejected`.
   A port never retries; callers retry :class:`~ferry.core.errors.TransientError` by policy
-  (see :func:`ferry.transfer.copy.copy_between`).
+  (see :func:`ferry.stages.transfer.copy.copy_between`).
 * Paths are absolute and NFC-normalised on the way in (:func:`normalize_path`); names then
   round-trip byte for byte, spaces, ``%``, ``=``, ``#`` and non-ASCII letters included [C07].
 * :meth:`HdfsPort.upload_stream` writes ``<dir>/.<name>.ferry-tmp-<hex>`` and renames it onto the

@@ -21,9 +21,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from ferry.clusters.spark_jobs import (
+    check_file_id,
+    escape_glob,
+    path_key,
+    source_key_column,
+    struct_for,
+)
 from ferry.core.errors import PermanentError
 from ferry.datasets import FILE_ID_COLUMN, DatasetSpec
-from ferry.jobs.common import check_file_id, escape_glob, path_key, source_key_column, struct_for
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -23,8 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from ferry.datasets import FILE_ID_COLUMN, DatasetSpec
-from ferry.jobs.common import (
+from ferry.clusters.spark_jobs import (
     FileSystemOps,
     HadoopFileSystem,
     check_file_id,
@@ -36,7 +35,8 @@ from ferry.jobs.common import (
     spark_type,
     struct_for,
 )
-from ferry.jobs.precheck import HEAD_BYTES, check_header, classify_empty
+from ferry.datasets import FILE_ID_COLUMN, DatasetSpec
+from ferry.datasets.precheck import HEAD_BYTES, check_header, classify_empty
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 
 #: Raw text of a record Spark could not parse into the schema (wrong token count, bad value).
 CORRUPT_COLUMN = "_corrupt_record"
-#: Source file of each row: the decoded path component (see :func:`ferry.jobs.common.path_key`).
+#: Source file of each row: the decoded path component
+#: (see :func:`ferry.clusters.spark_jobs.path_key`).
 SOURCE_COLUMN = "ferry_source_path"
 #: Why a row was rejected; NULL for a valid row.
 REJECT_REASON_COLUMN = "reject_reason"
@@ -72,7 +73,7 @@ def read_csv(spark: SparkSession, paths: Sequence[str], spec: DatasetSpec) -> Da
     ``path_key(p)`` of the path ``p`` the row came from). Mode PERMISSIVE: a malformed record
     becomes a row with :data:`CORRUPT_COLUMN` set. A UTF-8 BOM is skipped by Spark's parser (C10;
     asserted by ``tests/unit/test_jobs_transform.py``). The header line is not checked here (see
-    :func:`ferry.jobs.precheck.check_header`); columns are taken by position.
+    :func:`ferry.datasets.precheck.check_header`); columns are taken by position.
 
     Raises:
         ValueError: ``paths`` is empty or holds a relative path.
@@ -249,7 +250,7 @@ def write_batch(
     are written once for the whole batch to ``<staging_root>/<dataset>/_tmp/<batch_id>``,
     partitioned by ``ferry_file_id`` (one Parquet part per file), and each partition directory is
     renamed to :func:`staged_path` (an existing one is replaced, see
-    :func:`ferry.jobs.common.commit_dir`). Rejects likewise to
+    :func:`ferry.clusters.spark_jobs.commit_dir`). Rejects likewise to
     ``<rejects_root>/<dataset>/<file_id>``. Only the batch's own temp directories are deleted.
     Two Spark jobs. Returns ``{file_id: FileResult}``.
 

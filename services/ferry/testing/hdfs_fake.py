@@ -1,4 +1,4 @@
-"""In-memory :class:`~ferry.core.hdfs.HdfsPort` for unit tests of handlers (house style rule 2).
+"""In-memory :class:`~ferry.clusters.hdfs.HdfsPort` for unit tests of handlers (house style rule 2).
 
 Same interface and the same safe-write code as the real port (``upload_stream`` lives in the base
 class), so a handler tested against :class:`FakeHdfs` follows the same temp-then-rename rules.
@@ -13,13 +13,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from ferry.clusters.hdfs import DEFAULT_CHUNK_SIZE, FileStatus, HdfsPort, normalize_path
 from ferry.core.errors import (
     FerryError,
     HdfsPathExists,
     HdfsPathNotFound,
     HdfsRequestRejected,
 )
-from ferry.core.hdfs import DEFAULT_CHUNK_SIZE, FileStatus, HdfsPort, normalize_path
 
 #: Operation names accepted by :meth:`FakeHdfs.fail`.
 OPS = ("status", "list", "mkdirs", "rename", "delete", "open", "create")

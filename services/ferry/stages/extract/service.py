@@ -1,6 +1,6 @@
 """The extract service: poll the NAS, land finished files on HDFS B, emit ``FileExtracted``.
 
-Thin loop (house style rule 1): scan → :func:`~ferry.extract.handlers.extract_file` under the retry
+Thin loop: scan → :func:`~ferry.stages.extract.handlers.extract_file` under the retry
 policy → produce and wait for the broker's ack → only then archive/delete the NAS file. A crash
 anywhere before the ack leaves the NAS file in place, so it is extracted again (same ``file_id``,
 idempotent downstream); nothing is lost. A file that still fails after the retry ceiling goes to
@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ferry.clusters.hdfs import WebHdfs
 from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import Settings, get_settings
 from ferry.core.errors import ConfigError, PermanentError, StackError, TransientError
 from ferry.core.events import Event, FileFailed, event_key, utc_now
-from ferry.core.hdfs import WebHdfs
 from ferry.core.kafka import (
     OutboundRecord,
     build_admin,
@@ -40,11 +40,12 @@ from ferry.core.kafka import (
     delivery_timeout_s,
     produce_and_wait,
 )
-from ferry.core.runner import retrying
+from ferry.core.retry import retrying
+from ferry.core.service import service_main
 from ferry.core.topics import ensure_topics
 from ferry.datasets import load_datasets
-from ferry.extract.handlers import ExtractDeps, SourceChanged, extract_file
-from ferry.extract.scanner import Candidate, NasScanner, display_name
+from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
+from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
 
 log = logging.getLogger(__name__)
 
@@ -321,9 +322,5 @@ def build(settings: Settings | None = None) -> ExtractService:
     )
 
 
-def main() -> None:
-    """``python -m ferry.extract`` / ``ferry run extract``."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    build().run()
+#: ``python -m ferry.stages.extract`` / ``ferry run extract``.
+main = service_main(build)

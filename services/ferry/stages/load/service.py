@@ -3,19 +3,18 @@
 
 from __future__ import annotations
 
-import logging
-
+from ferry.clusters.spark import SparkHolder
 from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileTransferred
 from ferry.core.runner import Stage, StageRunner, build_runner
+from ferry.core.service import service_main
 from ferry.datasets import load_datasets
-from ferry.load.handlers import LoadDeps, load_batch
-from ferry.transform.service import SparkHolder
+from ferry.stages.load.handlers import LoadDeps, load_batch
 
 
 def build(settings: Settings | None = None) -> StageRunner:
     """Wire the load stage (consumer group ``<prefix>.load``, Spark on A with the metastore)."""
-    from ferry.jobs.load import load_files
+    from ferry.stages.load.job import load_files
 
     settings = settings or get_settings()
     holder = SparkHolder(settings, "ferry-load", "a", hive=True)
@@ -31,9 +30,5 @@ def build(settings: Settings | None = None) -> StageRunner:
     return build_runner(stage, deps, settings)
 
 
-def main() -> None:
-    """``python -m ferry.load`` / ``ferry run load``."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    build().run()
+#: ``python -m ferry.stages.load`` / ``ferry run load``.
+main = service_main(build)

@@ -6,12 +6,12 @@ options, a small declarative set of row validation rules, derived columns, the H
 partition columns, and the policy by which extract decides a file is finished (case C09).
 
 This module is pure Python (no Spark): extract uses it to match NAS paths; the Spark jobs in
-:mod:`ferry.jobs` turn it into schemas and DDL.
+:mod:`ferry.stages` turn it into schemas and DDL.
 
-Table layout (decided here, used by :mod:`ferry.jobs.load`): the Hive table holds the parse columns
-and the derived columns, minus the partition columns, in definition order; then the partition
-columns ``hive.partition_by``; then :data:`FILE_ID_COLUMN` as the LAST partition column, so that
-loading one file again replaces exactly that file's partitions (case C13).
+Table layout (decided here, used by :mod:`ferry.stages.load.job`): the Hive table holds the parse
+columns and the derived columns, minus the partition columns, in definition order; then the
+partition columns ``hive.partition_by``; then :data:`FILE_ID_COLUMN` as the LAST partition
+column, so that loading one file again replaces exactly that file's partitions (case C13).
 """
 
 from __future__ import annotations

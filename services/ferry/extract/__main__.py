@@ -1,3 +1,0 @@
-from ferry.extract.service import main
-
-main()

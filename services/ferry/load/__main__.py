@@ -1,3 +1,0 @@
-from ferry.load.service import main
-
-main()

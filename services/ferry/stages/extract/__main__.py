@@ -1,0 +1,3 @@
+from ferry.stages.extract.service import main
+
+main()

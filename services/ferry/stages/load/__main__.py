@@ -1,0 +1,3 @@
+from ferry.stages.load.service import main
+
+main()

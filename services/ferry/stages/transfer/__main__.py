@@ -1,0 +1,3 @@
+from ferry.stages.transfer.service import main
+
+main()

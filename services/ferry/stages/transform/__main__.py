@@ -1,0 +1,3 @@
+from ferry.stages.transform.service import main
+
+main()

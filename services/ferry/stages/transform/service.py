@@ -1,0 +1,44 @@
+"""The transform service: ``FileExtracted`` batches → one Spark job each on the master pair → B
+staging → ``FileTransformed``. The SparkSession lives as long as the service (no JVM per file)."""
+
+from __future__ import annotations
+
+import logging
+
+from ferry.clusters.spark import SparkHolder
+from ferry.core.config import Settings, get_settings
+from ferry.core.events import FileExtracted
+from ferry.core.runner import Stage, StageRunner, build_runner
+from ferry.core.service import service_main
+from ferry.datasets import load_datasets
+from ferry.stages.transform.handlers import TransformDeps, transform_batch
+
+log = logging.getLogger(__name__)
+
+
+def build(settings: Settings | None = None) -> StageRunner:
+    """Wire the transform stage (topics, consumer group ``<prefix>.transform``, Spark on B)."""
+    from ferry.stages.transform.job import run_batch
+
+    settings = settings or get_settings()
+    b = settings.cluster("b")
+    holder = SparkHolder(settings, "ferry-transform", "b")
+    deps = TransformDeps(
+        datasets=load_datasets(settings.paths.datasets_dir),
+        spark=holder.get,
+        reset_spark=holder.reset,
+        run_batch=run_batch,
+        staging_root=f"{b.fs_url}{settings.paths.staging_path}",
+        rejects_root=f"{b.fs_url}{settings.paths.rejects_path}",
+    )
+    stage = Stage(
+        "transform",
+        {FileExtracted: transform_batch},
+        batch_size=settings.transform.batch_size,
+        batch_wait_s=settings.transform.batch_wait_s,
+    )
+    return build_runner(stage, deps, settings)
+
+
+#: ``python -m ferry.stages.transform`` / ``ferry run transform``.
+main = service_main(build)

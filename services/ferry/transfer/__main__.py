@@ -1,3 +1,0 @@
-from ferry.transfer.service import main
-
-main()

@@ -1,3 +1,0 @@
-from ferry.transform.service import main
-
-main()
