@@ -28,64 +28,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import random
-import socket
-import struct
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal
+
+from ferry.testing.faultmodes import (
+    Conn,
+    Direction,
+    FaultCounts,
+    Mode,
+    abort,
+    close,
+    require_loopback,
+    threshold,
+)
 
 log = logging.getLogger(__name__)
 
-Direction = Literal["up", "down"]
 _READ = 64 * 1024
 
 
-def _require_loopback(host: str) -> None:
-    if host == "localhost":
-        return
-    try:
-        ok = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(f"FaultProxy only works on loopback addresses, not {host!r}")
-
-
-@dataclass
-class _Mode:
-    kind: str = "pass"
-    rate: float = 0.0
-    within_bytes: int = 0
-    n_bytes: int = 0
-    direction: Direction = "up"
-    min_request_bytes: int = 0
-    times: int | None = None  # remaining connections to fault; None = unlimited
-
-
-@dataclass(eq=False)
-class _Conn:
-    """One relayed connection. ``gen``/``base_*`` record the mode generation this connection
-    last adopted and its byte counts at that moment; faults count bytes from there."""
-
-    client: asyncio.StreamWriter
-    upstream: asyncio.StreamWriter | None = None
-    up_bytes: int = 0
-    down_bytes: int = 0
-    gen: int = -1
-    base_up: int = 0
-    base_down: int = 0
-    rate_at: int | None = None  # reset-rate draw for this generation: bytes, or None (spared)
-    stalled: bool = False
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-
-
-class FaultProxy:
+class FaultProxy(FaultCounts):
     """TCP proxy ``127.0.0.1:<ephemeral>`` → ``target_host:target_port`` with switchable faults.
 
     Use as a context manager (``with FaultProxy("127.0.0.1", 29870) as proxy:``) or with
@@ -108,21 +73,20 @@ class FaultProxy:
         listen_host: str = "127.0.0.1",
         seed: int = 0,
     ) -> None:
-        _require_loopback(target_host)
-        _require_loopback(listen_host)
+        require_loopback(target_host)
+        require_loopback(listen_host)
         self.target = (target_host, int(target_port))
         self.host = listen_host
         self.port = 0
         self._rng = random.Random(seed)
-        self._mode = _Mode()
+        self._mode = Mode()
         self._gen = 0
         self._cut_until = 0.0
-        self._counts: Counter[str] = Counter()
-        self._cond = threading.Condition()
+        super().__init__()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._conns: set[_Conn] = set()
+        self._conns: set[Conn] = set()
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -204,7 +168,7 @@ class FaultProxy:
             self._server.close()
             self._server = None
         for conn in list(self._conns):
-            self._abort(conn)
+            abort(conn)
         tasks = [t for c in self._conns for t in c.tasks if t is not asyncio.current_task()]
         for t in tasks:
             t.cancel()
@@ -217,7 +181,7 @@ class FaultProxy:
 
     # -- modes -----------------------------------------------------------------------------
 
-    def _set(self, mode: _Mode) -> None:
+    def _set(self, mode: Mode) -> None:
         listening = self._server is not None
         with self._cond:
             self._mode = mode
@@ -234,7 +198,7 @@ class FaultProxy:
 
     def pass_through(self) -> None:
         """Relay everything unchanged (also ends :meth:`refuse`)."""
-        self._set(_Mode())
+        self._set(Mode())
 
     def reset_rate(
         self,
@@ -249,7 +213,7 @@ class FaultProxy:
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"rate must be within [0, 1], not {rate}")
         self._set(
-            _Mode("rate", rate=rate, within_bytes=within_bytes, direction=direction, times=times)
+            Mode("rate", rate=rate, within_bytes=within_bytes, direction=direction, times=times)
         )
 
     def reset_after(
@@ -258,25 +222,25 @@ class FaultProxy:
         """Reset the next ``times`` connections (``None``: all) once ``n_bytes`` bytes went in
         ``direction`` (``"up"``: client→server, ``"down"``: server→client); exactly ``n_bytes``
         are relayed first."""
-        self._set(_Mode("after", n_bytes=n_bytes, direction=direction, times=times))
+        self._set(Mode("after", n_bytes=n_bytes, direction=direction, times=times))
 
     def reset_on_response(self, *, min_request_bytes: int = 0, times: int | None = 1) -> None:
         """On the next ``times`` connections that sent at least ``min_request_bytes`` to the
         server, reset the client when the server's first response bytes arrive (they are
         dropped). The server has then done the work (e.g. completed a file) but the client
         never hears of it."""
-        self._set(_Mode("response", min_request_bytes=min_request_bytes, times=times))
+        self._set(Mode("response", min_request_bytes=min_request_bytes, times=times))
 
     def stall(self) -> None:
         """Accept new connections, read what they send, never connect upstream or answer."""
-        self._set(_Mode("stall"))
+        self._set(Mode("stall"))
 
     def refuse(self) -> None:
         """Close the listener: connects fail with ECONNREFUSED until another mode is set."""
         with self._cond:
             self._counts["refused_periods"] += 1
             self._cond.notify_all()
-        self._set(_Mode("refuse"))
+        self._set(Mode("refuse"))
 
     def cut_off(self, seconds: float) -> None:
         """For ``seconds``: reset every open relayed connection now and every new one at once.
@@ -289,54 +253,15 @@ class FaultProxy:
     async def _cut_open(self) -> None:
         for conn in list(self._conns):
             self._count("cut_off")
-            self._abort(conn)
+            abort(conn)
 
     @property
     def cut_off_active(self) -> bool:
         return time.monotonic() < self._cut_until
 
-    # -- counts ----------------------------------------------------------------------------
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """Copy of the counters: ``connections``, ``bytes_up``, ``bytes_down`` and one key per
-        fault kind (see the module table)."""
-        with self._cond:
-            return dict(self._counts)
-
-    @property
-    def faults(self) -> int:
-        """Number of faults injected so far (all kinds)."""
-        c = self.counts
-        return sum(v for k, v in c.items() if k not in ("connections", "bytes_up", "bytes_down"))
-
-    def wait_for(
-        self, predicate: Callable[[dict[str, int]], bool], timeout: float = 10.0
-    ) -> dict[str, int]:
-        """Block until ``predicate(counts)`` is true; return the counts.
-
-        Raises:
-            TimeoutError: not true within ``timeout`` seconds (the counts are in the message).
-        """
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not predicate(dict(self._counts)):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(
-                        f"condition not met within {timeout}s; counts {dict(self._counts)}"
-                    )
-                self._cond.wait(left)
-            return dict(self._counts)
-
-    def _count(self, key: str, n: int = 1) -> None:
-        with self._cond:
-            self._counts[key] += n
-            self._cond.notify_all()
-
     # -- relay -----------------------------------------------------------------------------
 
-    def _adopt(self, conn: _Conn) -> _Mode:
+    def _adopt(self, conn: Conn) -> Mode:
         """The current mode; if it changed since ``conn`` last looked, rebase ``conn``'s byte
         counts and, in rate mode, draw whether (and after how many bytes) it is reset."""
         with self._cond:
@@ -349,7 +274,7 @@ class FaultProxy:
                     conn.rate_at = self._rng.randint(0, m.within_bytes) if m.within_bytes else 0
             return m
 
-    def _consume(self, m: _Mode) -> bool:
+    def _consume(self, m: Mode) -> bool:
         """Use up one of ``m.times``; False when none is left."""
         with self._cond:
             if m.times is None:
@@ -359,16 +284,8 @@ class FaultProxy:
             m.times -= 1
             return True
 
-    def _threshold(self, conn: _Conn, m: _Mode, direction: Direction) -> tuple[int | None, str]:
-        """(bytes in ``direction`` since the mode was adopted at which to reset, count key)."""
-        if m.kind == "rate" and m.direction == direction and conn.rate_at is not None:
-            return conn.rate_at, "reset_rate"
-        if m.kind == "after" and m.direction == direction:
-            return m.n_bytes, "reset_mid_stream"
-        return None, ""
-
     async def _handle(self, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
-        conn = _Conn(cwriter)
+        conn = Conn(cwriter)
         self._conns.add(conn)
         task = asyncio.current_task()
         if task is not None:
@@ -377,7 +294,7 @@ class FaultProxy:
         try:
             if self.cut_off_active:
                 self._count("cut_off")
-                self._abort(conn)
+                abort(conn)
                 return
             m = self._adopt(conn)
             if m.kind == "stall":
@@ -386,17 +303,17 @@ class FaultProxy:
                     pass
                 return
             for direction in ("up", "down"):
-                at, key = self._threshold(conn, m, direction)
+                at, key = threshold(conn, m, direction)
                 if at == 0 and self._consume(m):
                     self._count(key)
-                    self._abort(conn)
+                    abort(conn)
                     return
             try:
                 ureader, uwriter = await asyncio.open_connection(*self.target)
             except OSError as exc:
                 log.info("fault proxy %s: upstream %s:%d: %s", self.address, *self.target, exc)
                 self._count("upstream_failed")
-                self._abort(conn)
+                abort(conn)
                 return
             conn.upstream = uwriter
             up = asyncio.ensure_future(self._pump(conn, creader, uwriter, "up"))
@@ -404,19 +321,19 @@ class FaultProxy:
             conn.tasks += [up, down]
             await asyncio.gather(up, down, return_exceptions=True)
         except asyncio.CancelledError:
-            self._abort(conn)  # proxy stopping; end quietly
+            abort(conn)  # proxy stopping; end quietly
         finally:
-            self._close(conn)
+            close(conn)
             self._conns.discard(conn)
 
-    def _stall(self, conn: _Conn) -> None:
+    def _stall(self, conn: Conn) -> None:
         if not conn.stalled:
             conn.stalled = True
             self._count("stall")
 
     async def _pump(
         self,
-        conn: _Conn,
+        conn: Conn,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         direction: Direction,
@@ -430,7 +347,7 @@ class FaultProxy:
                     return
                 if self.cut_off_active:
                     self._count("cut_off")
-                    self._abort(conn)
+                    abort(conn)
                     return
                 m = self._adopt(conn)
                 if m.kind == "stall" or conn.stalled:
@@ -443,9 +360,9 @@ class FaultProxy:
                     and self._consume(m)
                 ):
                     self._count("reset_on_response")
-                    self._abort(conn)
+                    abort(conn)
                     return
-                at, key = self._threshold(conn, m, direction)
+                at, key = threshold(conn, m, direction)
                 done = (
                     (conn.up_bytes - conn.base_up)
                     if direction == "up"
@@ -458,7 +375,7 @@ class FaultProxy:
                         await writer.drain()
                         self._add(conn, direction, len(head))
                     self._count(key)
-                    self._abort(conn)
+                    abort(conn)
                     return
                 writer.write(data)
                 await writer.drain()
@@ -467,32 +384,12 @@ class FaultProxy:
             return  # proxy stopping
         except (ConnectionError, OSError) as exc:
             log.debug("fault proxy %s: %s pump ended: %s", self.address, direction, exc)
-            self._abort(conn)
+            abort(conn)
 
-    def _add(self, conn: _Conn, direction: Direction, n: int) -> None:
+    def _add(self, conn: Conn, direction: Direction, n: int) -> None:
         if direction == "up":
             conn.up_bytes += n
             self._count("bytes_up", n)
         else:
             conn.down_bytes += n
             self._count("bytes_down", n)
-
-    @staticmethod
-    def _rst(writer: asyncio.StreamWriter | None) -> None:
-        if writer is None or writer.transport.is_closing():
-            return
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):  # already shut down by the peer: abort is enough
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        writer.transport.abort()
-
-    def _abort(self, conn: _Conn) -> None:
-        self._rst(conn.client)
-        self._rst(conn.upstream)
-
-    @staticmethod
-    def _close(conn: _Conn) -> None:
-        for w in (conn.client, conn.upstream):
-            if w is not None and not w.transport.is_closing():
-                w.close()
