@@ -2,7 +2,7 @@
 
 Each ``*_problems`` function takes parsed input (a compose mapping, Dockerfile text, …) and returns
 a list of human-readable problems, empty when all is well, so that tests can feed them broken inputs
-and prove they fail (house style rule 15). Used by ``test_compose_static.py``.
+and prove they fail (a check that cannot fail is a defect). Used by ``test_compose_static.py``.
 
 Sources of the rules: the Compose Specification (schema vendored as ``compose-spec.json``, see
 README.md here), ``services/ferry/core/config.py`` (settings names: prefix ``FERRY_``, nested

@@ -1,4 +1,4 @@
-"""Unit-tier fixtures: ONE local SparkSession for the whole run (house style rule 13).
+"""Unit-tier fixtures: ONE local SparkSession for the whole run (the unit tier needs no server).
 
 The session is Hive-enabled (embedded Derby metastore and warehouse under a pytest temp dir) so
 the load tests exercise real Hive tables; transform tests use the same session. ``local[1]``,

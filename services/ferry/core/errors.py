@@ -1,6 +1,6 @@
 """Ferry's exception tree.
 
-Every error is one of three things (house style rule 10): retried by policy
+Every error is one of three things: retried by policy
 (:class:`TransientError`), sent to quarantine with a reason code (:class:`PermanentError`), or
 raised to stop the process (:class:`ConfigError`, :class:`StackError`). Messages name the file,
 path, topic/partition/offset involved.

@@ -1,6 +1,6 @@
 """Ferry's one retry policy (tenacity), used by the stage runner, extract, transfer and HDFS.
 
-Rule (ARCHITECTURE.md "Delivery and idempotency"): every retry has a ceiling. Only
+Rule (docs/architecture.md, "Delivery and idempotency"): every retry has a ceiling. Only
 :class:`~ferry.core.errors.TransientError` is retried; the wait before attempt ``n+1`` is
 ``uniform(0, min(max_backoff_s, initial_backoff_s × 2^(n-1)))`` — exponential backoff with full
 jitter (AWS Architecture Blog, "Exponential Backoff And Jitter"); after ``max_attempts`` attempts

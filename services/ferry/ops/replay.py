@@ -8,7 +8,7 @@ For files: a topic is keyed by ``file_id``, so all of a file's events sit in one
 plan finds each file's earliest event on the stage's input topic and sets that partition to the
 smallest such offset, never moving a group *forward* (a file not yet processed needs no replay).
 Every record after that offset in the same partition is re-processed too; that is safe because
-every stage is idempotent on ``file_id`` (ARCHITECTURE.md "Delivery and idempotency").
+every stage is idempotent on ``file_id`` (docs/architecture.md, "Delivery and idempotency").
 
 Offsets can only be moved while the group has no active members: the broker would reject it, and a
 running consumer would overwrite the new offsets with its next commit. :func:`apply_plan` refuses
