@@ -100,7 +100,7 @@ def join_path(root: str, *parts: str) -> str:
 
 
 class FileSystemOps(Protocol):
-    """What the jobs need from a filesystem to commit by rename (a reader never sees a partial directory)."""
+    """What the jobs need from a filesystem to commit by rename (no partial directory is seen)."""
 
     def exists(self, path: str) -> bool: ...
     def rename(self, src: str, dst: str) -> None: ...

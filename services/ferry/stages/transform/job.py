@@ -161,7 +161,7 @@ def split(classified: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFram
 
 
 def transform(df: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFrame]:
-    """The pure transform (tested on a few rows without a cluster): ``split(classify(df, spec), spec)``."""
+    """The pure transform, tested on a few rows: ``split(classify(df, spec), spec)``."""
     return split(classify(df, spec), spec)
 
 
