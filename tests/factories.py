@@ -119,3 +119,30 @@ def failed(
         manifest=manifest,
         **fields,
     )
+
+
+def undecodable(
+    stage: str,
+    source: tuple[str, int, int],
+    raw_value: bytes = b"not-avro",
+    *,
+    raw_key: bytes | None = None,
+    error: str = "not Avro",
+    at: datetime = T0,
+) -> FileFailed:
+    """The ``FileFailed`` a stage emits for a record it cannot decode: reason ``undecodable``,
+    attempt 1, no manifest, ``source`` = (topic, partition, offset) of the record, its raw bytes."""
+    topic, partition, offset = source
+    return failed(
+        stage,
+        None,
+        reason="undecodable",
+        error=error,
+        attempt=1,
+        at=at,
+        source_topic=topic,
+        source_partition=partition,
+        source_offset=offset,
+        raw_key=raw_key,
+        raw_value=raw_value,
+    )

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.factories import failed, manifest
+from tests.factories import failed, manifest, undecodable
 from tests.kafka_io import produce, read_all
 
 from ferry.core.avro import default_codec
@@ -80,19 +80,7 @@ def failures(s: Settings) -> tuple[FileFailed, FileFailed]:
         source_partition=0,
         source_offset=12,
     )
-    raw = failed(
-        "transform",
-        None,
-        reason="undecodable",
-        error="not Avro",
-        attempt=1,
-        at=T0,
-        source_topic=s.kafka.topic("extracted"),
-        source_partition=0,
-        source_offset=3,
-        raw_key=b"rawkey",
-        raw_value=b"not-avro",
-    )
+    raw = undecodable("transform", (s.kafka.topic("extracted"), 0, 3), raw_key=b"rawkey", at=T0)
     return managed, raw
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
-from tests.factories import failed
+from tests.factories import failed, undecodable
 from tests.factories import manifest as make_manifest
 
 from ferry.core.avro import MAGIC, EventCodec, default_codec, load_schema_dir, schema_fingerprint
@@ -65,19 +65,7 @@ ALL_EVENTS = [
         source_partition=2,
         source_offset=41,
     ),
-    failed(
-        "load",
-        None,
-        reason="undecodable",
-        error="not Avro",
-        attempt=1,
-        at=T1,
-        source_topic="ferry.transferred",
-        source_partition=0,
-        source_offset=7,
-        raw_key=b"k\x00\xff",
-        raw_value=b"not-avro",
-    ),
+    undecodable("load", ("ferry.transferred", 0, 7), raw_key=b"k\x00\xff", at=T1),
 ]
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from tests.factories import failed
+from tests.factories import failed, undecodable
 from tests.factories import manifest as make_manifest
 
 from ferry.core.events import (
@@ -146,18 +146,7 @@ def test_stage_latencies_only_when_a_stage_completes_first_time() -> None:
 
 
 def test_undecodable_failure_keyed_by_record_key() -> None:
-    fail = failed(
-        "transform",
-        None,
-        reason="undecodable",
-        error="not avro",
-        attempt=1,
-        at=T0,
-        source_topic="t.extracted",
-        source_partition=0,
-        source_offset=3,
-        raw_value=b"not-avro",
-    )
+    fail = undecodable("transform", ("t.extracted", 0, 3), error="not avro", at=T0)
     tl = fold(None, fail, "t.extracted-0-3")
     assert (tl.file_id, tl.state, tl.dataset) == ("t.extracted-0-3", "failed", None)
 
