@@ -11,7 +11,7 @@ JARS_STAMP := var/jars/.ferry-installed
 PYTEST     := $(PY) -m pytest
 
 .PHONY: help install up down status demo test test-unit test-integration test-e2e test-compose \
-        lint bench bench-transform compose-up compose-down compose-test clean browser
+        lint bench bench-transform bench-hdfs compose-up compose-down compose-test clean browser
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -74,6 +74,9 @@ bench: install ## Benchmarks: print figures (events codec and Kafka round trip)
 
 bench-transform: install ## Where a transform batch spends its time (starts the stack)
 	$(PY) bench/bench_transform.py
+
+bench-hdfs: install ## Copy throughput B -> A over WebHDFS, direct and through the fault proxies (starts the stack)
+	$(PY) bench/bench_hdfs.py
 
 compose-up: ## docker compose up (needs a Docker engine); see docs/compose.md
 	@# The NAS bind mount: created here so Docker does not create it root-owned; the stages run as uid 10001.

@@ -1,4 +1,4 @@
-"""Waiting on a condition with a deadline (house style 15): never sleep-and-hope."""
+"""Waiting on a condition with a deadline: never sleep-and-hope."""
 
 from __future__ import annotations
 
@@ -9,8 +9,16 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(cond: Callable[[], T], what: str, timeout_s: float = 60.0, poll_s: float = 0.1) -> T:
+def wait_for(
+    cond: Callable[[], T],
+    what: str | Callable[[], str],
+    timeout_s: float = 60.0,
+    poll_s: float = 0.1,
+) -> T:
     """Call ``cond`` every ``poll_s`` seconds until it returns a truthy value, and return it.
+
+    ``what`` names the condition in the timeout message; a callable is called only on timeout (to
+    report the state at that moment).
 
     Raises:
         AssertionError: ``timeout_s`` seconds passed first; the message names ``what``.
@@ -20,5 +28,7 @@ def wait_for(cond: Callable[[], T], what: str, timeout_s: float = 60.0, poll_s: 
         value = cond()
         if value:
             return value
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
+        if time.monotonic() >= deadline:
+            named = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {named}")
         time.sleep(poll_s)

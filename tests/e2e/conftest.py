@@ -18,6 +18,7 @@ from ferry.core.config import Settings
 from ferry.core.kafka import build_admin
 from ferry.core.topics import ensure_topics
 from ferry.pipeline import ServiceGroup, settings_env
+from tests.e2e.scenario import hive_row_counts
 
 
 @dataclass
@@ -29,17 +30,8 @@ class Pipeline:
     group: ServiceGroup
 
     def hive_rows(self, spark, table: str, file_ids: list[str]) -> dict[str, int]:  # type: ignore[no-untyped-def]
-        from pyspark.sql import functions as F
-
         spark.catalog.refreshTable(table)  # load rewrote partitions since this session listed them
-        rows = (
-            spark.table(table)
-            .where(F.col("ferry_file_id").isin(file_ids))
-            .groupBy("ferry_file_id")
-            .count()
-            .collect()
-        )
-        return {r["ferry_file_id"]: int(r["count"]) for r in rows}
+        return hive_row_counts(spark, table, file_ids)
 
     def ferry(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run the ``ferry`` CLI as an operator would, with this pipeline's settings."""

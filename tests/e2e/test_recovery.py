@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from ferry.datasets import load_datasets
 from ferry.demo_data import write_demo_files
 from ferry.pipeline import Outcomes, drop_file
 from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
+from tests.e2e.scenario import wait_for_outcomes
 
 pytestmark = pytest.mark.e2e
 
@@ -62,11 +62,7 @@ def _slice(src: Path, dest: Path, rows: int, *, swap_year_month: bool = False) -
 
 
 def _wait(outcomes: Outcomes, p: Pipeline, done, what: str, deadline_s: float = 300) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + deadline_s
-    while not done() and time.monotonic() < end:
-        outcomes.poll(1.0)
-        p.group.check_alive()
-    assert done(), f"timed out waiting for {what}; events: {outcomes.events}"
+    wait_for_outcomes(outcomes, done, what, deadline_s, p.group.check_alive)
 
 
 def test_replay_of_transfer_restores_a_file_deleted_on_a_without_duplicates(  # type: ignore[no-untyped-def]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import socket
 import time
 import unicodedata
@@ -334,31 +333,3 @@ def test_c08_stalled_peer_fails_within_timeout(stack: Settings, ports, target: s
             assert [e.name for e in direct.list(f"{root}/c08")] == []
     finally:
         direct.close()
-
-
-@pytest.mark.skipif(os.environ.get("FERRY_BENCH") != "1", reason="set FERRY_BENCH=1 to measure")
-def test_bench_copy_through_proxy(stack: Settings, ports) -> None:  # type: ignore[no-untyped-def]
-    b, a, root = ports
-    cluster_a = stack.cluster("a")
-    data = _payload(64 * (1 << 20), seed=4)
-    b.upload_stream(f"{root}/s/f", _chunks(data))
-    t0 = time.monotonic()
-    copy_between(b, f"{root}/s/f", a, f"{root}/direct/f")
-    direct_s = time.monotonic() - t0
-    advertised = f"{cluster_a.host}:{cluster_a.datanode_http_port}"
-    with (
-        FaultProxy(cluster_a.host, cluster_a.namenode_http_port) as nn,
-        FaultProxy(cluster_a.host, cluster_a.datanode_http_port) as dn,
-    ):
-        pa = _port(
-            stack, "a", webhdfs_url_override=nn.url, datanode_address_map={advertised: dn.address}
-        )
-        t0 = time.monotonic()
-        copy_between(b, f"{root}/s/f", pa, f"{root}/proxied/f")
-        proxied_s = time.monotonic() - t0
-        pa.close()
-    mb = len(data) / 1e6
-    print(
-        f"\nBENCH copy B->A 64 MiB: direct {mb / direct_s:.1f} MB/s ({direct_s:.2f}s), "
-        f"through proxies {mb / proxied_s:.1f} MB/s ({proxied_s:.2f}s)"
-    )

@@ -22,15 +22,17 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
+from tests.factories import numbered
+from tests.kafka_io import produce, read_all
+from tests.waiting import wait_for
 
 from ferry.core.avro import default_codec
-from ferry.core.config import RetrySettings, Settings, get_settings
+from ferry.core.config import REPO_ROOT, RetrySettings, Settings, get_settings
 from ferry.core.events import (
     FileExtracted,
     FileFailed,
     FileManifest,
     FileTransformed,
-    derive_file_id,
 )
 from ferry.core.kafka import build_admin, group_id
 from ferry.core.runner import Stage, StageRunner, build_runner
@@ -43,17 +45,7 @@ STAGE = "transform"
 
 
 def make_manifest(n: int) -> FileManifest:
-    sha = f"{n:02x}" * 32
-    return FileManifest(
-        file_id=derive_file_id("flights", sha),
-        dataset="flights",
-        source_path=f"flights/{n}.csv",
-        size_bytes=100 + n,
-        sha256=sha,
-        created_at=T0,
-        updated_at=T0,
-        trace_id=f"{n:032x}",
-    )
+    return numbered("flights", n, f"{n}.csv", at=T0)
 
 
 def transformed_of(event: FileExtracted) -> FileTransformed:
@@ -111,40 +103,9 @@ def env_of(s: Settings) -> dict[str, str]:
         "FERRY_RETRY__INITIAL_BACKOFF_S": str(s.retry.initial_backoff_s),
         "FERRY_RETRY__MAX_BACKOFF_S": str(s.retry.max_backoff_s),
         "PYTHONUNBUFFERED": "1",
+        # The child runs this file as a script: the repository root makes ``tests`` importable.
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
     }
-
-
-def produce(s: Settings, topic: str, key: bytes, value: bytes) -> None:
-    producer = Producer(
-        {"bootstrap.servers": s.kafka.bootstrap_servers, "enable.idempotence": True}
-    )
-    producer.produce(s.kafka.topic(topic), key=key, value=value)
-    assert producer.flush(10) == 0
-
-
-def read_all(s: Settings, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    """Every record now in partition 0 of ``topic`` (up to its high watermark)."""
-    full = s.kafka.topic(topic)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": s.kafka.bootstrap_servers,
-            "group.id": f"reader-{full}",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(full, 0), timeout=10)
-        consumer.assign([TopicPartition(full, 0, low)])
-        out: list[tuple[bytes | None, bytes | None]] = []
-        deadline = time.monotonic() + 30
-        while len(out) < high - low:
-            assert time.monotonic() < deadline, f"read {len(out)} of {high - low} records of {full}"
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                out.append((msg.key(), msg.value()))
-        return out
-    finally:
-        consumer.close()
 
 
 def committed(s: Settings, stage: str, topic: str) -> int:
@@ -156,15 +117,6 @@ def committed(s: Settings, stage: str, topic: str) -> int:
         return int(tp.offset)
     finally:
         consumer.close()
-
-
-# Not tests.waiting.wait_for: this file also runs as a standalone child script (the SIGKILL test),
-# where the tests package is not importable.
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-        time.sleep(0.1)
 
 
 class Running:
@@ -347,10 +299,14 @@ def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
     newcomer.subscribe(
         [topic], on_assign=lambda c, ps: newcomer_parts.extend(p.partition for p in ps)
     )
-    deadline = time.monotonic() + 60
-    while not (newcomer_parts and r.runner.stats.assignments == 2):
-        assert time.monotonic() < deadline, "the newcomer did not join the runner's group"
-        newcomer.poll(0.2)
+
+    def joined() -> bool:
+        if newcomer_parts and r.runner.stats.assignments == 2:
+            return True
+        newcomer.poll(0.2)  # the newcomer joins the group only while it polls
+        return False
+
+    wait_for(joined, "the newcomer to join the runner's group", 60, poll_s=0)
     assert r.runner.stats.revocations == 1
     assert len(newcomer_parts) == 1  # range assignor: one partition each
     assert len(r.runner.stats.assigned) == 1

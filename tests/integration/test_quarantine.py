@@ -8,23 +8,21 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from tests.factories import failed, manifest, undecodable
+from tests.kafka_io import produce, read_all
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings
 from ferry.core.events import (
     FileFailed,
     FileLoaded,
-    FileManifest,
     FileTransformed,
-    derive_file_id,
 )
 from ferry.core.kafka import build_admin
 from ferry.core.topics import ensure_topics
@@ -34,14 +32,12 @@ pytestmark = pytest.mark.integration
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 SHA = "ef" * 32
-MANIFEST = FileManifest(
-    file_id=derive_file_id("flights", SHA),
-    dataset="flights",
+MANIFEST = manifest(
+    "flights",
+    SHA,
+    at=T0,
     source_path="flights/données été.csv",
     size_bytes=4321,
-    sha256=SHA,
-    created_at=T0,
-    updated_at=T0,
     trace_id="2" * 32,
     uris={"landing": "hdfs://b/l.csv", "staging": "hdfs://b/s.parquet"},
     rows_in=10,
@@ -59,30 +55,6 @@ def qs(stack: Settings, unique: Any) -> Settings:
     return s
 
 
-def produce(s: Settings, topic: str, key: bytes, value: bytes) -> None:
-    p = Producer({"bootstrap.servers": s.kafka.bootstrap_servers, "enable.idempotence": True})
-    p.produce(s.kafka.topic(topic), key=key, value=value)
-    assert p.flush(10) == 0
-
-
-def read_all(s: Settings, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    full = s.kafka.topic(topic)
-    c = Consumer({"bootstrap.servers": s.kafka.bootstrap_servers, "group.id": f"r-{full}"})
-    try:
-        low, high = c.get_watermark_offsets(TopicPartition(full, 0), timeout=10)
-        c.assign([TopicPartition(full, 0, low)])
-        out: list[tuple[bytes | None, bytes | None]] = []
-        deadline = time.monotonic() + 30
-        while len(out) < high - low:
-            assert time.monotonic() < deadline, f"read {len(out)} of {high - low} from {full}"
-            msg = c.poll(0.5)
-            if msg is not None and msg.error() is None:
-                out.append((msg.key(), msg.value()))
-        return out
-    finally:
-        c.close()
-
-
 def cli(s: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
@@ -97,29 +69,18 @@ def cli(s: Settings, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def failures(s: Settings) -> tuple[FileFailed, FileFailed]:
-    managed = FileFailed(
-        stage="transfer",
+    managed = failed(
+        "transfer",
+        MANIFEST,
         reason="datanode_unreachable",
         error="datanode 10.0.0.9:9864 unreachable",
         attempt=1,
-        failed_at=T0,
-        manifest=MANIFEST,
+        at=T0,
         source_topic=s.kafka.topic("transformed"),
         source_partition=0,
         source_offset=12,
     )
-    raw = FileFailed(
-        stage="transform",
-        reason="undecodable",
-        error="not Avro",
-        attempt=1,
-        failed_at=T0,
-        source_topic=s.kafka.topic("extracted"),
-        source_partition=0,
-        source_offset=3,
-        raw_key=b"rawkey",
-        raw_value=b"not-avro",
-    )
+    raw = undecodable("transform", (s.kafka.topic("extracted"), 0, 3), raw_key=b"rawkey", at=T0)
     return managed, raw
 
 

@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from tests.factories import named
 from tests.waiting import wait_for
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings
-from ferry.core.events import FileExtracted, FileManifest, derive_file_id
+from ferry.core.events import FileExtracted
 from ferry.core.kafka import build_admin, group_id
 from ferry.core.topics import ensure_topics
 from ferry.ops.replay import GroupActive, Target, apply_plan, build_plan, wait_drained
@@ -35,21 +36,7 @@ T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 FERRY = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).parents[2] / ".venv")) / "bin" / "ferry"
 
 
-def manifest(name: str) -> FileManifest:
-    sha = (name.encode().hex() * 64)[:64]
-    return FileManifest(
-        file_id=derive_file_id("flights", sha),
-        dataset="flights",
-        source_path=f"flights/{name}.csv",
-        size_bytes=1,
-        sha256=sha,
-        created_at=T0,
-        updated_at=T0,
-        trace_id="0" * 32,
-    )
-
-
-FILES = {n: manifest(n) for n in "abcde"}
+FILES = {n: named("flights", n, at=T0, size_bytes=1, trace_id="0" * 32) for n in "abcde"}
 
 
 def fid(name: str) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import requests
 from confluent_kafka import Producer
+from tests.factories import named
 from tests.waiting import wait_for as _wait_for
 
 from ferry.core.avro import default_codec
@@ -32,7 +33,6 @@ from ferry.core.events import (
     FileManifest,
     FileTransferred,
     FileTransformed,
-    derive_file_id,
 )
 from ferry.core.kafka import build_admin
 from ferry.core.timeline import to_ms
@@ -46,16 +46,13 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def manifest(name: str, minutes: int, **kw: Any) -> FileManifest:
-    sha = (name.encode().hex() * 64)[:64]
-    return FileManifest(
-        file_id=derive_file_id("weather", sha),
-        dataset="weather",
-        source_path=f"weather/{name}.csv",
+    return named(
+        "weather",
+        name,
+        at=T0,
         size_bytes=7,
-        sha256=sha,
-        created_at=T0,
-        updated_at=T0 + timedelta(minutes=minutes),
         trace_id="3" * 32,
+        updated_at=T0 + timedelta(minutes=minutes),
         **kw,
     )
 

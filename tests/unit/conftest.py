@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import REPO_ROOT
 from ferry.datasets import DatasetSpec, load_datasets
 
@@ -55,3 +56,21 @@ def specs() -> dict[str, DatasetSpec]:
 def unique_db() -> str:
     """A Hive database name private to one test."""
     return f"ferry_t_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def flights(specs: dict[str, DatasetSpec]) -> DatasetSpec:
+    """The repo's flights definition: stable policy, 2 polls, 2.0 s apart, ``flights_*.csv``."""
+    spec = specs["flights"]
+    assert (spec.finished.policy, spec.finished.stable_polls, spec.finished.poll_interval_s) == (
+        "stable",
+        2,
+        2.0,
+    )
+    return spec
+
+
+@pytest.fixture(scope="session")
+def codec() -> EventCodec:
+    """The event codec on the repository's schemas (``default_codec()``)."""
+    return default_codec()

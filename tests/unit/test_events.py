@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
+from tests.factories import failed, undecodable
+from tests.factories import manifest as make_manifest
 
 from ferry.core.avro import MAGIC, EventCodec, default_codec, load_schema_dir, schema_fingerprint
 from ferry.core.config import get_settings
@@ -17,7 +19,6 @@ from ferry.core.events import (
     EVENT_TYPES,
     TOPIC_NAMES,
     FileExtracted,
-    FileFailed,
     FileLoaded,
     FileManifest,
     FileTransferred,
@@ -33,23 +34,19 @@ T1 = datetime(2024, 5, 1, 12, 31, 0, 456000, tzinfo=UTC)
 
 
 def manifest(**changes: object) -> FileManifest:
-    base = FileManifest(
-        file_id=derive_file_id("flights", SHA),
-        dataset="flights",
-        source_path="flights/données été #1 100%=x.csv",
-        size_bytes=123_456_789_012,
-        sha256=SHA,
-        created_at=T0,
-        updated_at=T1,
-        trace_id="0123456789abcdef0123456789abcdef",
-        uris={"landing": "hdfs://127.0.0.1:18020/ferry/landing/flights/x.csv"},
-        rows_in=10,
-        rows_out=8,
-        rows_rejected=2,
-        attempt=3,
-        source_mtime=T0,
-    )
-    return FileManifest(**{**base.__dict__, **changes})
+    values: dict[str, object] = {
+        "source_path": "flights/données été #1 100%=x.csv",
+        "size_bytes": 123_456_789_012,
+        "updated_at": T1,
+        "trace_id": "0123456789abcdef0123456789abcdef",
+        "uris": {"landing": "hdfs://127.0.0.1:18020/ferry/landing/flights/x.csv"},
+        "rows_in": 10,
+        "rows_out": 8,
+        "rows_rejected": 2,
+        "attempt": 3,
+        "source_mtime": T0,
+    }
+    return make_manifest("flights", SHA, at=T0, **{**values, **changes})
 
 
 ALL_EVENTS = [
@@ -57,29 +54,18 @@ ALL_EVENTS = [
     FileTransformed(manifest()),
     FileTransferred(manifest(uris={})),
     FileLoaded(manifest(), table="demo.flights", partition={"day": "2013-01-01"}),
-    FileFailed(
-        stage="transfer",
+    failed(
+        "transfer",
+        manifest(),
         reason="datanode_unreachable",
         error="cannot reach 10.0.0.9:9864",
         attempt=6,
-        failed_at=T1,
-        manifest=manifest(),
+        at=T1,
         source_topic="ferry.transformed",
         source_partition=2,
         source_offset=41,
     ),
-    FileFailed(
-        stage="load",
-        reason="undecodable",
-        error="not Avro",
-        attempt=1,
-        failed_at=T1,
-        source_topic="ferry.transferred",
-        source_partition=0,
-        source_offset=7,
-        raw_key=b"k\x00\xff",
-        raw_value=b"not-avro",
-    ),
+    undecodable("load", ("ferry.transferred", 0, 7), raw_key=b"k\x00\xff", at=T1),
 ]
 
 

@@ -3,39 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from tests.factories import transferred
 
 from ferry.core.errors import PermanentError, TransientError
-from ferry.core.events import FileLoaded, FileManifest, FileTransferred, derive_file_id
+from ferry.core.events import FileLoaded, FileManifest, FileTransferred
 from ferry.datasets import DatasetSpec
 from ferry.stages.load.handlers import LoadDeps, load_batch
-
-T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
-FS_A = "hdfs://nn-a:28020"
-
-
-def transferred(dataset: str, n: int, rows_out: int | None = 5) -> FileTransferred:
-    sha = f"{n:02x}" * 32
-    fid = derive_file_id(dataset, sha)
-    return FileTransferred(
-        FileManifest(
-            file_id=fid,
-            dataset=dataset,
-            source_path=f"{dataset}/{dataset}_{n}.csv",
-            size_bytes=50,
-            sha256=sha,
-            created_at=T0,
-            updated_at=T0,
-            trace_id=f"{n:032x}",
-            uris={"incoming": f"{FS_A}/ferry/incoming/{dataset}/{fid}"},
-            rows_in=rows_out,
-            rows_out=rows_out,
-            rows_rejected=0,
-        )
-    )
 
 
 class Job:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from tests.factories import failed as make_failed
+from tests.factories import manifest
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings
@@ -14,36 +16,25 @@ from ferry.core.events import (
     FileManifest,
     FileTransferred,
     FileTransformed,
-    derive_file_id,
 )
 from ferry.core.kafkaops import OpsError
 from ferry.ops.quarantine import QuarantineEntry, input_event_for, plan_release
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 SHA = "ab" * 32
-MANIFEST = FileManifest(
-    file_id=derive_file_id("flights", SHA),
-    dataset="flights",
+MANIFEST = manifest(
+    "flights",
+    SHA,
+    at=T0,
     source_path="flights/2013-01-01.csv",
     size_bytes=1234,
-    sha256=SHA,
-    created_at=T0,
-    updated_at=T0,
     trace_id="0" * 32,
     uris={"landing": "hdfs://b/ferry/landing/x.csv"},
 )
 
 
 def failed(stage: str, manifest: FileManifest | None = MANIFEST, **kw: object) -> FileFailed:
-    return FileFailed(
-        stage=stage,
-        reason="hdfs_timeout",
-        error="boom",
-        attempt=6,
-        failed_at=T0,
-        manifest=manifest,
-        **kw,  # type: ignore[arg-type]
-    )
+    return make_failed(stage, manifest, at=T0, **kw)
 
 
 @pytest.mark.parametrize(

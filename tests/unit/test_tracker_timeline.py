@@ -6,10 +6,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from tests.factories import failed, undecodable
+from tests.factories import manifest as make_manifest
 
 from ferry.core.events import (
     FileExtracted,
-    FileFailed,
     FileLoaded,
     FileManifest,
     FileTransferred,
@@ -26,17 +27,16 @@ SLA = {"transform": 60.0, "transfer": 30.0, "load": 60.0}
 
 
 def manifest(minutes: int, **kw: object) -> FileManifest:
-    m = FileManifest(
-        file_id=FID,
-        dataset="weather",
+    return make_manifest(
+        "weather",
+        SHA,
+        at=T0,
         source_path="weather/2013-01-01.csv",
         size_bytes=10,
-        sha256=SHA,
-        created_at=T0,
-        updated_at=T0 + timedelta(minutes=minutes),
         trace_id="1" * 32,
+        updated_at=T0 + timedelta(minutes=minutes),
+        **kw,
     )
-    return replace(m, **kw)  # type: ignore[arg-type]
 
 
 def ms(minutes: int) -> int:
@@ -101,13 +101,13 @@ def test_state_is_order_insensitive_across_topics() -> None:
 
 
 def test_failure_then_release_and_success() -> None:
-    fail = FileFailed(
-        stage="transfer",
+    fail = failed(
+        "transfer",
+        manifest(2),
         reason="hdfs_timeout",
         error="timed out",
         attempt=6,
-        failed_at=T0 + timedelta(minutes=4),
-        manifest=manifest(2),
+        at=T0 + timedelta(minutes=4),
     )
     tl = run([FileExtracted(manifest(0)), FileTransformed(manifest(2)), fail])
     assert tl.state == "failed"
@@ -146,17 +146,7 @@ def test_stage_latencies_only_when_a_stage_completes_first_time() -> None:
 
 
 def test_undecodable_failure_keyed_by_record_key() -> None:
-    fail = FileFailed(
-        stage="transform",
-        reason="undecodable",
-        error="not avro",
-        attempt=1,
-        failed_at=T0,
-        source_topic="t.extracted",
-        source_partition=0,
-        source_offset=3,
-        raw_value=b"not-avro",
-    )
+    fail = undecodable("transform", ("t.extracted", 0, 3), error="not avro", at=T0)
     tl = fold(None, fail, "t.extracted-0-3")
     assert (tl.file_id, tl.state, tl.dataset) == ("t.extracted-0-3", "failed", None)
 

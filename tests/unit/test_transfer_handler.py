@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
+from tests.factories import FS_A, FS_B, manifest
 
 from ferry.clusters.hdfs import is_temp_path
 from ferry.core.config import RetrySettings
 from ferry.core.errors import DataNodeUnreachable, HdfsPathNotFound, HdfsUnavailable, PermanentError
-from ferry.core.events import FileManifest, FileTransferred, FileTransformed, derive_file_id
+from ferry.core.events import FileTransferred, FileTransformed, derive_file_id
 from ferry.stages.transfer.handlers import TransferDeps, transfer_file
 from ferry.testing.hdfs_fake import FakeHdfs
 
-T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 SHA = "ab" * 32
 FID = derive_file_id("flights", SHA)
-FS_B, FS_A = "hdfs://nn-b:18020", "hdfs://nn-a:28020"
 STAGED = f"/ferry/staging/flights/{FID}"
 INCOMING = f"/ferry/incoming/flights/{FID}"
 RETRY = RetrySettings(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002)
@@ -28,15 +25,11 @@ PARTS = {
 
 def event(uris: dict[str, str] | None = None) -> FileTransformed:
     return FileTransformed(
-        FileManifest(
-            file_id=FID,
-            dataset="flights",
+        manifest(
+            "flights",
+            SHA,
             source_path="flights/flights_1.csv",
             size_bytes=123,
-            sha256=SHA,
-            created_at=T0,
-            updated_at=T0,
-            trace_id="t" * 32,
             uris={"landing": f"{FS_B}/l/x.csv", "staging": FS_B + STAGED} if uris is None else uris,
             rows_in=9,
             rows_out=8,

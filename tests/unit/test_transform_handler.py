@@ -2,40 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from tests.factories import FS_B, extracted
 
 from ferry.core.errors import PermanentError, SparkJobFailed, SparkUnavailable, TransientError
-from ferry.core.events import FileExtracted, FileManifest, FileTransformed, derive_file_id
+from ferry.core.events import FileExtracted, FileManifest, FileTransformed
 from ferry.datasets import DatasetSpec
 from ferry.stages.transform.handlers import TransformDeps, first_line, split_budget, transform_batch
 from ferry.stages.transform.job import FileCounts, FileResult
 
-T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
-FS_B = "hdfs://nn-b:18020"
 STAGING = f"{FS_B}/ferry/staging"
 REJECTS = f"{FS_B}/ferry/rejects"
-
-
-def extracted(dataset: str, n: int, name: str | None = None) -> FileExtracted:
-    sha = f"{n:02x}" * 32
-    fid = derive_file_id(dataset, sha)
-    name = name or f"{dataset}_{n}.csv"
-    return FileExtracted(
-        FileManifest(
-            file_id=fid,
-            dataset=dataset,
-            source_path=f"{dataset}/{name}",
-            size_bytes=100 + n,
-            sha256=sha,
-            created_at=T0,
-            updated_at=T0,
-            trace_id=f"{n:032x}",
-            uris={"landing": f"{FS_B}/ferry/landing/{dataset}/{fid}/{name}"},
-        )
-    )
 
 
 def ok(ev: FileExtracted, rows_out: int, rejected: int = 0) -> FileResult:
