@@ -157,6 +157,7 @@ def test_copy_b_to_a_streams_with_checksum(stack: Settings, ports, record_proper
         f"{root}/staging/flights 2013-01-01.parquet",
         a,
         f"{root}/incoming/flights 2013-01-01.parquet",
+        retry=stack.retry,
     )
     elapsed = time.monotonic() - started
     assert (size, digest) == (len(data), sha)
@@ -175,6 +176,7 @@ def test_copy_b_to_a_streams_with_checksum(stack: Settings, ports, record_proper
         f"{root}/staging/flights 2013-01-01.parquet",
         a,
         f"{root}/incoming/flights 2013-01-01.parquet",
+        retry=stack.retry,
     ) == (len(data), sha)
 
 
@@ -343,7 +345,7 @@ def test_bench_copy_through_proxy(stack: Settings, ports) -> None:  # type: igno
     data = _payload(64 * (1 << 20), seed=4)
     b.upload_stream(f"{root}/s/f", _chunks(data))
     t0 = time.monotonic()
-    copy_between(b, f"{root}/s/f", a, f"{root}/direct/f")
+    copy_between(b, f"{root}/s/f", a, f"{root}/direct/f", retry=stack.retry)
     direct_s = time.monotonic() - t0
     advertised = f"{cluster_a.host}:{cluster_a.datanode_http_port}"
     with (
@@ -354,7 +356,7 @@ def test_bench_copy_through_proxy(stack: Settings, ports) -> None:  # type: igno
             stack, "a", webhdfs_url_override=nn.url, datanode_address_map={advertised: dn.address}
         )
         t0 = time.monotonic()
-        copy_between(b, f"{root}/s/f", pa, f"{root}/proxied/f")
+        copy_between(b, f"{root}/s/f", pa, f"{root}/proxied/f", retry=stack.retry)
         proxied_s = time.monotonic() - t0
         pa.close()
     mb = len(data) / 1e6
