@@ -66,7 +66,9 @@ def main() -> int:
                 for way, dest in (("direct", a), ("through proxies", proxied)):
                     for run in range(args.runs):
                         t0 = time.monotonic()
-                        copy_between(b, f"{root}/s/f", dest, f"{root}/{run}-{way[0]}/f")
+                        copy_between(
+                            b, f"{root}/s/f", dest, f"{root}/{run}-{way[0]}/f", retry=settings.retry
+                        )
                         s = time.monotonic() - t0
                         print(f"copy B->A {args.mib} MiB {way}: {mb / s:.1f} MB/s ({s:.2f}s)")
             finally:

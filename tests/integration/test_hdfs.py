@@ -156,6 +156,7 @@ def test_copy_b_to_a_streams_with_checksum(stack: Settings, ports, record_proper
         f"{root}/staging/flights 2013-01-01.parquet",
         a,
         f"{root}/incoming/flights 2013-01-01.parquet",
+        retry=stack.retry,
     )
     elapsed = time.monotonic() - started
     assert (size, digest) == (len(data), sha)
@@ -174,6 +175,7 @@ def test_copy_b_to_a_streams_with_checksum(stack: Settings, ports, record_proper
         f"{root}/staging/flights 2013-01-01.parquet",
         a,
         f"{root}/incoming/flights 2013-01-01.parquet",
+        retry=stack.retry,
     ) == (len(data), sha)
 
 

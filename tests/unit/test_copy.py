@@ -15,6 +15,7 @@ from ferry.core.errors import (
     DataNodeUnreachable,
     HdfsPathExists,
     HdfsPathNotFound,
+    HdfsRequestRejected,
     HdfsUnavailable,
 )
 from ferry.stages.transfer.copy import copy_between
@@ -150,6 +151,36 @@ def test_c02_failure_after_create_removes_only_own_temp(
         path.startswith("/incoming/.x" + TEMP_MARKER)
         and path != "/incoming/.x.ferry-tmp-otherattempt"
     )
+
+
+@pytest.mark.parametrize(
+    ("delete_faults", "deletes", "temp_left"),
+    [(2, 3, False), (3, 3, True)],
+    ids=["third-try-removes-it", "orphan-after-three-tries"],
+)
+def test_temp_cleanup_is_tried_three_times_on_transient_errors(
+    delete_faults: int, deletes: int, temp_left: bool
+) -> None:
+    a = FakeHdfs("a")
+    a.fail("create", HdfsUnavailable("reset mid-write"), after_bytes=5)
+    a.fail("delete", HdfsUnavailable("NameNode cut off"), times=delete_faults)
+    with pytest.raises(HdfsUnavailable, match="reset mid-write"):
+        a.upload_stream("/d/x", iter([b"abc", b"defgh"]))
+    deleted = [path for op, path in a.calls if op == "delete"]
+    assert len(deleted) == deletes
+    assert len(set(deleted)) == 1 and is_temp_path(deleted[0])
+    assert sorted(a.files) == ([deleted[0]] if temp_left else [])
+
+
+def test_temp_cleanup_is_not_retried_on_a_permanent_error() -> None:
+    a = FakeHdfs("a")
+    a.fail("create", HdfsUnavailable("reset mid-write"), after_bytes=5)
+    a.fail("delete", HdfsRequestRejected("permission denied"), times=3)
+    with pytest.raises(HdfsUnavailable, match="reset mid-write"):
+        a.upload_stream("/d/x", iter([b"abc", b"defgh"]))
+    deleted = [path for op, path in a.calls if op == "delete"]
+    assert len(deleted) == 1 and is_temp_path(deleted[0])
+    assert sorted(a.files) == deleted
 
 
 def test_source_error_propagates_unchanged_and_cleans_up() -> None:

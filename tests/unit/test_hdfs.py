@@ -16,11 +16,11 @@ from ferry.clusters.hdfs import (
     TEMP_MARKER,
     HdfsPort,
     WebHdfs,
-    _remote_error,
     is_temp_path,
     normalize_path,
     temp_path_for,
 )
+from ferry.clusters.hdfs.errors import _remote_error
 from ferry.core.config import HdfsClusterSettings, RetrySettings, get_settings
 from ferry.core.errors import (
     DataNodeUnreachable,
@@ -91,8 +91,8 @@ def _leftovers(stub: WebHdfsStub) -> list[str]:
 
 
 def test_for_cluster_takes_named_settings() -> None:
-    port = HdfsPort.for_cluster("a")
     settings = get_settings()
+    port = HdfsPort.for_cluster("a", settings)
     assert port.cluster.webhdfs_url == settings.cluster("a").webhdfs_url
     assert port.timeout == (settings.retry.connect_timeout_s, settings.retry.read_timeout_s)
     assert port.name == "a"

@@ -1,8 +1,8 @@
 """Cross-cluster copy (B → A): streamed, verified by sha256, renamed atomically, retried.
 
-This is the fragile step Ferry isolates (ARCHITECTURE.md: "the complicated step ... separated from
-the fragile step"): one file per call, no Spark, every byte streamed from the source DataNode to
-the destination DataNode through this process, never held whole in memory.
+Ferry keeps this fragile step (the network path to cluster A) apart from the complicated one (the
+Spark transform): one file per call, no Spark, every byte streamed from the source DataNode to the
+destination DataNode through this process, never held whole in memory.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def copy_between(
     *,
     expected_sha256: str | None = None,
     overwrite: bool = False,
-    retry: RetrySettings | None = None,
+    retry: RetrySettings,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[int, str]:
@@ -47,27 +47,29 @@ def copy_between(
     into a temporary file beside ``dst_path``, hashing on the fly, re-read the temporary file from
     ``dst`` (streaming) and compare size and sha256, and only then rename it onto ``dst_path``
     (:meth:`HdfsPort.upload_stream`). A failed attempt deletes only its own temporary file, so no
-    partial or duplicate file is ever visible at ``dst_path`` (cases C01, C02).
+    partial or duplicate file is ever visible at ``dst_path`` (docs/field-cases.md,
+    C01 and C02).
 
     Attempts are repeated on :class:`~ferry.core.errors.TransientError` by
-    :func:`ferry.core.retry.retrying` (``retry`` default: ``get_settings().retry``); each HTTP
-    call is bounded by the ports' connect/read timeouts (C08).
+    :func:`ferry.core.retry.retrying` under the policy ``retry`` (the caller's
+    ``settings.retry`` or a copy of it); each HTTP call is bounded by the ports' connect/read
+    timeouts (docs/field-cases.md, C08).
 
     Args:
         expected_sha256: sha256 the source must have (e.g. from the manifest); checked on the
             streamed bytes, and used for the idempotency check without re-reading the source.
         overwrite: replace a ``dst_path`` that holds other bytes; otherwise that is an error.
+        retry: the retry policy of one call (attempts, backoff in seconds, ``min_window_s``).
+        chunk_size: bytes per chunk streamed from ``src`` to ``dst``.
+        sleep: the backoff sleep, in seconds (tests pass a fake clock).
 
     Raises:
         HdfsPathExists: ``dst_path`` holds other bytes and ``overwrite`` is false.
         HdfsPathNotFound, HdfsRequestRejected: missing source, not a file, permissions.
-        DataNodeUnreachable: a redirect points at an address this host cannot reach (C06).
+        DataNodeUnreachable: a redirect points at an address this host cannot reach
+            (docs/field-cases.md, C06).
         ChecksumMismatch, HdfsUnavailable, HdfsTimeout: still failing after the last attempt.
     """
-    if retry is None:
-        from ferry.core.config import get_settings
-
-        retry = get_settings().retry
     what = f"copy {src.name}:{src_path} -> {dst.name}:{dst_path}"
     started = time.monotonic()
     temps: list[str] = []
@@ -142,7 +144,7 @@ def _sweep(
 ) -> None:
     """Make sure no temporary file of this call survives: each attempt removes its own, but that
     removal can itself fail (NameNode reset or cut off), so check again, under the retry policy.
-    Only paths this call created are touched (house style rule 12)."""
+    Only paths this call created are touched: a clean-up never deletes what it did not make."""
     for temp in temps:
         try:
             retrying(retry, sleep=sleep, what=f"remove {port.name}:{temp}")(

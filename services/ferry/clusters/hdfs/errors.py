@@ -1,0 +1,161 @@
+"""Classification of WebHDFS failures (``requests`` and HdfsCLI errors) into Ferry errors.
+
+Every failure surfaces as a Ferry error whose message names the cluster, the operation, the path
+and the peer address, so an operator can act on the log line alone:
+
+* :class:`~ferry.core.errors.HdfsUnavailable` / :class:`~ferry.core.errors.HdfsTimeout`
+  (transient): connection reset, NameNode refused, connect or read timeout, safe mode, 5xx, any
+  remote exception not listed as permanent below.
+* :class:`~ferry.core.errors.DataNodeUnreachable` (permanent, at once): the DataNode the NameNode
+  redirected to cannot be connected to; every retry gets the same address
+  (docs/field-cases.md, C06).
+* :class:`~ferry.core.errors.HdfsPathNotFound`, :class:`~ferry.core.errors.HdfsPathExists`,
+  :class:`~ferry.core.errors.HdfsRequestRejected` (permanent): remote exceptions that retrying
+  cannot fix (:data:`_PERMANENT_REMOTE`, :data:`_PERMANENT_MESSAGES`); a path component longer
+  than the NameNode allows is rejected with ``reason=`` :data:`NAME_TOO_LONG`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import requests
+from hdfs.util import HdfsError as _CliError
+from urllib3.exceptions import NewConnectionError
+
+from ferry.core.errors import (
+    DataNodeUnreachable,
+    FerryError,
+    HdfsPathExists,
+    HdfsPathNotFound,
+    HdfsRequestRejected,
+    HdfsTimeout,
+    HdfsUnavailable,
+)
+
+#: ``FileFailed.reason`` of a path component longer than the NameNode allows.
+NAME_TOO_LONG = "name_too_long"
+
+
+def _name_too_long(message: str) -> FerryError:
+    return HdfsRequestRejected(message, reason=NAME_TOO_LONG)
+
+
+#: Remote exception class names (``RemoteException.exception``, without the Java package or
+#: outer class) that retrying cannot fix, and the Ferry error each becomes.
+_PERMANENT_REMOTE: dict[str, Callable[[str], FerryError]] = {
+    "FileNotFoundException": HdfsPathNotFound,
+    "FileAlreadyExistsException": HdfsPathExists,
+    "AlreadyBeingCreatedException": HdfsPathExists,
+    "AccessControlException": HdfsRequestRejected,
+    "SecurityException": HdfsRequestRejected,
+    "ParentNotDirectoryException": HdfsRequestRejected,
+    "IllegalArgumentException": HdfsRequestRejected,
+    "HadoopIllegalArgumentException": HdfsRequestRejected,
+    "InvalidPathException": HdfsRequestRejected,
+    "UnsupportedOperationException": HdfsRequestRejected,
+    "PathIsNotEmptyDirectoryException": HdfsRequestRejected,
+    "PathIsNotDirectoryException": HdfsRequestRejected,
+    "DSQuotaExceededException": HdfsRequestRejected,
+    "NSQuotaExceededException": HdfsRequestRejected,
+    "QuotaExceededException": HdfsRequestRejected,
+    # FSLimitException$PathComponentTooLongException: same name, same answer on every attempt
+    "PathComponentTooLongException": _name_too_long,
+    "MaxDirectoryItemsExceededException": HdfsRequestRejected,
+}
+
+
+def classify(
+    what: str,
+    exc: BaseException,
+    *,
+    netloc: str,
+    is_datanode: bool,
+    timeout: tuple[float, float],
+) -> FerryError:
+    """The Ferry error for ``exc``, raised by one WebHDFS call.
+
+    Args:
+        what: the call, for the message (``"WebHDFS OPEN '/p' on cluster 'a' via NameNode h:p"``).
+        exc: a ``requests`` exception, an HdfsCLI ``HdfsError`` (a remote exception) or an
+            ``OSError``.
+        netloc: ``host:port`` the call went to.
+        is_datanode: ``netloc`` is a DataNode (a redirect target), not the NameNode.
+        timeout: the ``(connect, read)`` timeout of the call in seconds, for the message.
+    """
+    if isinstance(exc, _CliError):
+        return _remote_error(what, exc)
+    chain = list(_exception_chain(exc))
+    connect_failed = any(
+        isinstance(e, (requests.ConnectTimeout, NewConnectionError, ConnectionRefusedError))
+        for e in chain
+    )
+    timed_out = any(isinstance(e, (requests.Timeout, TimeoutError)) for e in chain)
+    cause = _short(exc)
+    if connect_failed and is_datanode:
+        return DataNodeUnreachable(
+            f"{what}: datanode unreachable at {netloc} (connect timeout {timeout[0]}s): {cause}"
+        )
+    if timed_out:
+        limit = "connect" if connect_failed else "read"
+        seconds = timeout[0] if connect_failed else timeout[1]
+        return HdfsTimeout(f"{what}: no answer within the {limit} timeout of {seconds}s: {cause}")
+    if connect_failed:
+        return HdfsUnavailable(f"{what}: connection refused: {cause}")
+    if any(isinstance(e, ConnectionResetError) for e in chain):
+        return HdfsUnavailable(f"{what}: connection reset: {cause}")
+    return HdfsUnavailable(f"{what}: {cause}")
+
+
+#: Messages of plain ``IOException``s that the NameNode raises for a request that can never
+#: succeed as sent (FSDirRenameOp, FSDirMkdirOp, FSDirectory); other IOExceptions are transient.
+_PERMANENT_MESSAGES = (
+    "must both be directories",
+    "is not a directory",
+    "Parent path is not a directory",
+    "Invalid path name",
+    "is non empty",
+    "is a directory",
+)
+
+#: Message of the NameNode's ``PathComponentTooLongException`` (FSDirectory
+#: .verifyMaxComponentLength), also matched when it arrives wrapped in a plain IOException.
+_NAME_TOO_LONG_MESSAGE = "maximum path component name limit"
+
+
+def _remote_error(what: str, exc: _CliError) -> FerryError:
+    name = (exc.exception or "").rsplit(".", 1)[-1].rsplit("$", 1)[-1]
+    message = exc.message
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    message = " ".join(str(message).split())[:500]
+    if name in _PERMANENT_REMOTE:
+        return _PERMANENT_REMOTE[name](f"{what}: {name}: {message}")
+    if _NAME_TOO_LONG_MESSAGE in message:
+        return _name_too_long(f"{what}: {name or 'error'}: {message}")
+    if any(m in message for m in _PERMANENT_MESSAGES):
+        return HdfsRequestRejected(f"{what}: {name or 'error'}: {message}")
+    if not name and "Authentication failure" in message:
+        return HdfsRequestRejected(f"{what}: {message}")
+    return HdfsUnavailable(f"{what}: {name or 'HTTP error'}: {message}")
+
+
+def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and everything it wraps (args, ``reason``, ``__cause__``, ``__context__``)."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        inner = [*e.args, getattr(e, "reason", None), e.__cause__, e.__context__]
+        todo.extend(x for x in inner if isinstance(x, BaseException))
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
+
+
+__all__ = ["NAME_TOO_LONG", "classify"]

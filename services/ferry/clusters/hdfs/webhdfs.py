@@ -1,0 +1,278 @@
+"""WebHDFS implementation of :class:`~ferry.clusters.hdfs.port.HdfsPort`, over HdfsCLI.
+
+:class:`WebHdfs` talks WebHDFS through HdfsCLI (``hdfs`` 2.7.3) and one ``requests.Session``;
+build it with ``WebHdfs.for_cluster("a", settings)``. Rules every caller can rely on:
+
+* Every HTTP call has a ``(connect, read)`` timeout from ``settings.retry``, so a stalled
+  NameNode or DataNode costs at most that long per call (docs/field-cases.md, C08).
+* WebHDFS answers ``CREATE``/``OPEN`` with a redirect to a DataNode; the DataNode's advertised
+  ``host:port`` is rewritten through ``clusters.<x>.datanode_address_map`` before it is used, so a
+  NAT gateway or a fault proxy (:mod:`ferry.testing.faultproxy`) can sit in front of the DataNode
+  (docs/field-cases.md, C06).
+* Failures surface as the Ferry errors of :func:`ferry.clusters.hdfs.errors.classify`, naming
+  the cluster, the operation, the path and the address. The port never retries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import posixpath
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+from hdfs.client import Client as _CliClient
+from hdfs.client import _to_error
+from hdfs.util import HdfsError as _CliError
+
+from ferry.clusters.hdfs.errors import classify
+from ferry.clusters.hdfs.paths import DEFAULT_CHUNK_SIZE, FileStatus, normalize_path
+from ferry.clusters.hdfs.port import HdfsPort
+from ferry.core.errors import FerryError, HdfsRequestRejected, HdfsUnavailable
+
+if TYPE_CHECKING:
+    from ferry.core.config import HdfsClusterSettings, RetrySettings, Settings
+
+#: Redirect hops followed for a GET (NameNode → DataNode is one).
+_MAX_REDIRECTS = 3
+
+
+class _Client(_CliClient):
+    """HdfsCLI's client with Ferry's rules: absolute NFC paths (no ``#LATEST`` markers), the
+    ``(connect, read)`` timeout on every request, ``user.name`` on NameNode requests only, and
+    every redirect target rewritten through the DataNode address map (GET redirects are followed
+    here, one hop at a time, instead of inside ``requests``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        user: str,
+        timeout: tuple[float, float],
+        address_map: dict[str, str],
+        session: requests.Session,
+    ) -> None:
+        super().__init__(url, timeout=timeout, session=session)
+        self._user = user
+        self.address_map = dict(address_map)
+        self.namenode_netlocs = {urlsplit(u).netloc for u in self.urls}
+
+    def resolve(self, hdfs_path: str) -> str:  # noqa: D102 - HdfsCLI hook
+        return normalize_path(hdfs_path)
+
+    def rewrite(self, url: str) -> str:
+        """``url`` with its ``host:port`` replaced through the address map, and a ``Location``
+        header that came through as Latin-1 re-read as UTF-8 (what ``requests`` does itself)."""
+        # already text, or not UTF-8 bytes: use as given
+        with contextlib.suppress(UnicodeEncodeError, UnicodeDecodeError):
+            url = url.encode("latin1").decode("utf8")
+        parts = urlsplit(url)
+        mapped = self.address_map.get(parts.netloc)
+        if mapped is None:
+            return url
+        return urlunsplit(parts._replace(netloc=mapped))
+
+    def _request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        kwargs.pop("allow_redirects", None)
+        params = kwargs.pop("params", None)
+        if params is not None:
+            params = {**params, "user.name": self._user}
+        url = self.rewrite(url)
+        for _ in range(_MAX_REDIRECTS + 1):
+            res = self._session.request(
+                method=method,
+                url=url,
+                params=params,
+                timeout=self._timeout,
+                allow_redirects=False,
+                headers={"content-type": "application/octet-stream"},
+                **kwargs,
+            )
+            if method != "GET" or not res.is_redirect:
+                return res  # CREATE/APPEND redirects go back to HdfsCLI, which rewrites via us
+            location = res.headers["location"]
+            res.close()
+            url, params = self.rewrite(location), None  # the Location carries its own query
+        raise HdfsUnavailable(f"more than {_MAX_REDIRECTS} WebHDFS redirects, last to {url}")
+
+
+class WebHdfs(HdfsPort):
+    """:class:`HdfsPort` over WebHDFS for one cluster.
+
+    Args:
+        cluster: the cluster's settings (``webhdfs_url``, ``datanode_address_map``).
+        retry: ``connect_timeout_s`` and ``read_timeout_s`` are applied to every HTTP call.
+        name: cluster name, for messages.
+        user: ``user.name`` sent to the NameNode; default ``$HADOOP_USER_NAME`` or the login user.
+        session: a ``requests.Session`` to use (default: a new one, owned and closed here).
+    """
+
+    def __init__(
+        self,
+        cluster: HdfsClusterSettings,
+        retry: RetrySettings,
+        *,
+        name: str = "?",
+        user: str | None = None,
+        session: requests.Session | None = None,
+    ) -> None:
+        self.name = name
+        self.cluster = cluster
+        self.timeout = (retry.connect_timeout_s, retry.read_timeout_s)
+        self._session = session or requests.Session()
+        self._client = _Client(
+            cluster.webhdfs_url,
+            user=user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser(),
+            timeout=self.timeout,
+            address_map=cluster.datanode_address_map,
+            session=self._session,
+        )
+        self._advertised = {v: k for k, v in cluster.datanode_address_map.items()}
+
+    @classmethod
+    def for_cluster(cls, name: str, settings: Settings) -> WebHdfs:
+        """Port of cluster ``name`` built from ``settings``: ``settings.cluster(name)`` and the
+        timeouts of ``settings.retry``.
+
+        Raises:
+            ConfigError: no cluster of that name.
+        """
+        return cls(settings.cluster(name), settings.retry, name=name)
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._session.close()
+
+    def __enter__(self) -> WebHdfs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"WebHdfs(name={self.name!r}, url={self.cluster.webhdfs_url!r})"
+
+    # -- primitives ------------------------------------------------------------------------
+
+    def status(self, path: str) -> FileStatus:
+        p = normalize_path(path)
+        with self._errors("GETFILESTATUS", p):
+            raw = self._client.status(p)
+        return _file_status(p, raw)
+
+    def list(self, path: str) -> list[FileStatus]:
+        p = normalize_path(path)
+        with self._errors("LISTSTATUS", p):
+            raw = self._client._list_status(p).json()["FileStatuses"]["FileStatus"]
+        if len(raw) == 1 and raw[0].get("pathSuffix") == "" and raw[0].get("type") != "DIRECTORY":
+            raise HdfsRequestRejected(f"cluster {self.name!r}: LISTSTATUS {p!r}: not a directory")
+        entries = [_file_status(posixpath.join(p, s["pathSuffix"]), s) for s in raw]
+        return sorted(entries, key=lambda e: e.name)
+
+    def mkdirs(self, path: str) -> None:
+        p = normalize_path(path)
+        with self._errors("MKDIRS", p):
+            ok = self._client._mkdirs(p).json()["boolean"]
+        if not ok:
+            raise HdfsRequestRejected(f"cluster {self.name!r}: MKDIRS {p!r} returned false")
+
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        s, d = normalize_path(src), normalize_path(dst)
+        with self._errors("RENAME", s, detail=f"to {d!r}"):
+            self._client._rename(
+                s, destination=d, renameoptions="OVERWRITE" if overwrite else "NONE"
+            )
+
+    def delete(self, path: str, *, recursive: bool = False) -> bool:
+        p = normalize_path(path)
+        if p == "/":
+            raise HdfsRequestRejected(f"cluster {self.name!r}: refusing to delete '/'")
+        with self._errors("DELETE", p):
+            return bool(self._client.delete(p, recursive=recursive))
+
+    def open_stream(
+        self, path: str, chunk_size: int = DEFAULT_CHUNK_SIZE, *, offset: int = 0
+    ) -> Iterator[bytes]:
+        p = normalize_path(path)
+        if chunk_size <= 0:
+            raise ValueError(f"chunk_size must be positive, not {chunk_size}")
+        with self._errors("OPEN", p):
+            res = self._client._open(p, offset=offset or None)
+        try:
+            with self._errors("OPEN", p, url=res.url):
+                yield from res.iter_content(chunk_size)
+        finally:
+            res.close()
+
+    def _create(self, path: str, chunks: Iterable[bytes], on_started: Callable[[], None]) -> None:
+        # HdfsCLI's write() in two visible steps: the NameNode only picks a DataNode (nothing is
+        # created yet); the DataNode creates the file and streams the body into it.
+        p = normalize_path(path)
+        with self._errors("CREATE", p):
+            res = self._client._create(p, overwrite=False)
+            location = res.headers["location"]
+        on_started()
+        with self._errors("CREATE", p, url=self._client.rewrite(location)):
+            res = self._client._request(method="PUT", url=location, data=iter(chunks))
+            if not res:
+                raise _to_error(res)
+
+    def checksum(self, path: str) -> dict[str, Any]:
+        """WebHDFS ``GETFILECHECKSUM`` of ``path``: ``{"algorithm", "bytes", "length"}``.
+
+        The value (MD5 of MD5s of CRC32C chunk sums) depends on block size and bytes per
+        checksum, so it only compares files written with the same settings; Ferry's own check
+        is :meth:`sha256`.
+        """
+        p = normalize_path(path)
+        with self._errors("GETFILECHECKSUM", p):
+            return dict(self._client.checksum(p))
+
+    # -- errors ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _errors(
+        self, op: str, path: str, *, url: str | None = None, detail: str = ""
+    ) -> Iterator[None]:
+        try:
+            yield
+        except FerryError:
+            raise
+        except (requests.RequestException, _CliError, OSError) as exc:
+            raise self._classify(op, path, exc, url=url, detail=detail) from exc
+
+    def _address(self, netloc: str) -> tuple[str, bool]:
+        """(description, is_datanode) of the peer at ``netloc``."""
+        if netloc in self._client.namenode_netlocs:
+            return f"NameNode {netloc}", False
+        advertised = self._advertised.get(netloc)
+        if advertised:
+            return f"DataNode {advertised} (mapped to {netloc})", True
+        return f"DataNode {netloc}", True
+
+    def _classify(
+        self, op: str, path: str, exc: BaseException, *, url: str | None, detail: str
+    ) -> FerryError:
+        request = getattr(exc, "request", None)
+        target = getattr(request, "url", None) or url or self._client.urls[0]
+        netloc = urlsplit(target).netloc
+        peer, is_datanode = self._address(netloc)
+        detail = f" {detail}" if detail else ""
+        what = f"WebHDFS {op} {path!r}{detail} on cluster {self.name!r} via {peer}"
+        return classify(what, exc, netloc=netloc, is_datanode=is_datanode, timeout=self.timeout)
+
+
+def _file_status(path: str, raw: dict[str, Any]) -> FileStatus:
+    return FileStatus(
+        path=path,
+        name=raw.get("pathSuffix") or posixpath.basename(path),
+        kind=raw["type"],
+        size=int(raw.get("length", 0)),
+        mtime_ms=int(raw.get("modificationTime", 0)),
+    )
+
+
+__all__ = ["WebHdfs"]
