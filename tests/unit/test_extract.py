@@ -425,7 +425,7 @@ class FakeProducer:
 
 @pytest.fixture(scope="module")
 def codec() -> EventCodec:
-    return default_codec()
+    return default_codec(get_settings().paths.schemas_dir)
 
 
 def svc_settings(nas: Path, after: str = "archive", workers: int = 4) -> Settings:

@@ -7,7 +7,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -24,7 +24,8 @@ from ferry.core.events import (
     FileTransformed,
     derive_file_id,
 )
-from ferry.core.runner import Record, Stage, StageRunner, process_record
+from ferry.core.processing import HandlerBug, Record, Stage, one_by_one, process_batch
+from ferry.core.runner import StageRunner
 
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 SHA = "0f" * 32
@@ -55,7 +56,7 @@ def settings(**kafka: Any) -> Settings:
 
 @pytest.fixture(scope="module")
 def codec() -> EventCodec:
-    return default_codec()
+    return default_codec(get_settings().paths.schemas_dir)
 
 
 def record(value: bytes | None, key: bytes | None = FILE_ID.encode(), offset: int = 5) -> Record:
@@ -64,7 +65,7 @@ def record(value: bytes | None, key: bytes | None = FILE_ID.encode(), offset: in
 
 def run_one(codec: EventCodec, handler: Callable[..., Any], value: bytes | None, **kw: Any) -> Any:
     stage = Stage("transform", {FileExtracted: handler})
-    return process_record(record(value, **kw), stage, None, codec, settings(), threading.Event())
+    return process_batch([record(value, **kw)], stage, None, codec, settings(), threading.Event())
 
 
 def only_failed(codec: EventCodec, out: Any) -> FileFailed:
@@ -75,7 +76,7 @@ def only_failed(codec: EventCodec, out: Any) -> FileFailed:
     return failed
 
 
-# -- process_record -------------------------------------------------------------------------
+# -- process_batch: one record of a non-batching stage -----------------------------------------
 
 
 def test_success_routes_outputs_by_type_and_file_id(codec: EventCodec) -> None:
@@ -177,9 +178,40 @@ def test_stop_requested_abandons_before_the_handler_runs(codec: EventCodec) -> N
     stop.set()
     stage = Stage("transform", {FileExtracted: lambda ev, deps: [TRANSFORMED]})
     assert (
-        process_record(record(codec.encode(EXTRACTED)), stage, None, codec, settings(), stop)
+        process_batch([record(codec.encode(EXTRACTED))], stage, None, codec, settings(), stop)
         is None
     )
+
+
+def test_one_by_one_adapts_a_plain_handler_to_one_result_per_event() -> None:
+    reset = TransientError("reset")
+    bad = PermanentError("bad header", reason="bad_header")
+    bug = ZeroDivisionError("division by zero")
+    outcomes: list[Any] = [[TRANSFORMED], reset, bad, bug]
+
+    def handler(ev: Any, deps: Any) -> list[Any]:
+        assert (ev, deps) == (EXTRACTED, "deps")
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return cast("list[Any]", outcome)
+
+    got = one_by_one(handler)([EXTRACTED] * 4, "deps")
+    assert got[:3] == [[TRANSFORMED], reset, bad]
+    assert isinstance(got[3], HandlerBug)
+    assert (got[3].reason, got[3].original, str(got[3])) == (
+        "handler_error",
+        bug,
+        "ZeroDivisionError: division by zero",
+    )
+
+
+def test_one_by_one_raises_config_errors() -> None:
+    def handler(ev: Any, deps: Any) -> list[Any]:
+        raise ConfigError("no dataset flights")
+
+    with pytest.raises(ConfigError, match="no dataset flights"):
+        one_by_one(handler)([EXTRACTED], None)
 
 
 # -- the loop, with fakes -------------------------------------------------------------------
