@@ -52,7 +52,7 @@ def manifest(n: int) -> FileManifest:
 
 
 def bench_codec(n: int) -> None:
-    codec = default_codec()
+    codec = default_codec(get_settings().paths.schemas_dir)
     events = [FileTransformed(manifest(i)) for i in range(n)]
     t = time.perf_counter()
     blobs = [codec.encode(e) for e in events]
@@ -68,7 +68,7 @@ def bench_codec(n: int) -> None:
 
 
 def bench_roundtrip(s: Settings, n: int) -> None:
-    codec = default_codec()
+    codec = default_codec(s.paths.schemas_dir)
     topic = s.kafka.topic("extracted")
     blobs = [
         (FileExtracted(manifest(i)).file_id.encode(), codec.encode(FileExtracted(manifest(i))))
@@ -109,7 +109,7 @@ def bench_roundtrip(s: Settings, n: int) -> None:
 
 
 def bench_runner(s: Settings, n: int) -> None:
-    codec = default_codec()
+    codec = default_codec(s.paths.schemas_dir)
     producer = build_producer(s.kafka, "ferry-bench")
     for i in range(n):
         ev = FileExtracted(manifest(100_000 + i))

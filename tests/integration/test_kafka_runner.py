@@ -177,7 +177,7 @@ def test_topic_plan_is_created_once_with_partitions_and_retention(ks: Settings) 
 def test_poison_record_lands_in_failed_exactly_once_and_is_not_redelivered(
     ks: Settings, running: list[Running]
 ) -> None:
-    codec = default_codec()
+    codec = default_codec(ks.paths.schemas_dir)
     ensure_topics(build_admin(ks.kafka), ks.kafka)
     good = FileExtracted(make_manifest(1))
     produce(ks, "extracted", b"poison", b"not-avro")
@@ -223,7 +223,7 @@ def test_poison_record_lands_in_failed_exactly_once_and_is_not_redelivered(
 def test_handler_longer_than_max_poll_interval_stays_in_group(
     ks: Settings, running: list[Running]
 ) -> None:
-    codec = default_codec()
+    codec = default_codec(ks.paths.schemas_dir)
     ensure_topics(build_admin(ks.kafka), ks.kafka)
     event = FileExtracted(make_manifest(2))
     produce(ks, "extracted", event.file_id.encode(), codec.encode(event))
@@ -261,7 +261,7 @@ def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
     partitions back while idle. Every record of both partitions must then be handled.
     """
     ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update={"partitions": 2})})
-    codec = default_codec()
+    codec = default_codec(ks.paths.schemas_dir)
     ensure_topics(build_admin(ks.kafka), ks.kafka)
     topic = ks.kafka.topic("extracted")
     producer = Producer({"bootstrap.servers": ks.kafka.bootstrap_servers})
@@ -336,7 +336,7 @@ def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
 def test_sigkill_between_produce_and_offset_store_reprocesses_once(
     ks: Settings, tmp_path: Path
 ) -> None:
-    codec = default_codec()
+    codec = default_codec(ks.paths.schemas_dir)
     ensure_topics(build_admin(ks.kafka), ks.kafka)
     event = FileExtracted(make_manifest(4))
     produce(ks, "extracted", event.file_id.encode(), codec.encode(event))

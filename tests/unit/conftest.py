@@ -72,5 +72,5 @@ def flights(specs: dict[str, DatasetSpec]) -> DatasetSpec:
 
 @pytest.fixture(scope="session")
 def codec() -> EventCodec:
-    """The event codec on the repository's schemas (``default_codec()``)."""
-    return default_codec()
+    """The event codec on the repository's schemas (``schemas/``)."""
+    return default_codec(REPO_ROOT / "schemas")

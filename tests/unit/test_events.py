@@ -71,7 +71,7 @@ ALL_EVENTS = [
 
 @pytest.fixture(scope="module")
 def codec() -> EventCodec:
-    return default_codec()
+    return default_codec(SCHEMAS)
 
 
 @pytest.mark.parametrize("event", ALL_EVENTS, ids=lambda e: type(e).__name__)

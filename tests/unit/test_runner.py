@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from confluent_kafka import TopicPartition
+from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 from tests.waiting import wait_for
 
 from ferry.core.avro import EventCodec, default_codec
@@ -24,7 +23,8 @@ from ferry.core.events import (
     FileTransformed,
     derive_file_id,
 )
-from ferry.core.runner import Record, Stage, StageRunner, process_record
+from ferry.core.processing import HandlerBug, Record, Stage, one_by_one, process_batch
+from ferry.core.runner import StageRunner
 
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 SHA = "0f" * 32
@@ -55,7 +55,7 @@ def settings(**kafka: Any) -> Settings:
 
 @pytest.fixture(scope="module")
 def codec() -> EventCodec:
-    return default_codec()
+    return default_codec(get_settings().paths.schemas_dir)
 
 
 def record(value: bytes | None, key: bytes | None = FILE_ID.encode(), offset: int = 5) -> Record:
@@ -64,7 +64,7 @@ def record(value: bytes | None, key: bytes | None = FILE_ID.encode(), offset: in
 
 def run_one(codec: EventCodec, handler: Callable[..., Any], value: bytes | None, **kw: Any) -> Any:
     stage = Stage("transform", {FileExtracted: handler})
-    return process_record(record(value, **kw), stage, None, codec, settings(), threading.Event())
+    return process_batch([record(value, **kw)], stage, None, codec, settings(), threading.Event())
 
 
 def only_failed(codec: EventCodec, out: Any) -> FileFailed:
@@ -75,7 +75,7 @@ def only_failed(codec: EventCodec, out: Any) -> FileFailed:
     return failed
 
 
-# -- process_record -------------------------------------------------------------------------
+# -- process_batch: one record of a non-batching stage -----------------------------------------
 
 
 def test_success_routes_outputs_by_type_and_file_id(codec: EventCodec) -> None:
@@ -177,108 +177,43 @@ def test_stop_requested_abandons_before_the_handler_runs(codec: EventCodec) -> N
     stop.set()
     stage = Stage("transform", {FileExtracted: lambda ev, deps: [TRANSFORMED]})
     assert (
-        process_record(record(codec.encode(EXTRACTED)), stage, None, codec, settings(), stop)
+        process_batch([record(codec.encode(EXTRACTED))], stage, None, codec, settings(), stop)
         is None
     )
 
 
+def test_one_by_one_adapts_a_plain_handler_to_one_result_per_event() -> None:
+    reset = TransientError("reset")
+    bad = PermanentError("bad header", reason="bad_header")
+    bug = ZeroDivisionError("division by zero")
+    outcomes: list[Any] = [[TRANSFORMED], reset, bad, bug]
+
+    def handler(ev: Any, deps: Any) -> list[Any]:
+        assert (ev, deps) == (EXTRACTED, "deps")
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return cast("list[Any]", outcome)
+
+    got = one_by_one(handler)([EXTRACTED] * 4, "deps")
+    assert got[:3] == [[TRANSFORMED], reset, bad]
+    assert isinstance(got[3], HandlerBug)
+    assert (got[3].reason, got[3].original, str(got[3])) == (
+        "handler_error",
+        bug,
+        "ZeroDivisionError: division by zero",
+    )
+
+
+def test_one_by_one_raises_config_errors() -> None:
+    def handler(ev: Any, deps: Any) -> list[Any]:
+        raise ConfigError("no dataset flights")
+
+    with pytest.raises(ConfigError, match="no dataset flights"):
+        one_by_one(handler)([EXTRACTED], None)
+
+
 # -- the loop, with fakes -------------------------------------------------------------------
-
-
-class FakeMessage:
-    def __init__(
-        self, topic: str, partition: int, offset: int, value: bytes | None, key: bytes | None
-    ):
-        self._t, self._p, self._o, self._v, self._k = topic, partition, offset, value, key
-
-    def topic(self) -> str:
-        return self._t
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int:
-        return self._o
-
-    def value(self) -> bytes | None:
-        return self._v
-
-    def key(self) -> bytes | None:
-        return self._k
-
-    def error(self) -> None:
-        return None
-
-
-class FakeConsumer:
-    """Serves queued messages; honours pause(); records every call in ``log``."""
-
-    def __init__(self, log: list[Any], messages: list[FakeMessage]) -> None:
-        self.log = log
-        self.queue = deque(messages)
-        self.parts = [TopicPartition("unit.extracted", 0)]
-        self.paused = False
-        self.callbacks: dict[str, Any] = {}
-        self.polls_while_paused = 0
-        self.on_poll: Callable[[FakeConsumer], None] | None = None
-
-    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
-        self.log.append(("subscribe", tuple(topics)))
-        self.callbacks = callbacks
-        callbacks["on_assign"](self, self.parts)
-
-    def assign(self, parts: list[TopicPartition]) -> None:
-        self.log.append(("assign", len(parts)))
-
-    def assignment(self) -> list[TopicPartition]:
-        return self.parts
-
-    def pause(self, parts: list[TopicPartition]) -> None:
-        self.paused = True
-        self.log.append(("pause",))
-
-    def resume(self, parts: list[TopicPartition]) -> None:
-        self.paused = False
-        self.log.append(("resume",))
-
-    def poll(self, timeout: float) -> FakeMessage | None:
-        if self.on_poll is not None:
-            self.on_poll(self)
-        if self.paused:
-            self.polls_while_paused += 1
-            time.sleep(min(timeout, 0.01))
-            return None
-        if self.queue:
-            return self.queue.popleft()
-        time.sleep(min(timeout, 0.01))
-        return None
-
-    def store_offsets(self, message: FakeMessage) -> None:
-        self.log.append(("store", message.offset() + 1))
-
-    def close(self) -> None:
-        self.log.append(("close",))
-
-
-class FakeProducer:
-    def __init__(self, log: list[Any], unacked: int = 0) -> None:
-        self.log = log
-        self.unacked = unacked
-        self.sent: list[tuple[str, bytes, bytes]] = []
-        self._pending: list[Any] = []
-
-    def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Any) -> None:
-        self.log.append(("produce", topic))
-        self._pending.append((topic, key, value))
-
-    def flush(self, timeout: float) -> int:
-        if self._pending:
-            self.log.append(("flush",))
-        if self.unacked:
-            return self.unacked
-        self.sent.extend(self._pending)
-        self._pending.clear()
-        return 0
 
 
 def make_runner(

@@ -19,7 +19,7 @@ from ferry.core.events import (
     FileTransformed,
     derive_file_id,
 )
-from ferry.core.runner import Record, RunStats, Stage, process_batch
+from ferry.core.processing import Record, RunStats, Stage, process_batch
 from ferry.datasets import DatasetSpec
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
 from ferry.stages.transform.job import FileCounts, FileResult
@@ -42,7 +42,7 @@ def settings() -> Settings:
 
 @pytest.fixture(scope="module")
 def codec() -> EventCodec:
-    return default_codec()
+    return default_codec(get_settings().paths.schemas_dir)
 
 
 def manifest(n: int) -> FileManifest:

@@ -270,16 +270,12 @@ def _codec_for(schemas_dir: Path) -> EventCodec:
     return EventCodec.from_dir(schemas_dir)
 
 
-def default_codec(schemas_dir: Path | None = None) -> EventCodec:
-    """The process-wide codec over ``schemas_dir`` (default: ``settings.paths.schemas_dir``).
+def default_codec(schemas_dir: Path) -> EventCodec:
+    """The process-wide codec over ``schemas_dir`` (``settings.paths.schemas_dir``).
 
-    Built once per directory.
+    Built once per directory (resolved), then shared.
 
     Raises:
         ConfigError: the schemas cannot be loaded.
     """
-    if schemas_dir is None:
-        from ferry.core.config import get_settings
-
-        schemas_dir = get_settings().paths.schemas_dir
     return _codec_for(Path(schemas_dir).resolve())

@@ -2,12 +2,13 @@
 
 The Avro types live in ``schemas/ferry.<Name>.avsc``; each dataclass here mirrors one of them field
 for field. ``to_dict()`` gives the Avro datum that :class:`ferry.core.avro.EventCodec` encodes and
-``from_dict()`` builds the event back from a decoded datum (house style rule 9). Timestamps are
+``from_dict()`` builds the event back from a decoded datum, field by field. Timestamps are
 timezone-aware UTC :class:`datetime.datetime` values (Avro ``timestamp-millis``, so millisecond
 precision on the wire).
 
 Every event about a file is keyed by its :attr:`FileManifest.file_id` and goes to the topic
-``settings.kafka.topic(event.TOPIC)`` (see :func:`route`).
+``settings.kafka.topic(event.TOPIC)`` (see :func:`ferry.core.publish.encode_events`). Every stage
+builds its quarantine records with :func:`failed`.
 """
 
 from __future__ import annotations
@@ -290,6 +291,56 @@ class FileFailed:
             raw_key=data.get("raw_key"),
             raw_value=data.get("raw_value"),
         )
+
+
+def failed(
+    *,
+    stage: str,
+    reason: str,
+    error: str,
+    attempt: int = 1,
+    manifest: FileManifest | None = None,
+    source_topic: str | None = None,
+    source_partition: int | None = None,
+    source_offset: int | None = None,
+    raw_key: bytes | None = None,
+    raw_value: bytes | None = None,
+    failed_at: datetime | None = None,
+) -> FileFailed:
+    """The :class:`FileFailed` every stage emits when it gives up on one input.
+
+    Args:
+        stage: the stage that gave up (``extract``, ``transform``, ``transfer``, ``load``).
+        reason: the machine-readable reason code (an error's ``reason``, e.g. ``hdfs_timeout``,
+            ``handler_error``, ``empty_blank``).
+        error: the human-readable message; name the file or the input record in it.
+        attempt: how many attempts were made, 1-based.
+        manifest: the input's manifest; ``None`` when the input could not be decoded or has no
+            manifest yet (a NAS file refused before hashing).
+        source_topic, source_partition, source_offset: where the input record was read, for a
+            stage that consumes a topic.
+        raw_key, raw_value: the input's raw bytes, when it could not be decoded (extract puts the
+            NAS path's bytes in ``raw_key``).
+        failed_at: when the stage gave up, timezone-aware UTC; default :func:`utc_now`.
+
+    Raises:
+        ValueError: ``attempt`` is below 1.
+    """
+    if attempt < 1:
+        raise ValueError(f"attempt must be >= 1, got {attempt}")
+    return FileFailed(
+        stage=stage,
+        reason=reason,
+        error=error,
+        attempt=attempt,
+        failed_at=failed_at if failed_at is not None else utc_now(),
+        manifest=manifest,
+        source_topic=source_topic,
+        source_partition=source_partition,
+        source_offset=source_offset,
+        raw_key=raw_key,
+        raw_value=raw_value,
+    )
 
 
 #: Every event type, by Avro full name. The one table from schema to class.

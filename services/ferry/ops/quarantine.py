@@ -28,14 +28,9 @@ from ferry.core.avro import EventCodec
 from ferry.core.config import Settings
 from ferry.core.errors import SerializationError
 from ferry.core.events import Event, FileFailed, FileLoaded
-from ferry.core.kafka import (
-    OutboundRecord,
-    build_admin,
-    build_producer,
-    delivery_timeout_s,
-    produce_and_wait,
-)
-from ferry.core.kafkaops import STAGE_INPUT, OpsError, input_topic, partitions_of, scan, watermarks
+from ferry.core.kafka import OutboundRecord, build_admin, build_producer
+from ferry.core.kafkaops import STAGE_INPUT, OpsError, partitions_of, scan, watermarks
+from ferry.core.publish import encode_events, publish
 
 log = logging.getLogger(__name__)
 
@@ -216,11 +211,9 @@ def plan_release(
     """
     failed = entry.failed
     if failed.manifest is not None:
-        event = input_event_for(failed)
-        topic = input_topic(settings, failed.stage)
-        return Release(
-            entry.key, OutboundRecord(topic, entry.key.encode(), codec.encode(event)), event
-        )
+        event = input_event_for(failed)  # the stage's input type: its topic is the stage's input
+        [record] = encode_events([event], settings, codec)  # keyed by file id, as entry.key
+        return Release(entry.key, record, event)
     if not force:
         input_event_for(failed)  # raises the explanatory OpsError
     if failed.raw_value is None or failed.source_topic is None:
@@ -250,7 +243,8 @@ def release(
     Raises:
         OpsError: a key is not in the quarantine, or cannot be released (nothing is produced
             then: every key is planned before the first record is sent).
-        TransientError: the broker did not acknowledge within the delivery timeout.
+        TransientError: the broker did not acknowledge every record after the retries of
+            ``settings.retry`` (see :func:`ferry.core.publish.publish`).
     """
     read = read if read is not None else read_quarantine(settings, codec)
     unknown = [k for k in keys if read.get(k) is None]
@@ -258,7 +252,7 @@ def release(
         raise OpsError(f"not in quarantine {settings.kafka.topic('failed')}: {', '.join(unknown)}")
     planned = [plan_release(e, settings, codec, force) for e in _entries(read, keys)]
     producer = build_producer(settings.kafka, "ferry-quarantine-release")
-    produce_and_wait(producer, [p.record for p in planned], delivery_timeout_s(settings.kafka) + 1)
+    publish(producer, [p.record for p in planned], settings)
     return planned
 
 

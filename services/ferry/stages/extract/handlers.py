@@ -42,6 +42,7 @@ from ferry.core.events import (
     FileFailed,
     FileManifest,
     derive_file_id,
+    failed,
     new_trace_id,
     utc_now,
 )
@@ -162,12 +163,10 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
     if problem is not None:
         reason, why = problem
         return [
-            FileFailed(
+            failed(
                 stage="extract",
                 reason=reason,
                 error=f"{display_name(cand.relative)}: {why}; not landed",
-                attempt=1,
-                failed_at=utc_now(),
                 raw_key=os.fsencode(cand.relative),
             )
         ]
@@ -194,16 +193,15 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
     )
     if scan.bad_offset is not None:
         return [
-            FileFailed(
+            failed(
                 stage="extract",
                 reason=NOT_UTF8,
                 error=(
                     f"{cand.relative}: not valid {cand.dataset.csv.encoding} at byte offset "
                     f"{scan.bad_offset} ({scan.bad_reason}); not landed"
                 ),
-                attempt=1,
-                failed_at=now,
                 manifest=manifest,
+                failed_at=now,
             )
         ]
     with cand.path.open("rb") as fh:
@@ -211,16 +209,15 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
     empty = classify_empty(head, header=cand.dataset.csv.header)
     if empty is not None:
         return [
-            FileFailed(
+            failed(
                 stage="extract",
                 reason=f"empty_{empty}",
                 error=(
                     f"{cand.relative}: no data rows ({empty.replace('_', ' ')}); "
                     "recorded, not loaded"
                 ),
-                attempt=1,
-                failed_at=now,
                 manifest=manifest,
+                failed_at=now,
             )
         ]
     dest = landing_path(deps.landing_path, cand.dataset.name, file_id, cand.path.name)

@@ -32,14 +32,9 @@ from ferry.clusters.hdfs import WebHdfs
 from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import Settings, get_settings
 from ferry.core.errors import ConfigError, PermanentError, StackError, TransientError
-from ferry.core.events import Event, FileFailed, event_key, utc_now
-from ferry.core.kafka import (
-    OutboundRecord,
-    build_admin,
-    build_producer,
-    delivery_timeout_s,
-    produce_and_wait,
-)
+from ferry.core.events import Event, FileFailed, failed, utc_now
+from ferry.core.kafka import OutboundRecord, build_admin, build_producer
+from ferry.core.publish import encode_events, publish
 from ferry.core.retry import retrying
 from ferry.core.service import service_main
 from ferry.core.topics import ensure_topics
@@ -152,8 +147,7 @@ class ExtractService:
             events = [self._failed(cand, EXTRACT_ERROR, exc, 1)]
             records = self._records(cand, events)
             outcome = "failed"
-        timeout = delivery_timeout_s(self.settings.kafka) + 1
-        retrying(self.settings.retry)(produce_and_wait, self.producer, records, timeout)
+        publish(self.producer, records, self.settings)
         with self._stats_lock:
             for ev in events:
                 if isinstance(ev, FileFailed):
@@ -167,24 +161,17 @@ class ExtractService:
     @staticmethod
     def _failed(cand: Candidate, reason: str, exc: BaseException, attempt: int) -> FileFailed:
         error = f"{type(exc).__name__}: {exc}" if reason == EXTRACT_ERROR else str(exc)
-        return FileFailed(
+        return failed(
             stage="extract",
             reason=reason,
             error=display_name(f"{cand.relative}: {error}"),
             attempt=attempt,
-            failed_at=utc_now(),
             raw_key=os.fsencode(cand.relative),
         )
 
     def _records(self, cand: Candidate, events: list[Event]) -> list[OutboundRecord]:
-        return [
-            OutboundRecord(
-                self.settings.kafka.topic(ev.TOPIC),
-                event_key(ev, display_name(cand.relative)).encode(),
-                self.codec.encode(ev),
-            )
-            for ev in events
-        ]
+        """``events`` encoded; one without a file_id is keyed by the NAS path (displayable)."""
+        return encode_events(events, self.settings, self.codec, display_name(cand.relative))
 
     def _after(self, cand: Candidate, outcome: str, file_id: str | None) -> None:
         """Move the NAS file (and its marker) out of the drop directory, or delete/keep it.
