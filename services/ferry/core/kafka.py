@@ -3,7 +3,7 @@
 Nothing here connects at import: :func:`build_consumer`, :func:`build_producer` and
 :func:`build_admin` create clients when a stage's ``build()`` calls them.
 
-Delivery guarantees (ARCHITECTURE.md "Delivery and idempotency"): the producer is idempotent
+Delivery guarantees (docs/architecture.md, "Delivery and idempotency"): the producer is idempotent
 (``enable.idempotence=true``, ``acks=all``); the consumer auto-commits only offsets the runner has
 *stored* (``enable.auto.commit=true``, ``enable.auto.offset.store=false``), and the runner stores
 an offset only after the record's output events were acknowledged (:func:`produce_and_wait`).

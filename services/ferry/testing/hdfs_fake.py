@@ -1,4 +1,4 @@
-"""In-memory :class:`~ferry.clusters.hdfs.HdfsPort` for unit tests of handlers (house style rule 2).
+"""In-memory :class:`~ferry.clusters.hdfs.HdfsPort` for unit tests of handlers.
 
 Same interface and the same safe-write code as the real port (``upload_stream`` lives in the base
 class), so a handler tested against :class:`FakeHdfs` follows the same temp-then-rename rules.
