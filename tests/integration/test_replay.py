@@ -154,12 +154,14 @@ def test_file_ids_dry_run_then_move_to_each_files_earliest_event(rs: Settings) -
     produce(rs, [(0, "a", None), (0, "b", None), (0, "a", None), (0, "c", None), (0, "b", None)])
     produce(rs, [(1, "d", None), (1, "e", None)])
     commit(rs, {0: 5, 1: 2})
-    dry = cli(rs, "replay", STAGE, "--file", fid("b"), "--file", fid("e"), "--dry-run")
+    dry = cli(
+        rs, "replay", STAGE, "--file", fid("b"), "--file", fid("e"), "--move-offsets", "--dry-run"
+    )
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "dry run" in dry.stdout and "re-read" in dry.stdout
     assert "other files' events" in dry.stdout  # partition 0 replays c and a after b
     assert committed(rs) == {0: 5, 1: 2, 2: -1001}  # nothing moved (-1001: none committed)
-    unknown = cli(rs, "replay", STAGE, "--file", "0" * 32, "--dry-run")
+    unknown = cli(rs, "replay", STAGE, "--file", "0" * 32, "--move-offsets", "--dry-run")
     assert unknown.returncode == 1, unknown.stdout + unknown.stderr
     assert f"file {'0' * 32} has no event on {rs.kafka.topic('extracted')}" in unknown.stdout
 
@@ -170,9 +172,43 @@ def test_file_ids_dry_run_then_move_to_each_files_earliest_event(rs: Settings) -
         (0, 1, (fid("b"),), 4),
         (1, 1, (fid("e"),), 1),
     ]
-    moved = cli(rs, "replay", STAGE, "--file", fid("b"), "--file", fid("e"))
+    moved = cli(rs, "replay", STAGE, "--file", fid("b"), "--file", fid("e"), "--move-offsets")
     assert moved.returncode == 0, moved.stdout + moved.stderr
     assert committed(rs) == {0: 1, 1: 1, 2: -1001}  # partition 2 holds none of the files
+
+
+def test_one_file_is_replayed_while_the_stage_runs_by_re_emitting_its_input_event(
+    rs: Settings, active_member: Callable[[], Consumer]
+) -> None:
+    produce(rs, [(0, "a", None), (0, "b", None), (1, "d", None)])
+    commit(rs, {0: 2, 1: 1})
+    member = active_member()  # the stage runs: offsets could not move, events can be re-emitted
+    dry = cli(rs, "replay", STAGE, "--file", fid("b"), "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    topic = rs.kafka.topic("extracted")
+    assert f"{fid('b')}: FileExtracted at {topic}[0]@1" in dry.stdout
+    assert f"dry run: 1 event(s) would be produced to {topic}" in dry.stdout
+    unknown = cli(rs, "replay", STAGE, "--file", "0" * 32)
+    assert unknown.returncode == 1, unknown.stdout + unknown.stderr
+    assert f"file {'0' * 32} has no event on {topic}; nothing to replay" in unknown.stdout
+
+    done = cli(rs, "replay", STAGE, "--file", fid("b"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"produced 1 event(s) to {topic}; stage {STAGE} replays them" in done.stdout
+    got: list[tuple[int, int, bytes | None, bytes | None]] = []
+
+    def received() -> bool:
+        msg = member.poll(0.2)
+        if msg is not None and msg.error() is None:
+            got.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+        return any(o >= 2 for _, o, _, _ in got)
+
+    wait_for(received, "the running member to receive the re-emitted event")
+    # The member had committed everything: what it reads is only the new copy of b's event.
+    assert [(p, o, k) for p, o, k, _ in got] == [(0, 2, fid("b").encode())]
+    codec = default_codec(rs.paths.schemas_dir)
+    assert codec.decode(got[0][3] or b"") == FileExtracted(FILES["b"])
+    assert committed(rs) == {0: 2, 1: 1, 2: -1001}  # no offset moved
 
 
 def test_refuses_while_the_group_has_an_active_member(

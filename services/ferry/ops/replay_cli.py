@@ -1,4 +1,5 @@
-"""``ferry replay STAGE``: move a stage's consumer-group offsets (see :mod:`ferry.ops.replay`)."""
+"""``ferry replay STAGE``: re-emit given files' input events while the stage runs
+(:mod:`ferry.ops.reemit`), or move the stage's consumer-group offsets (:mod:`ferry.ops.replay`)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,15 @@ _TIMESTAMP_OPTION = typer.Option(
     formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z"],
     help="First event at/after this time, ISO 8601 with zone (2024-03-01T08:00:00+00:00).",
 )
-_FILE_OPTION = typer.Option([], "--file", help="A file id to replay (repeatable).")
+_FILE_OPTION = typer.Option(
+    [], "--file", help="A file id to replay (repeatable): its input event is produced again."
+)
+_MOVE_OPTION = typer.Option(
+    False,
+    "--move-offsets",
+    help="With --file: move the group's offsets to the files' earliest events instead "
+    "(needs the stage stopped).",
+)
 _PARTITION_OPTION = typer.Option([], "--partition", help="Limit to partition(s).")
 
 
@@ -53,6 +62,7 @@ def replay(
     ),
     to_timestamp: datetime | None = _TIMESTAMP_OPTION,
     file_ids: list[str] = _FILE_OPTION,
+    move_offsets: bool = _MOVE_OPTION,
     earliest: bool = typer.Option(False, "--to-earliest", help="The oldest retained event."),
     latest: bool = typer.Option(False, "--to-latest", help="The end: skip everything unread."),
     partitions: list[int] = _PARTITION_OPTION,
@@ -60,17 +70,21 @@ def replay(
     wait: bool = typer.Option(False, "--wait", help="After moving, show the replay draining."),
     timeout_s: float = typer.Option(600.0, "--timeout", help="Longest --wait, s."),
 ) -> None:
-    """Move STAGE's consumer group to an offset, a time, or the events of given files.
+    """Replay STAGE's input: re-emit the events of given files (the stage may run), or move
+    STAGE's consumer group to an offset, a time, or (``--move-offsets``) the files' events.
 
-    Refuses while the group has active members. Exit 1 on any error, and when none of the
-    ``--file`` ids has an event on the input topic (``--dry-run`` included).
+    Moving offsets refuses while the group has active members. Exit 1 on any error, and when
+    none of the ``--file`` ids has an event on the input topic (``--dry-run`` included).
     """
     from ferry.core.avro import default_codec
     from ferry.core.config import get_settings
     from ferry.core.kafka import build_admin
     from ferry.ops.replay import apply_plan, build_plan, wait_drained
 
-    console = Console()
+    console = Console(highlight=False)
+    if file_ids and not move_offsets:
+        _reemit(console, stage, file_ids, dry_run)
+        return
     try:
         target = Target(
             offset=to_offset,
@@ -121,4 +135,36 @@ def replay(
             console.print("replay drained")
     except FerryError as exc:
         console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+
+
+def _reemit(console: Console, stage: str, file_ids: list[str], dry_run: bool) -> None:
+    """``ferry replay STAGE --file ID…`` without ``--move-offsets``: produce the files' latest
+    input events again; the running stage picks them up."""
+    from ferry.core.avro import default_codec
+    from ferry.core.config import get_settings
+    from ferry.core.kafka import build_admin, build_producer
+    from ferry.ops.reemit import find_latest_events, reemit
+
+    settings = get_settings()
+    codec = default_codec(settings.paths.schemas_dir)
+    try:
+        plan = find_latest_events(build_admin(settings.kafka), settings, stage, file_ids, codec)
+        for f in plan.found:
+            console.print(f"{f.file_id}: {type(f.event).__name__} at {f.where}", markup=False)
+        for fid in plan.missing:
+            console.print(
+                f"file {fid} has no event on {plan.topic}; nothing to replay",
+                style="yellow",
+                markup=False,
+            )
+        if not plan.found:
+            raise typer.Exit(1)  # none of the files has an event: a mistyped id, say so by status
+        if dry_run:
+            console.print(f"dry run: {len(plan.found)} event(s) would be produced to {plan.topic}")
+            return
+        n = reemit(build_producer(settings.kafka, "ferry-replay"), settings, codec, plan)
+        console.print(f"produced {n} event(s) to {plan.topic}; stage {stage} replays them")
+    except FerryError as exc:
+        console.print(str(exc), style="red", markup=False)
         raise typer.Exit(1) from exc
