@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from ferry.core.config import Settings
+from ferry.core.console import literal_console
 from ferry.core.events import derive_file_id, sha256_file
 from ferry.core.kafka import build_admin
 from ferry.core.topics import ensure_topics
@@ -33,7 +34,7 @@ from ferry.datasets import load_datasets
 from ferry.demo_data import source_row_count, write_demo_files
 from ferry.pipeline import Outcomes, ServiceGroup, drop_file
 
-console = Console(width=140)
+console = literal_console(140)
 
 
 @dataclass
@@ -220,7 +221,7 @@ def _print(report: DemoReport, nfiles: int, total_bytes: int) -> None:
             f"{r['rejected']:,}",
             ", ".join(f"{k}: {v}" for k, v in sorted(r["reasons"].items())) or "-",
             ", ".join(f"{k}: {v}" for k, v in sorted(r["failed"].items())) or "-",
-            "[green]yes[/]" if r["reconciled"] else "[red]NO[/]",
+            Text("yes", style="green") if r["reconciled"] else Text("NO", style="red"),
         )
     console.print(table)
     lat = Table(title="Latency per hop, seconds")
@@ -233,7 +234,10 @@ def _print(report: DemoReport, nfiles: int, total_bytes: int) -> None:
         f"wall time {report.wall_s:.1f} s · {nfiles / report.wall_s * 60:.1f} files/min · "
         f"{total_bytes / report.wall_s / 1e6:.2f} MB/s ({total_bytes / 1e6:.1f} MB)"
     )
-    console.print("[green]reconciled exactly[/]" if report.ok else "[red]rows do not reconcile[/]")
+    if report.ok:
+        console.print("reconciled exactly", style="green")
+    else:
+        console.print("rows do not reconcile", style="red")
 
 
 def main(days: int | None, settings: Settings) -> int:

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from ferry.core.console import literal_console
 from ferry.core.errors import FerryError
 from ferry.ops.quarantine import QuarantineEntry, QuarantineRead
 
@@ -68,11 +68,11 @@ def list_(
     ),
 ) -> None:
     """Every quarantined file (its latest failure) as a table; empty files are marked."""
-    console = Console()
+    console = literal_console()
     try:
         read, settings, _codec = _load()
     except FerryError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"{exc}", style="red")
         raise typer.Exit(1) from exc
     topic = settings.kafka.topic("failed")
     held = read.quarantined
@@ -85,7 +85,7 @@ def list_(
     for line in quarantine_lines(read.entries if all_ else held):
         console.print(line, soft_wrap=True, markup=False, highlight=False)
     if read.unreadable:
-        console.print(f"[yellow]{len(read.unreadable)} unreadable record(s) on {topic}[/yellow]")
+        console.print(f"{len(read.unreadable)} unreadable record(s) on {topic}", style="yellow")
 
 
 @app.command("show")
@@ -93,15 +93,15 @@ def show(
     file_id: str = typer.Argument(..., help="File id (or key of an undecodable record)."),
 ) -> None:
     """Every field of one file's latest failure."""
-    console = Console()
+    console = literal_console()
     try:
         read, _settings, _codec = _load()
     except FerryError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"{exc}", style="red")
         raise typer.Exit(1) from exc
     entry = read.get(file_id)
     if entry is None:
-        console.print(f"[red]{file_id} is not in the quarantine[/red]")
+        console.print(f"{file_id} is not in the quarantine", style="red")
         raise typer.Exit(1)
     f = entry.failed
     table = Table(title=f"quarantined {file_id}", show_header=False)
@@ -149,16 +149,16 @@ def release_(
     """Re-emit each file's input event to its stage's input topic (nothing is sent if any fails)."""
     from ferry.ops.quarantine import release
 
-    console = Console()
+    console = literal_console()
     try:
         read, settings, codec = _load()
         done = release(settings, codec, file_ids, force=force, read=read)
     except FerryError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"{exc}", style="red")
         raise typer.Exit(1) from exc
     for r in done:
         if r.warning:
-            console.print(f"[yellow]warning: {r.warning}[/yellow]")
+            console.print(f"warning: {r.warning}", style="yellow")
         what = type(r.event).__name__ if r.event is not None else "raw record"
         console.print(f"released {r.key}: {what} → {r.record.topic}")
     stamp = datetime.now(UTC).isoformat(timespec="seconds")

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ferry.core.console import literal_console
 from ferry.core.errors import FerryError
 from ferry.ops.replay import ReplayPlan, Target
 
@@ -81,7 +82,7 @@ def replay(
     from ferry.core.kafka import build_admin
     from ferry.ops.replay import apply_plan, build_plan, wait_drained
 
-    console = Console(highlight=False)
+    console = literal_console()
     if file_ids and not move_offsets:
         _reemit(console, stage, file_ids, dry_run)
         return
@@ -95,7 +96,7 @@ def replay(
             partitions=tuple(partitions),
         )
     except ValueError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"{exc}", style="red")
         raise typer.Exit(2) from exc
     settings = get_settings()
     admin = build_admin(settings.kafka)
@@ -103,9 +104,11 @@ def replay(
         plan = build_plan(admin, settings, stage, target, default_codec(settings.paths.schemas_dir))
         console.print(plan_table(plan))
         for fid in plan.missing:
-            console.print(f"[yellow]file {fid} has no event on {plan.topic}; nothing to replay[/]")
+            console.print(
+                f"file {fid} has no event on {plan.topic}; nothing to replay", style="yellow"
+            )
         for note in plan.notes:
-            console.print(f"[yellow]{note}[/yellow]")
+            console.print(f"{note}", style="yellow")
         if target.files and len(plan.missing) == len(target.files):
             raise typer.Exit(1)  # none of the files has an event: a mistyped id, say so by status
         if dry_run:
@@ -134,7 +137,7 @@ def replay(
                 )
             console.print("replay drained")
     except FerryError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"{exc}", style="red")
         raise typer.Exit(1) from exc
 
 

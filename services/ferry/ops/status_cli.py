@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from ferry.core.console import literal_console
 from ferry.core.errors import FerryError
 
 #: How ``ferry.cli`` mounts :func:`status` (a command, not a group: no phantom ``COMMAND``).
@@ -41,7 +41,7 @@ def status(
     from ferry.core.config import get_settings
     from ferry.ops.status import collect_status, file_status
 
-    console = Console()
+    console = literal_console()
     settings = get_settings()
     codec = default_codec(settings.paths.schemas_dir)
     try:
@@ -49,7 +49,7 @@ def status(
             d = file_status(settings, codec, file_id)
             if d is None:
                 console.print(
-                    f"[red]no event of file {file_id} on {settings.kafka.topic_prefix}.*[/]"
+                    f"no event of file {file_id} on {settings.kafka.topic_prefix}.*", style="red"
                 )
                 raise typer.Exit(1)
             console.print(_file_table(d))
@@ -59,7 +59,8 @@ def status(
                 f = d["failure"]
                 if d.get("state") == "failed":
                     console.print(
-                        f"[red]last failure: {f['stage']} {f['reason']}: {f['error']}[/red]",
+                        f"last failure: {f['stage']} {f['reason']}: {f['error']}",
+                        style="red",
                         soft_wrap=True,
                     )
                 else:  # the file went on after it (released, replayed): a one-line reminder
@@ -72,7 +73,7 @@ def status(
             return
         rep = collect_status(settings, codec)
     except FerryError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"{exc}", style="red")
         raise typer.Exit(1) from exc
 
     console.print(f"file states from the {rep.source}", soft_wrap=True)
@@ -117,4 +118,4 @@ def status(
             )
         console.print(t)
     if rep.bad_records:
-        console.print(f"[yellow]{rep.bad_records} undecodable record(s) on the topics[/yellow]")
+        console.print(f"{rep.bad_records} undecodable record(s) on the topics", style="yellow")

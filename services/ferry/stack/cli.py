@@ -5,14 +5,15 @@ from __future__ import annotations
 import time
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ferry.core.config import get_settings
+from ferry.core.console import literal_console
 from ferry.core.errors import StackError
 
 app = typer.Typer(no_args_is_help=True)
-console = Console(width=150)
+console = literal_console(150)
 
 
 @app.command()
@@ -26,13 +27,13 @@ def up(
 
     t0 = time.monotonic()
     try:
-        stack = Stack(get_settings(), on_event=lambda m: console.print(f"[dim]{m}[/]"))
+        stack = Stack(get_settings(), on_event=lambda m: console.print(f"{m}", style="dim"))
         started = stack.up(deadline)
     except StackError as exc:
-        console.print(f"[red]stack up failed:[/] {exc}")
+        console.print(f"stack up failed: {exc}", style="red")
         raise typer.Exit(1) from exc
     what = f"started {len(started)} component(s)" if started else "already running"
-    console.print(f"[green]stack healthy[/] ({what}) in {time.monotonic() - t0:.1f} s")
+    console.print(f"stack healthy ({what}) in {time.monotonic() - t0:.1f} s", style="green")
 
 
 @app.command()
@@ -55,12 +56,12 @@ def status() -> None:
     for col in ("component", "address", "pid", "health", "RSS MiB", "log"):
         table.add_column(col)
     for r in rows:
-        mark = "[green]ok[/] " if r.healthy else "[red]down[/] "
+        mark = Text("ok ", style="green") if r.healthy else Text("down ", style="red")
         table.add_row(
             r.name,
             r.address,
             str(r.pid or "-"),
-            mark + r.detail,
+            mark + Text(r.detail),
             f"{r.rss_bytes / 2**20:.0f}",
             r.log_file.replace(str(settings.var_dir) + "/", ""),
         )
