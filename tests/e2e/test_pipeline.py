@@ -28,7 +28,7 @@ def first_run(pipeline, cluster_spark):  # type: ignore[no-untyped-def]
 
 def test_sample_and_field_cases_reach_hive_with_exact_counts(first_run):
     assert_scenario(first_run)
-    assert sum(1 for d in first_run.dropped if d.rows is not None) == 6
+    assert sum(1 for d in first_run.dropped if d.rows is not None) == 7
     assert first_run.outcomes.events["failed"] == 2  # the 0-byte and the header-only file
 
 

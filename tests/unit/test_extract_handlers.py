@@ -6,6 +6,7 @@ import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from tests.factories import FS_B
@@ -21,7 +22,7 @@ from tests.unit.extract_helpers import (
     name_of,
 )
 
-from ferry.clusters.hdfs import is_temp_path, temp_path_for
+from ferry.clusters.hdfs import hdfs_name, is_temp_path, temp_path_for
 from ferry.core.errors import HdfsUnavailable
 from ferry.core.events import FileExtracted, FileFailed, derive_file_id, sha256_file
 from ferry.datasets import DatasetSpec
@@ -183,16 +184,36 @@ def test_non_utf8_name_is_refused_before_any_read_or_hdfs_call(
     assert (hdfs.files, hdfs.calls) == ({}, [])
 
 
-def test_colon_in_a_name_is_refused_as_bad_file_name(tmp_path: Path, flights: DatasetSpec) -> None:
+@pytest.mark.parametrize(
+    ("name", "on_hdfs"),
+    [
+        ("orders_2024-05-01T12:30.csv", "orders_2024-05-01T12%3A30.csv"),
+        ("flights_12:00 100%.csv", "flights_12%3A00 100%25.csv"),
+        ("flights_100% été #1.csv", "flights_100% été #1.csv"),  # HDFS holds it: unchanged
+    ],
+)
+def test_a_name_hdfs_refuses_lands_percent_encoded_and_the_manifest_keeps_it_exactly(
+    tmp_path: Path, flights: DatasetSpec, name: str, on_hdfs: str
+) -> None:
     hdfs = FakeHdfs("b")
-    [ev] = extract_file(candidate(tmp_path, flights, "flights_12:00.csv", DATA), deps(hdfs))
-    assert isinstance(ev, FileFailed)
-    assert (ev.reason, ev.error) == (
-        "bad_file_name",
-        "flights/flights_12:00.csv: file name holds ':', which HDFS does not allow in a path "
-        "component; not landed",
-    )
-    assert hdfs.calls == []
+    [ev] = extract_file(candidate(tmp_path, flights, name, DATA), deps(hdfs))
+    assert isinstance(ev, FileExtracted)
+    dest = f"{LANDING}/flights/{ev.file_id}/{on_hdfs}"
+    assert hdfs.files == {dest: DATA}
+    assert dict(ev.manifest.uris) == {"landing": FS_B + dest}
+    assert ev.manifest.source_path == f"flights/{name}"
+    if on_hdfs != name:
+        assert unquote(on_hdfs) == name  # reversible
+
+
+def test_hdfs_name_maps_only_what_the_namenode_refuses() -> None:
+    assert [hdfs_name(n) for n in ("a:b", "a%b", "a%3Ab", "a%:b", "::")] == [
+        "a%3Ab",
+        "a%b",
+        "a%3Ab",
+        "a%25%3Ab",
+        "%3A%3A",
+    ]
 
 
 def test_temp_name_overhead_comes_from_temp_path_for() -> None:

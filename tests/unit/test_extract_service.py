@@ -16,6 +16,7 @@ from tests.unit.extract_helpers import (
     DATA,
     HEADER,
     LANDING,
+    LATIN1,
     drop,
     service,
     take,
@@ -267,7 +268,7 @@ def test_a_failed_file_without_file_id_gets_a_timestamp_name(
     at = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
     monkeypatch.setattr(service_mod, "utc_now", lambda: at)
     nas = tmp_path / "nas"
-    name = "flights_12:00.csv"  # bad_file_name: no manifest, so no file_id
+    name = LATIN1  # bad_file_name (not UTF-8): no manifest, so no file_id
     failed = nas / ".ferry" / "failed" / "flights"
     failed.mkdir(parents=True)
     (failed / name).write_bytes(b"earlier")
@@ -276,7 +277,7 @@ def test_a_failed_file_without_file_id_gets_a_timestamp_name(
     svc.handle(take(svc))
     assert {p.name: p.read_bytes() for p in failed.iterdir()} == {
         name: b"earlier",
-        "flights_12:00.20240506T070809123456Z.csv": DATA,
+        "flights_caf\udce9.20240506T070809123456Z.csv": DATA,
     }
 
 

@@ -27,6 +27,26 @@ TEMP_MARKER = ".ferry-tmp-"
 #: by the NameNode with ``PathComponentTooLongException`` (a permanent error here).
 MAX_COMPONENT_BYTES = 255
 
+#: Characters the NameNode refuses inside a path component (``DFSUtilClient.isValidName``: a
+#: component may not contain ``:`` or ``/``; ``/`` cannot occur in a file name).
+REFUSED_IN_NAME = frozenset(":")
+
+
+def hdfs_name(name: str) -> str:
+    """The name a file called ``name`` (NFC) gets on HDFS.
+
+    ``name`` itself when the NameNode accepts it, so ordinary names round-trip byte for byte
+    (``%``, ``=``, ``#``, spaces and non-ASCII letters included). A name holding a character in
+    :data:`REFUSED_IN_NAME` is percent-encoded (RFC 3986): each ``%`` and each refused character
+    becomes ``%XX`` (``orders_2024-05-01T12:30.csv`` → ``orders_2024-05-01T12%3A30.csv``), so
+    ``urllib.parse.unquote`` of a mapped name gives the NAS name back exactly. Ferry's manifest
+    always keeps the exact NAS name (``source_path``), so nothing downstream needs to reverse it.
+    """
+    if not any(c in REFUSED_IN_NAME for c in name):
+        return name
+    return "".join(f"%{ord(c):02X}" if c == "%" or c in REFUSED_IN_NAME else c for c in name)
+
+
 FileKind = Literal["FILE", "DIRECTORY", "SYMLINK"]
 
 

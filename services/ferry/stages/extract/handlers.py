@@ -6,14 +6,15 @@
 - ``file_id`` = f(dataset, sha256 of the bytes) (:func:`ferry.core.events.derive_file_id`): the
   same bytes dropped twice, or renamed, get the same ``file_id``; every later stage is idempotent
   on it, so a re-drop changes nothing in Hive. The landing path is
-  ``<landing>/<dataset>/<file_id>/<original name, NFC>`` (case C07).
+  ``<landing>/<dataset>/<file_id>/<original name, NFC>`` (docs/field-cases.md, C07); a name
+  holding a character the NameNode refuses (``:``, common in time-stamped exports) lands
+  percent-encoded (:func:`ferry.clusters.hdfs.hdfs_name`), and the manifest keeps the exact name.
 - 0-byte, blank and header-only files (case C11) are not landed: they produce a ``FileFailed``
   with reason ``empty_zero_bytes`` / ``empty_blank`` / ``empty_header_only`` — recorded, not
   loaded, and the stage goes on.
 - Names HDFS cannot hold are refused up front, before any byte is read or any HDFS call:
   ``bad_file_name`` (not valid UTF-8, e.g. Latin-1 bytes on the share, which Python shows as
-  surrogate escapes; or a ``:``, which HDFS forbids in a path component, ``DFSUtil.isValidName``)
-  and ``name_too_long`` (the final name or its temp upload name,
+  surrogate escapes) and ``name_too_long`` (the final HDFS name or its temp upload name,
   :func:`~ferry.clusters.hdfs.temp_path_for`, is over
   :data:`~ferry.clusters.hdfs.MAX_COMPONENT_BYTES` bytes of UTF-8). Retrying cannot fix either.
 - Bytes that are not valid in the dataset's CSV encoding (``csv.encoding``, UTF-8: the only one
@@ -36,7 +37,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ferry.clusters.hdfs import MAX_COMPONENT_BYTES, NAME_TOO_LONG, HdfsPort, temp_path_for
+from ferry.clusters.hdfs import (
+    MAX_COMPONENT_BYTES,
+    NAME_TOO_LONG,
+    HdfsPort,
+    hdfs_name,
+    temp_path_for,
+)
 from ferry.core.events import (
     FileExtracted,
     FileFailed,
@@ -127,22 +134,25 @@ def _name_problem(name: str) -> tuple[str, str] | None:
         nfc = unicodedata.normalize("NFC", name).encode("utf-8")
     except UnicodeEncodeError:
         return BAD_FILE_NAME, f"file name is not valid UTF-8 (bytes {os.fsencode(name)!r})"
-    if b":" in nfc:
-        return BAD_FILE_NAME, "file name holds ':', which HDFS does not allow in a path component"
-    temp = posixpath.basename(temp_path_for(f"/{name}")).encode("utf-8")
-    longest = max(len(nfc), len(temp))
+    on_hdfs = hdfs_name(nfc.decode("utf-8")).encode("utf-8")
+    temp = posixpath.basename(temp_path_for(f"/{on_hdfs.decode('utf-8')}")).encode("utf-8")
+    longest = max(len(on_hdfs), len(temp))
     if longest > MAX_COMPONENT_BYTES:
+        mapped = "" if on_hdfs == nfc else f" ({len(on_hdfs)} as its HDFS name)"
         return NAME_TOO_LONG, (
-            f"file name is {len(nfc)} bytes of UTF-8; with the upload's temp name "
-            f"({len(temp) - len(nfc)} bytes more) it is {len(temp)}, over HDFS's "
+            f"file name is {len(nfc)} bytes of UTF-8{mapped}; with the upload's temp name "
+            f"({len(temp) - len(on_hdfs)} bytes more) it is {len(temp)}, over HDFS's "
             f"{MAX_COMPONENT_BYTES}-byte limit on a path component"
         )
     return None
 
 
 def landing_path(landing_root: str, dataset: str, file_id: str, name: str) -> str:
-    """``<landing_root>/<dataset>/<file_id>/<name in NFC>``."""
-    return f"{landing_root.rstrip('/')}/{dataset}/{file_id}/{unicodedata.normalize('NFC', name)}"
+    """``<landing_root>/<dataset>/<file_id>/<hdfs_name(name in NFC)>``: the NAS name itself
+    unless it holds a character HDFS refuses (``:``), then percent-encoded
+    (:func:`ferry.clusters.hdfs.hdfs_name`)."""
+    nfc = unicodedata.normalize("NFC", name)
+    return f"{landing_root.rstrip('/')}/{dataset}/{file_id}/{hdfs_name(nfc)}"
 
 
 def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | FileFailed]:
