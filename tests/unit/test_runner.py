@@ -23,8 +23,9 @@ from ferry.core.events import (
     FileTransformed,
     derive_file_id,
 )
-from ferry.core.processing import HandlerBug, Record, Stage, one_by_one, process_batch
+from ferry.core.processing import process_batch
 from ferry.core.runner import StageRunner
+from ferry.core.stage import HandlerBug, Record, Stage, one_by_one
 
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 SHA = "0f" * 32
@@ -358,3 +359,31 @@ def test_revoked_partition_drops_the_running_record(codec: EventCodec) -> None:
     run_until(runner, lambda: runner.stats.abandoned == 1)
     assert [e for e in log if e[0] in ("produce", "store")] == []
     assert runner.stats.revocations == 1
+
+
+def test_a_batch_starts_as_soon_as_nothing_else_is_waiting(codec: EventCodec) -> None:
+    """Natural batching: batch_wait_s is an hour, yet three waiting events form one batch at once
+    and an event arriving later is a batch of its own, each started without waiting."""
+    log: list[Any] = []
+    value = codec.encode(EXTRACTED)
+    consumer = FakeConsumer(log, [FakeMessage("unit.extracted", 0, i, value) for i in range(3)])
+    sizes: list[int] = []
+
+    def batch(events: Any, deps: Any) -> list[list[Any]]:
+        sizes.append(len(events))
+        if len(sizes) == 1:
+            consumer.queue.append(FakeMessage("unit.extracted", 0, 3, value))
+        return [[TRANSFORMED] for _ in events]
+
+    runner = StageRunner(
+        Stage("transform", {FileExtracted: batch}, batch_size=10, batch_wait_s=3600, linger_s=0.05),
+        None,
+        consumer=consumer,
+        producer=FakeProducer(log),
+        codec=codec,
+        settings=settings(),
+        pause_after_s=0.05,
+        poll_timeout_s=0.01,
+    )
+    run_until(runner, lambda: runner.stats.processed == 4)
+    assert (sizes, runner.stats.processed) == ([3, 1], 4)

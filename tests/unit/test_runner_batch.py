@@ -19,7 +19,8 @@ from ferry.core.events import (
     FileTransformed,
     derive_file_id,
 )
-from ferry.core.processing import Record, RunStats, Stage, process_batch
+from ferry.core.processing import process_batch
+from ferry.core.stage import Record, RunStats, Stage
 from ferry.datasets import DatasetSpec
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
 from ferry.stages.transform.job import FileCounts, FileResult

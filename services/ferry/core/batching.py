@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ferry.core.errors import PermanentError
-from ferry.core.runner import BatchResult
+from ferry.core.stage import BatchResult
 
 
 def group_by_dataset(

@@ -21,8 +21,26 @@ from confluent_kafka.admin import AdminClient
 
 from ferry.core.config import KafkaSettings
 from ferry.core.errors import TransientError
+from ferry.core.ratelimit import RateLimitFilter
 
 log = logging.getLogger(__name__)
+
+#: Where librdkafka's own log lines go (instead of ``%3|…|FAIL|…`` on stderr): the Python logger
+#: ``ferry.librdkafka``, one line per distinct message per minute (:class:`RateLimitFilter`).
+#: While a broker is down librdkafka logs a failed connect every reconnect backoff (~50 ms at
+#: first) per client; the filter turns that into one line a minute with a suppressed count.
+LIBRDKAFKA_LOG = logging.getLogger("ferry.librdkafka")
+if not any(isinstance(f, RateLimitFilter) for f in LIBRDKAFKA_LOG.filters):
+    LIBRDKAFKA_LOG.addFilter(RateLimitFilter(interval_s=60.0))
+
+
+def client_logging() -> dict[str, Any]:
+    """The librdkafka settings that route a client's log into :data:`LIBRDKAFKA_LOG`.
+
+    confluent-kafka calls the ``logger`` from ``poll()``/``flush()``; ``log.connection.close``
+    is off so an idle connection closed by the broker is not reported as an error.
+    """
+    return {"logger": LIBRDKAFKA_LOG, "log.connection.close": False}
 
 
 def group_id(kafka: KafkaSettings, stage: str) -> str:
@@ -54,6 +72,7 @@ def producer_config(kafka: KafkaSettings, client_id: str = "ferry") -> dict[str,
         "request.timeout.ms": _ms(kafka.request_timeout_s),
         "delivery.timeout.ms": _ms(delivery_timeout_s(kafka)),
         "socket.connection.setup.timeout.ms": _ms(kafka.request_timeout_s),
+        **client_logging(),
     }
 
 
@@ -75,6 +94,7 @@ def consumer_config(kafka: KafkaSettings, group: str, client_id: str = "ferry") 
         "session.timeout.ms": kafka.session_timeout_ms,
         "heartbeat.interval.ms": max(100, min(3000, kafka.session_timeout_ms // 3)),
         "socket.connection.setup.timeout.ms": _ms(kafka.request_timeout_s),
+        **client_logging(),
     }
 
 
@@ -94,6 +114,7 @@ def build_admin(kafka: KafkaSettings) -> AdminClient:
         {
             "bootstrap.servers": kafka.bootstrap_servers,
             "socket.connection.setup.timeout.ms": _ms(kafka.request_timeout_s),
+            **client_logging(),
         }
     )
 

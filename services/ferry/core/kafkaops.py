@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from ferry.core.config import KafkaSettings, Settings
 from ferry.core.errors import ConfigError, FerryError, TransientError
 from ferry.core.events import FileExtracted, FileTransferred, FileTransformed
-from ferry.core.kafka import group_id
+from ferry.core.kafka import client_logging, group_id
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +221,7 @@ def scan(
             "enable.auto.commit": False,
             "enable.partition.eof": False,
             "socket.connection.setup.timeout.ms": int(kafka.request_timeout_s * 1000),
+            **client_logging(),
         }
     )
     try:

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, cast
+import time
+from collections.abc import Sequence
+from typing import Any
 
 from ferry.core.avro import EventCodec
 from ferry.core.config import Settings
@@ -51,116 +51,18 @@ from ferry.core.events import Event, FileFailed, failed
 from ferry.core.kafka import OutboundRecord
 from ferry.core.publish import encode_events
 from ferry.core.retry import retrying
+from ferry.core.stage import (
+    BatchHandler,
+    BatchResult,
+    Handler,
+    HandlerBug,
+    Record,
+    RunStats,
+    Stage,
+    one_by_one,
+)
 
 log = logging.getLogger(__name__)
-
-#: A handler: (input event, the stage's dependencies) → output events. Must be idempotent.
-Handler = Callable[[Any, Any], Sequence[Event]]
-
-#: A batch handler: (input events, deps) → one result per input, in order: that file's output
-#: events, or the FerryError that file met (PermanentError → quarantine it; TransientError → retry
-#: that file with the next attempt). Raising instead fails the whole batch (retried if transient).
-BatchResult = Sequence[Event] | PermanentError | TransientError
-BatchHandler = Callable[[Sequence[Any], Any], Sequence[BatchResult]]
-
-
-@dataclass(frozen=True)
-class Stage:
-    """A stage: its name (``extract``, ``transform``, …) and its event-type → handler table.
-
-    The stage consumes the topics of its handlers' event types (``cls.TOPIC``), in consumer group
-    ``<topic_prefix>.<name>``.
-    """
-
-    name: str
-    #: :data:`Handler` s, or :data:`BatchHandler` s when :attr:`batching`.
-    handlers: Mapping[type[Any], Handler | BatchHandler]
-    #: >1 makes this a batching stage: its handlers are :data:`BatchHandler` s, called with up to
-    #: ``batch_size`` events collected for at most ``batch_wait_s`` seconds after the first one.
-    batch_size: int = 1
-    batch_wait_s: float = 0.0
-
-    @property
-    def batching(self) -> bool:
-        return self.batch_size > 1
-
-    def input_topics(self, settings: Settings) -> list[str]:
-        """Full names of the topics this stage consumes, sorted."""
-        return sorted({settings.kafka.topic(getattr(cls, "TOPIC")) for cls in self.handlers})  # noqa: B009
-
-    def batch_handler(self, event_type: type[Any]) -> BatchHandler:
-        """The handler of ``event_type`` as a :data:`BatchHandler` (a plain one adapted by
-        :func:`one_by_one`). Raises KeyError: no handler for that type."""
-        handler = self.handlers[event_type]
-        if self.batching:
-            return cast(BatchHandler, handler)
-        return one_by_one(cast(Handler, handler))
-
-
-@dataclass(frozen=True)
-class Record:
-    """What the runner needs of one consumed Kafka record."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-
-    @classmethod
-    def of(cls, msg: Any) -> Record:
-        return cls(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value())
-
-    @property
-    def where(self) -> str:
-        """``topic[partition]@offset``."""
-        return f"{self.topic}[{self.partition}]@{self.offset}"
-
-
-@dataclass
-class RunStats:
-    """Counters of one :meth:`ferry.core.runner.StageRunner.run`; read them from any thread."""
-
-    processed: int = 0  #: records whose outputs were delivered and offset stored
-    quarantined: int = 0  #: of those, records that produced a FileFailed
-    abandoned: int = 0  #: records dropped on shutdown or revocation (offset not stored)
-    handler_calls: int = 0  #: handler attempts, retries included
-    pauses: int = 0  #: times the partitions were paused for a long handler
-    assignments: int = 0  #: on_assign callbacks
-    revocations: int = 0  #: on_revoke/on_lost callbacks with at least one partition
-    assigned: set[tuple[str, int]] = field(default_factory=set)
-
-
-class HandlerBug(PermanentError):
-    """A plain handler raised an exception that is not a FerryError (``original``): its file is
-    quarantined as ``handler_error`` with the original's type and message."""
-
-    reason = "handler_error"
-
-    def __init__(self, original: Exception) -> None:
-        super().__init__(f"{type(original).__name__}: {original}")
-        self.original = original
-
-
-def one_by_one(handler: Handler) -> BatchHandler:
-    """A :data:`BatchHandler` calling the plain ``handler`` once per event: each result is that
-    event's outputs, or the TransientError/PermanentError it raised, or a :class:`HandlerBug`
-    for any other exception. ConfigError and StackError are raised (they stop the runner)."""
-
-    def each(events: Sequence[Any], deps: Any) -> list[BatchResult]:
-        results: list[BatchResult] = []
-        for event in events:
-            try:
-                results.append(list(handler(event, deps)))
-            except (TransientError, PermanentError) as exc:
-                results.append(exc)
-            except (ConfigError, StackError):
-                raise
-            except Exception as exc:  # noqa: BLE001 - a bug quarantines this file only
-                results.append(HandlerBug(exc))
-        return results
-
-    return each
 
 
 class _Abandon(Exception):
@@ -208,13 +110,38 @@ def process_batch(
     for etype, items in by_type.items():
         handler = stage.batch_handler(etype)
         events = [event for _, event in items]
+        started = time.monotonic()
         ran = _call(stage, handler, events, deps, settings, should_stop, stats)
         if ran is None:
             return None
         results, tries = ran
+        seconds = time.monotonic() - started
         for (record, event), result, attempt in zip(items, results, tries, strict=True):
             out += _encode(stage, record, event, result, attempt, codec, settings)
+            if not isinstance(result, BaseException):
+                _log_done(stage.name, result, seconds, len(items))
     return out
+
+
+def _log_done(stage: str, outputs: Sequence[Event], seconds: float, batch: int) -> None:
+    """One INFO line per file a stage carried on: file id, dataset, output event, rows, seconds
+    (of the handler call, shared by the ``batch`` files it took)."""
+    for ev in outputs:
+        m = getattr(ev, "manifest", None)
+        if m is None or isinstance(ev, FileFailed):
+            continue
+        log.info(
+            "stage %s: %s %s (%s) rows in/out/rejected %s/%s/%s in %.2fs (batch of %d)",
+            stage,
+            type(ev).__name__,
+            m.file_id,
+            m.dataset,
+            m.rows_in,
+            m.rows_out,
+            m.rows_rejected,
+            seconds,
+            batch,
+        )
 
 
 def _decode(record: Record, codec: EventCodec) -> Event:

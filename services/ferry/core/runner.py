@@ -54,16 +54,9 @@ from ferry.core.kafka import (
     build_producer,
     group_id,
 )
-from ferry.core.processing import (
-    BatchHandler,
-    BatchResult,
-    Handler,
-    Record,
-    RunStats,
-    Stage,
-    process_batch,
-)
+from ferry.core.processing import process_batch
 from ferry.core.publish import publish
+from ferry.core.stage import BatchHandler, BatchResult, Handler, Record, RunStats, Stage
 from ferry.core.topics import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -152,27 +145,30 @@ class StageRunner:
 
     # -- the loop's steps --------------------------------------------------------------------
     def _next_batch(self) -> list[Any]:
-        """One record, or for a batching stage up to ``batch_size`` records gathered for at most
-        ``batch_wait_s`` after the first."""
+        """One record, or for a batching stage up to ``batch_size`` records: after the first,
+        more are taken while each arrives within ``linger_s`` of the last, for at most
+        ``batch_wait_s`` after the first (natural batching: a lone file starts at once)."""
         first = self._next_message()
         if first is None or not self.stage.batching:
             return [] if first is None else [first]
         batch = [first]
         deadline = time.monotonic() + self.stage.batch_wait_s
         while len(batch) < self.stage.batch_size and not self._stop.is_set():
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 break
-            msg = self._next_message()
-            if msg is not None:
-                batch.append(msg)
+            msg = self._next_message(min(self.stage.linger_s, left))
+            if msg is None:
+                break  # nothing else waiting: start now
+            batch.append(msg)
         return batch
 
-    def _next_message(self) -> Any:
+    def _next_message(self, timeout_s: float | None = None) -> Any:
         while self._buffer:
             msg = self._buffer.popleft()
             if (msg.topic(), msg.partition()) in self.stats.assigned:
                 return msg
-        msg = self._consumer.poll(self._poll_timeout_s)
+        msg = self._consumer.poll(self._poll_timeout_s if timeout_s is None else timeout_s)
         if msg is None:
             return None
         err = msg.error()

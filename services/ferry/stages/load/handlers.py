@@ -19,7 +19,7 @@ from typing import Any
 from ferry.core.batching import group_by_dataset
 from ferry.core.errors import PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileTransferred
-from ferry.core.runner import BatchResult
+from ferry.core.stage import BatchResult
 from ferry.datasets import DatasetSpec
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from ferry.clusters.spark import SparkHolder
 from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileTransferred
-from ferry.core.runner import Stage, StageRunner, build_runner
+from ferry.core.runner import StageRunner, build_runner
 from ferry.core.service import service_main
+from ferry.core.stage import Stage
 from ferry.datasets import load_datasets
 from ferry.stages.load.handlers import LoadDeps, load_batch
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from ferry.clusters.hdfs import WebHdfs
 from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileTransformed
-from ferry.core.runner import Stage, StageRunner, build_runner
+from ferry.core.runner import StageRunner, build_runner
 from ferry.core.service import service_main
+from ferry.core.stage import Stage
 from ferry.stages.transfer.handlers import TransferDeps, transfer_file
 
 

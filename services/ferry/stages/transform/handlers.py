@@ -32,7 +32,7 @@ from ferry.core.errors import (
     TransientError,
 )
 from ferry.core.events import FileExtracted, FileTransformed
-from ferry.core.runner import BatchResult
+from ferry.core.stage import BatchResult
 from ferry.datasets import DatasetSpec
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,9 @@ import logging
 from ferry.clusters.spark import SparkHolder
 from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileExtracted
-from ferry.core.runner import Stage, StageRunner, build_runner
+from ferry.core.runner import StageRunner, build_runner
 from ferry.core.service import service_main
+from ferry.core.stage import Stage
 from ferry.datasets import load_datasets
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
 
