@@ -1,9 +1,13 @@
 """Fixtures shared by every tier.
 
-``stack`` (session scope) brings the real local stack up once per test run through the same code as
-``ferry stack up`` and, at the end, stops exactly the components this run started (components that
-were already running, e.g. after ``make up``, are left running). ``unique`` gives each test its own
-topic prefix, consumer group and HDFS root so tests never read each other's data (house style 14).
+``stack`` (module scope) brings up the components of the real local stack that the test module
+declares with ``pytestmark = pytest.mark.stack("hdfs")`` (component or group names: ``kafka``,
+``hdfs``, ``spark``, ``hive``, ``zookeeper``, ``all``; a module without the marker gets ``all``),
+with what they require, through the same code as ``ferry stack up``. Components already up are left
+alone, so a later module that needs more starts only the missing ones. At the end of the run it
+stops exactly the components this run started (components that were already running, e.g. after
+``make up``, are left running). ``unique`` gives each test its own topic prefix, consumer group and
+HDFS root so tests never read each other's data.
 """
 
 from __future__ import annotations
@@ -23,16 +27,57 @@ def settings() -> Settings:
     return get_settings()
 
 
-@pytest.fixture(scope="session")
-def stack(settings: Settings) -> Iterator[Settings]:
-    """The running local stack's settings; starts what is not running (deadline 300 s)."""
-    from ferry.stack.manager import Stack
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "stack(*names): local-stack components or groups the module needs "
+        "(kafka, hdfs, spark, hive, zookeeper, all; default all)",
+    )
 
-    st = Stack(settings)
-    started = st.up(deadline_s=float(os.environ.get("FERRY_STACK_DEADLINE_S", "300")))
-    yield settings
-    if started and os.environ.get("FERRY_KEEP_STACK") != "1":
-        st.down(only=started)
+
+class StackRun:
+    """The local stack for one test run: brings components up on demand, remembers what it
+    started."""
+
+    def __init__(self, settings: Settings) -> None:
+        from ferry.stack.manager import Stack
+
+        self.settings = settings
+        self.stack = Stack(settings)
+        self.started: list[str] = []
+        self._healthy: set[str] = set()
+        self.deadline_s = float(os.environ.get("FERRY_STACK_DEADLINE_S", "300"))
+
+    def need(self, *names: str) -> Settings:
+        """Bring up ``names`` (components or groups) and what they require, once per run.
+
+        Returns the settings. Raises StackError when a component does not become healthy.
+        """
+        wanted = {c.name for c in self.stack.select(names)}
+        if not wanted <= self._healthy:
+            self.started += self.stack.up(self.deadline_s, components=names)
+            self._healthy |= wanted
+        return self.settings
+
+    def close(self) -> None:
+        """Stop what this run started (unless ``FERRY_KEEP_STACK=1``)."""
+        if self.started and os.environ.get("FERRY_KEEP_STACK") != "1":
+            self.stack.down(only=self.started)
+
+
+@pytest.fixture(scope="session")
+def stack_run(settings: Settings) -> Iterator[StackRun]:
+    run = StackRun(settings)
+    yield run
+    run.close()
+
+
+@pytest.fixture(scope="module")
+def stack(stack_run: StackRun, request: pytest.FixtureRequest) -> Settings:
+    """The running local stack's settings, with the module's ``stack`` marker's components up
+    (deadline ``FERRY_STACK_DEADLINE_S``, default 300 s)."""
+    marker = request.node.get_closest_marker("stack")
+    return stack_run.need(*(marker.args if marker else ("all",)))
 
 
 @dataclass(frozen=True)
@@ -58,14 +103,15 @@ def unique() -> Unique:
 
 
 @pytest.fixture(scope="session")
-def cluster_spark(stack: Settings):  # type: ignore[no-untyped-def]
-    """One SparkSession for the whole run, on the standalone master pair, Hive-enabled on cluster A.
+def cluster_spark(stack_run: StackRun):  # type: ignore[no-untyped-def]
+    """One SparkSession for the whole run, on the standalone master pair, Hive-enabled on cluster A
+    (brings up the ``spark`` and ``hive`` groups).
 
     pyspark allows one SparkContext per process, so unit tests (local Spark) run in a separate
     pytest process from the integration and e2e tiers (see the Makefile's ``test`` target).
     """
     from ferry.clusters.spark import build_session
 
-    spark = build_session(stack, "ferry-tests", "a", hive=True)
+    spark = build_session(stack_run.need("spark", "hive"), "ferry-tests", "a", hive=True)
     yield spark
     spark.stop()

@@ -1,18 +1,19 @@
 """The ``ferry`` command.
 
-Each area owns a typer sub-application in its own module; this file only mounts them, importing
-lazily so ``ferry --help`` stays fast and nothing connects at import time.
+Each area owns a typer sub-application (or one command) in its own module, listed in the tables
+below. An area's module is imported only when its command runs (or completes): ``ferry --help``
+lists the areas from the tables' help texts without importing them, and nothing connects at import
+time.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+from typing import Any
 
 import typer
-
-app = typer.Typer(
-    help="Ferry: NAS → HDFS B → Spark → HDFS A → Hive, over Kafka.", no_args_is_help=True
-)
+from typer.core import TyperCommand, TyperGroup
 
 #: (sub-command, module holding a ``app: typer.Typer``, help text)
 _SUBAPPS: list[tuple[str, str, str]] = [
@@ -42,12 +43,58 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     ),
 ]
 
-for _name, _module, _help in _SUBAPPS:
-    app.add_typer(importlib.import_module(_module).app, name=_name, help=_help)
 
-for _name, _module, _function, _help in _COMMANDS:
-    _mod = importlib.import_module(_module)
-    app.command(_name, help=_help, **_mod.COMMAND_SETTINGS)(getattr(_mod, _function))
+@functools.cache
+def _areas() -> TyperGroup:
+    """Every area of the tables above, mounted on one group (imports their modules)."""
+    areas = typer.Typer()
+    for name, module, help_text in _SUBAPPS:
+        areas.add_typer(importlib.import_module(module).app, name=name, help=help_text)
+    for name, module, function, help_text in _COMMANDS:
+        mod = importlib.import_module(module)
+        areas.command(name, help=help_text, **mod.COMMAND_SETTINGS)(getattr(mod, function))
+    return typer.main.get_group(areas)
+
+
+class _LazyAreas(TyperGroup):
+    """The top-level group: the commands defined here, then the areas of the tables, imported on
+    first use; while help is formatted, an area is a stub carrying its help text."""
+
+    _listing = False
+    _help = {name: help_text for name, _m, help_text in _SUBAPPS} | {
+        name: help_text for name, _m, _f, help_text in _COMMANDS
+    }
+
+    # ctx, formatter and the returned commands are typer's own (vendored) click types: Any here.
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """Single commands first, then sub-applications (typer's order when all were mounted)."""
+        return [
+            *(name for name, *_ in _COMMANDS),
+            *super().list_commands(ctx),
+            *(name for name, *_ in _SUBAPPS),
+        ]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in self.commands or cmd_name not in self._help:
+            return super().get_command(ctx, cmd_name)
+        if self._listing:
+            return TyperCommand(cmd_name, help=self._help[cmd_name])
+        return _areas().get_command(ctx, cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+app = typer.Typer(
+    cls=_LazyAreas,
+    help="Ferry: NAS → HDFS B → Spark → HDFS A → Hive, over Kafka.",
+    no_args_is_help=True,
+)
 
 
 @app.command("demo")

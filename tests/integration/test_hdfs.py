@@ -27,7 +27,7 @@ from ferry.core.errors import (
 from ferry.stages.transfer.copy import copy_between
 from ferry.testing.faultproxy import FaultProxy
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stack("hdfs")]
 
 log = logging.getLogger(__name__)
 

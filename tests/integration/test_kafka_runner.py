@@ -38,7 +38,7 @@ from ferry.core.kafka import build_admin, group_id
 from ferry.core.runner import Stage, StageRunner, build_runner
 from ferry.core.topics import ensure_topics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 
 T0 = datetime(2024, 3, 1, 8, 0, 0, tzinfo=UTC)
 STAGE = "transform"
@@ -58,28 +58,10 @@ def transformed_of(event: FileExtracted) -> FileTransformed:
 # -- fixtures and helpers ---------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def kafka_up(request: pytest.FixtureRequest, settings: Settings) -> Settings:
-    """Settings of a healthy broker: the running one, else the session ``stack`` fixture's."""
-    from ferry.stack.health import Unhealthy
-    from ferry.stack.manager import Stack
-
-    st = Stack(settings)
-    comp = st.component("kafka")
-    if st.pid(comp) is not None:
-        try:
-            comp.check()
-            return settings
-        except Unhealthy:
-            pass  # fall through to the stack fixture, which starts or waits for it
-    stacked: Settings = request.getfixturevalue("stack")
-    return stacked
-
-
 @pytest.fixture
-def ks(kafka_up: Settings, unique: Any) -> Settings:
+def ks(stack: Settings, unique: Any) -> Settings:
     """This test's settings: own topic prefix, one partition, fast retries, short poll interval."""
-    base = unique.settings(kafka_up)
+    base = unique.settings(stack)
     return base.model_copy(
         update={
             "kafka": base.kafka.model_copy(

@@ -28,7 +28,7 @@ from ferry.core.kafka import build_admin
 from ferry.core.topics import ensure_topics
 from ferry.ops.quarantine import read_quarantine
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 SHA = "ef" * 32

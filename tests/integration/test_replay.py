@@ -29,7 +29,7 @@ from ferry.core.kafka import build_admin, group_id
 from ferry.core.topics import ensure_topics
 from ferry.ops.replay import GroupActive, Target, apply_plan, build_plan, wait_drained
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 
 STAGE = "transform"  # input topic <prefix>.extracted, group <prefix>.transform
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)

@@ -17,7 +17,7 @@ from tests.waiting import wait_for
 from ferry.stack import health
 from ferry.stack.manager import Stack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stack("all")]
 
 
 def test_kafka_produce_and_consume(stack, unique):

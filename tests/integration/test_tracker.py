@@ -38,7 +38,7 @@ from ferry.core.kafka import build_admin
 from ferry.core.timeline import to_ms
 from ferry.core.topics import ensure_topics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 VENV_BIN = Path(sys.executable).parent

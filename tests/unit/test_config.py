@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+import typing
 
-from ferry.core.config import get_settings
+import pytest
+from pydantic import BaseModel
+
+from ferry.core.config import Settings, get_settings
 from ferry.core.errors import ConfigError
 
 
@@ -57,3 +60,18 @@ def test_malformed_or_invalid_values_raise_config_error(monkeypatch):  # type: i
 def test_unknown_cluster_name_is_a_config_error():  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigError, match="no HDFS cluster named 'c'"):
         get_settings().cluster("c")
+
+
+def _undescribed(model: type[BaseModel], path: str = "") -> list[str]:
+    missing = []
+    for name, field in model.model_fields.items():
+        if not (field.description or "").strip():
+            missing.append(f"{path}{name}")
+        for arg in (field.annotation, *typing.get_args(field.annotation)):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                missing += _undescribed(arg, f"{path}{name}.")
+    return missing
+
+
+def test_every_setting_has_a_description():  # type: ignore[no-untyped-def]
+    assert _undescribed(Settings) == []

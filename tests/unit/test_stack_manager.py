@@ -6,6 +6,8 @@ on its command line, so pid ownership works exactly as for the JVMs.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ferry.core.config import get_settings
@@ -51,3 +53,83 @@ def test_failed_up_stops_what_it_started_and_keeps_what_was_running(tmp_path):  
         assert st.pid(running) == already_pid and process.alive(already_pid)
     finally:
         assert st.down() == [("bad", "not running"), ("ok", "not running"), ("already", "stopped")]
+
+
+@pytest.mark.parametrize(
+    ("wanted", "expected"),
+    [
+        (["kafka"], ["kafka"]),
+        (["zookeeper"], ["zookeeper"]),
+        (["hdfs"], ["hdfs-b-namenode", "hdfs-a-namenode", "hdfs-b-datanode", "hdfs-a-datanode"]),
+        (["spark"], ["zookeeper", "spark-master-1", "spark-master-2", "spark-worker"]),
+        (["hive"], ["hdfs-a-namenode", "hdfs-a-datanode", "hive-metastore"]),
+        (["hdfs-b-datanode"], ["hdfs-b-namenode", "hdfs-b-datanode"]),
+        (
+            ["spark", "hive"],
+            [
+                "zookeeper",
+                "hdfs-a-namenode",
+                "hdfs-a-datanode",
+                "spark-master-1",
+                "spark-master-2",
+                "spark-worker",
+                "hive-metastore",
+            ],
+        ),
+        (
+            ["kafka", "hdfs", "kafka"],
+            ["kafka", *[f"hdfs-{c}-{r}" for r in ("namenode", "datanode") for c in "ba"]],
+        ),
+    ],
+)
+def test_select_adds_what_each_group_requires_in_start_order(tmp_path, wanted, expected):  # type: ignore[no-untyped-def]
+    st = Stack(get_settings().model_copy(update={"var_dir": tmp_path}))
+    assert [c.name for c in st.select(wanted)] == expected
+
+
+def test_select_all_and_none_are_every_component_in_start_order(tmp_path):  # type: ignore[no-untyped-def]
+    st = Stack(get_settings().model_copy(update={"var_dir": tmp_path}))
+    every = [
+        "zookeeper",
+        "kafka",
+        "hdfs-b-namenode",
+        "hdfs-a-namenode",
+        "hdfs-b-datanode",
+        "hdfs-a-datanode",
+        "spark-master-1",
+        "spark-master-2",
+        "spark-worker",
+        "hive-metastore",
+    ]
+    assert [c.name for c in st.select(["all"])] == every
+    assert [c.name for c in st.select(None)] == every
+    assert [c.name for c in st.components] == every
+
+
+def test_select_refuses_an_unknown_name(tmp_path):  # type: ignore[no-untyped-def]
+    st = Stack(get_settings().model_copy(update={"var_dir": tmp_path}))
+    with pytest.raises(StackError, match="no stack component or group 'hbase'"):
+        st.select(["kafka", "hbase"])
+
+
+def test_up_of_a_subset_then_more_starts_only_the_missing_ones(tmp_path):  # type: ignore[no-untyped-def]
+    base = _sleeper("base", tmp_path, lambda: "ok")
+    mid = _sleeper("mid", tmp_path, lambda: "ok")
+    other = _sleeper("other", tmp_path, lambda: "ok")
+    st = _stack(tmp_path, [base, replace(mid, requires=("base",), group="g"), other])
+    try:
+        assert st.up(deadline_s=5, components=["g"]) == ["base", "mid"]
+        assert st.pid(other) is None
+        assert st.up(deadline_s=5, components=["mid"]) == []
+        assert st.up(deadline_s=5) == ["other"]
+        assert st.up(deadline_s=5) == []
+    finally:
+        assert st.down() == [("other", "stopped"), ("mid", "stopped"), ("base", "stopped")]
+
+
+def test_up_of_an_unknown_name_starts_nothing(tmp_path):  # type: ignore[no-untyped-def]
+    one = _sleeper("one", tmp_path, lambda: "ok")
+    st = _stack(tmp_path, [one])
+    with pytest.raises(StackError, match="no stack component or group 'two'"):
+        st.up(deadline_s=5, components=["one", "two"])
+    assert st.pid(one) is None and not one.launch.pid_file.exists()

@@ -83,7 +83,7 @@ class HdfsClusterSettings(_Frozen):
 class KafkaSettings(_Frozen):
     """Kafka broker and topic plan. Env: ``FERRY_KAFKA__<FIELD>``."""
 
-    host: str = "127.0.0.1"
+    host: str = Field(default="127.0.0.1", description="Address the broker binds and advertises.")
     port: int = Field(default=19092, description="Broker PLAINTEXT listener port.")
     controller_port: int = Field(default=19093, description="KRaft controller listener port.")
     bootstrap_servers_override: str | None = Field(
@@ -105,9 +105,9 @@ class KafkaSettings(_Frozen):
     )
     max_poll_interval_ms: int = Field(
         default=300_000,
-        description="Consumer max.poll.interval.ms; long handlers pause the partition instead.",
+        description="Consumer max.poll.interval.ms, ms; long handlers pause the partition instead.",
     )
-    session_timeout_ms: int = Field(default=45_000, description="Consumer session.timeout.ms.")
+    session_timeout_ms: int = Field(default=45_000, description="Consumer session.timeout.ms, ms.")
     request_timeout_s: float = Field(
         default=10.0, description="Timeout of one admin/produce/flush call, s."
     )
@@ -137,14 +137,16 @@ class ZooKeeperSettings(_Frozen):
     [2×tick, max_session_timeout] (ZooKeeper Administrator's Guide, "minSessionTimeout").
     """
 
-    host: str = "127.0.0.1"
-    port: int = 12181
-    tick_time_ms: int = 500
+    host: str = Field(default="127.0.0.1", description="Address ZooKeeper binds.")
+    port: int = Field(default=12181, description="ZooKeeper client port (TCP).")
+    tick_time_ms: int = Field(
+        default=500, description="ZooKeeper tickTime, ms; the shortest session granted is 2×."
+    )
     max_session_timeout_ms: int = Field(
         default=6000,
         description="Longest session the server grants, ms; masters' failover ≈ this + election.",
     )
-    heap_mb: int = 128
+    heap_mb: int = Field(default=128, description="ZooKeeper JVM heap, MiB.")
 
     @property
     def connect(self) -> str:
@@ -154,10 +156,14 @@ class ZooKeeperSettings(_Frozen):
 class SparkSettings(_Frozen):
     """Spark standalone cluster (two masters in ZooKeeper recovery mode, one worker)."""
 
-    host: str = "127.0.0.1"
-    master_ports: tuple[int, int] = (17077, 17078)
-    master_webui_ports: tuple[int, int] = (18080, 18081)
-    worker_webui_port: int = 18082
+    host: str = Field(default="127.0.0.1", description="Address the masters and worker bind.")
+    master_ports: tuple[int, int] = Field(
+        default=(17077, 17078), description="RPC ports of master 1 and 2 (``spark://`` URLs)."
+    )
+    master_webui_ports: tuple[int, int] = Field(
+        default=(18080, 18081), description="HTTP ports of master 1 and 2: web UI and /json."
+    )
+    worker_webui_port: int = Field(default=18082, description="HTTP port of the worker's web UI.")
     worker_cores: int = Field(
         default=8,
         description=(
@@ -172,11 +178,15 @@ class SparkSettings(_Frozen):
     daemon_heap_mb: int = Field(
         default=256, description="Heap of each master and the worker JVM, MiB."
     )
-    zookeeper_dir: str = "/ferry/spark"
+    zookeeper_dir: str = Field(
+        default="/ferry/spark", description="ZooKeeper path of the masters' recovery state."
+    )
     master_url_override: str | None = Field(
         default=None, description="Any Spark master URL (e.g. yarn, local[2])."
     )
-    app_cores_max: int = Field(default=1, description="spark.cores.max of each Ferry application.")
+    app_cores_max: int = Field(
+        default=1, description="spark.cores.max of each Ferry application, cores."
+    )
     executor_memory_mb: int = Field(default=640, description="spark.executor.memory, MiB.")
     driver_memory_mb: int = Field(default=768, description="Driver JVM heap, MiB.")
 
@@ -191,9 +201,9 @@ class SparkSettings(_Frozen):
 class MetastoreSettings(_Frozen):
     """Hive metastore (Thrift, Derby inside) for cluster A."""
 
-    host: str = "127.0.0.1"
-    port: int = 19083
-    heap_mb: int = 512
+    host: str = Field(default="127.0.0.1", description="Address the metastore binds.")
+    port: int = Field(default=19083, description="Metastore Thrift port (``thrift://`` URI).")
+    heap_mb: int = Field(default=512, description="Metastore JVM heap, MiB.")
     warehouse_path: str = Field(default="/warehouse", description="Warehouse directory on HDFS A.")
 
     @property
@@ -384,17 +394,39 @@ class Settings(BaseSettings):
             "merged onto that cluster's defaults (DEFAULT_CLUSTERS), so one field can change alone."
         ),
     )
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
-    zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
-    spark: SparkSettings = Field(default_factory=SparkSettings)
-    metastore: MetastoreSettings = Field(default_factory=MetastoreSettings)
-    retry: RetrySettings = Field(default_factory=RetrySettings)
-    paths: PathSettings = Field(default_factory=PathSettings)
-    tracker: TrackerSettings = Field(default_factory=TrackerSettings)
-    extract: ExtractSettings = Field(default_factory=ExtractSettings)
-    transfer: TransferSettings = Field(default_factory=TransferSettings)
-    transform: BatchSettings = Field(default_factory=BatchSettings)
-    load: BatchSettings = Field(default_factory=BatchSettings)
+    kafka: KafkaSettings = Field(
+        default_factory=KafkaSettings, description="Kafka broker and topic plan."
+    )
+    zookeeper: ZooKeeperSettings = Field(
+        default_factory=ZooKeeperSettings, description="ZooKeeper of the Spark master pair."
+    )
+    spark: SparkSettings = Field(
+        default_factory=SparkSettings, description="Spark standalone cluster and app sizes."
+    )
+    metastore: MetastoreSettings = Field(
+        default_factory=MetastoreSettings, description="Hive metastore of cluster A."
+    )
+    retry: RetrySettings = Field(
+        default_factory=RetrySettings, description="Retry policy of network calls."
+    )
+    paths: PathSettings = Field(
+        default_factory=PathSettings, description="NAS and HDFS directories."
+    )
+    tracker: TrackerSettings = Field(
+        default_factory=TrackerSettings, description="The tracker service."
+    )
+    extract: ExtractSettings = Field(
+        default_factory=ExtractSettings, description="The extract service (NAS poller)."
+    )
+    transfer: TransferSettings = Field(
+        default_factory=TransferSettings, description="The transfer service (B → A)."
+    )
+    transform: BatchSettings = Field(
+        default_factory=BatchSettings, description="Batching of the transform service."
+    )
+    load: BatchSettings = Field(
+        default_factory=BatchSettings, description="Batching of the load service."
+    )
 
     @field_validator("clusters", mode="before")
     @classmethod

@@ -15,9 +15,20 @@ from ferry.core.errors import StackError
 app = typer.Typer(no_args_is_help=True)
 console = literal_console(150)
 
+_COMPONENTS = typer.Argument(
+    None,
+    help=(
+        "Components or groups to start (kafka, hdfs, spark, hive, zookeeper, a component name), "
+        "with what they require. Default: all."
+    ),
+    show_default=False,
+    metavar="COMPONENT",
+)
+
 
 @app.command()
 def up(
+    components: list[str] | None = _COMPONENTS,
     deadline: float = typer.Option(
         300.0, help="Seconds to wait for every component to be healthy."
     ),
@@ -28,7 +39,7 @@ def up(
     t0 = time.monotonic()
     try:
         stack = Stack(get_settings(), on_event=lambda m: console.print(f"{m}", style="dim"))
-        started = stack.up(deadline)
+        started = stack.up(deadline, components or None)
     except StackError as exc:
         console.print(f"stack up failed: {exc}", style="red")
         raise typer.Exit(1) from exc

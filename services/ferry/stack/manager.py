@@ -2,7 +2,10 @@
 
 ``up`` is idempotent: components already running (pid file + markers) are left alone; the others
 start once the components they require are healthy; then every component must pass its real health
-check before ``deadline_s``. Concurrent ``up``/``down`` calls are serialised by a lock file.
+check before ``deadline_s``. ``up(components=[...])`` does the same for a subset: the named
+components or groups and what they require (see :func:`ferry.stack.components.select`); a later
+call with more names starts only the missing ones. Concurrent ``up``/``down`` calls are serialised
+by a lock file.
 """
 
 from __future__ import annotations
@@ -10,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from ferry.core.config import Settings
 from ferry.core.errors import StackError
 from ferry.stack import process
-from ferry.stack.components import Component, build_components
+from ferry.stack.components import Component, build_components, select
 from ferry.stack.health import Unhealthy
 
 DEFAULT_DEADLINE_S = 300.0
@@ -66,18 +69,34 @@ class Stack:
         except KeyError as exc:
             raise StackError(f"no stack component {name!r}; known: {list(self._by_name)}") from exc
 
-    def up(self, deadline_s: float = DEFAULT_DEADLINE_S) -> list[str]:
-        """Start what is not running and wait until everything is healthy.
+    def select(self, components: Iterable[str] | None = None) -> list[Component]:
+        """The components ``up(components=...)`` would bring up, in start order: all for None,
+        else the named components or groups and what they require.
 
-        Returns the names of the components this call started (empty when all were up).
-        Raises StackError naming the component, what its check saw and its log file; before
-        raising, it stops the components this call started (the others keep running).
+        Raises StackError for an unknown name.
         """
+        if components is None:
+            return list(self.components)
+        return select(self.components, components)
+
+    def up(
+        self, deadline_s: float = DEFAULT_DEADLINE_S, components: Iterable[str] | None = None
+    ) -> list[str]:
+        """Start what is not running and wait (at most ``deadline_s`` seconds) until it is healthy.
+
+        ``components``: component or group names (``kafka``, ``hdfs``, ``spark``, ``hive``,
+        ``zookeeper``, ``all``) to bring up with what they require; None means every component.
+        Returns the names of the components this call started (empty when all were up).
+        Raises StackError for an unknown name, or naming the component, what its check saw and its
+        log file; before raising, it stops the components this call started (the others keep
+        running).
+        """
+        chosen = self.select(components)
         with self._lock():
             deadline = time.monotonic() + deadline_s
             started: list[str] = []
             try:
-                for comp in self.components:
+                for comp in chosen:
                     if self.pid(comp) is not None:
                         continue
                     for dep in comp.requires:
@@ -93,7 +112,7 @@ class Stack:
                     pid = process.start(comp.launch)
                     started.append(comp.name)
                     self._say(f"started {comp.name} (pid {pid}), log {comp.launch.log_file}")
-                for comp in self.components:
+                for comp in chosen:
                     self._wait_healthy(comp, deadline)
             except BaseException:
                 # Leave no orphans: stop what this call started, keep what was already running.

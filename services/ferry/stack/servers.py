@@ -1,0 +1,289 @@
+"""Builders of the stack's non-Spark servers: ZooKeeper, the Kafka broker, each HDFS cluster's
+NameNode and DataNode, and the Hive metastore. Each returns one :class:`Component`; nothing is
+started or written until the manager calls its ``prepare``.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import uuid
+from functools import partial
+from pathlib import Path
+
+from ferry.core.config import HdfsClusterSettings, Settings
+from ferry.core.errors import StackError
+from ferry.stack import health
+from ferry.stack.base import (
+    CONF_SRC,
+    JAVA17_OPENS,
+    Component,
+    Layout,
+    java,
+    render,
+    run_once,
+    spark_home,
+)
+from ferry.stack.process import markers
+
+NAMENODE_MAIN = "org.apache.hadoop.hdfs.server.namenode.NameNode"
+DATANODE_MAIN = "org.apache.hadoop.hdfs.server.datanode.DataNode"
+
+
+def zookeeper(settings: Settings, lay: Layout) -> Component:
+    """ZooKeeper (pyspark's jars) for the Spark masters' recovery; health: ``ruok`` → ``imok``."""
+    zk = settings.zookeeper
+    cfg = lay.conf / "zookeeper" / "zoo.cfg"
+
+    def prepare() -> None:
+        (lay.data / "zookeeper").mkdir(parents=True, exist_ok=True)
+        render(
+            "zoo.cfg.tmpl",
+            cfg,
+            tick_time_ms=zk.tick_time_ms,
+            min_session_timeout_ms=2 * zk.tick_time_ms,
+            max_session_timeout_ms=zk.max_session_timeout_ms,
+            data_dir=lay.data / "zookeeper",
+            port=zk.port,
+            host=zk.host,
+        )
+
+    argv = [
+        java(),
+        f"-Xmx{zk.heap_mb}m",
+        *markers("zookeeper", lay.var),
+        f"-Dlog4j2.configurationFile={CONF_SRC / 'spark-log4j2.properties'}",
+        "-cp",
+        f"{spark_home() / 'jars'}/*",
+        "org.apache.zookeeper.server.ZooKeeperServerMain",
+        str(cfg),
+    ]
+    return Component(
+        "zookeeper",
+        zk.connect,
+        lay.launch("zookeeper", argv),
+        check=lambda: health.zookeeper_ruok(zk.host, zk.port),
+        ports=(zk.port,),
+        host=zk.host,
+        prepare=prepare,
+        group="zookeeper",
+    )
+
+
+def kafka(settings: Settings, lay: Layout) -> Component:
+    """The Kafka broker, KRaft combined mode (Maven: kafka_2.13); storage formatted on first
+    start; health: produce + consume one record."""
+    kf = settings.kafka
+    props = lay.conf / "kafka" / "server.properties"
+    data = lay.data / "kafka"
+    classpath = [
+        "-cp",
+        f"{lay.jars / 'kafka'}/*",
+        f"-Dlog4j2.configurationFile={CONF_SRC / 'kafka-log4j2.yaml'}",
+    ]
+
+    def prepare() -> None:
+        render(
+            "kafka-server.properties.tmpl",
+            props,
+            host=kf.host,
+            port=kf.port,
+            controller_port=kf.controller_port,
+            data_dir=data,
+        )
+        if not (data / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            run_once(
+                "kafka",
+                [
+                    java(),
+                    "-Xmx256m",
+                    *classpath,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    cluster_id,
+                    "-c",
+                    str(props),
+                ],
+                lay.logs / "kafka-format.log",
+            )
+
+    argv = [
+        java(),
+        f"-Xmx{kf.heap_mb}m",
+        f"-Xms{kf.heap_mb}m",
+        *markers("kafka", lay.var),
+        *classpath,
+        "kafka.Kafka",
+        str(props),
+    ]
+    return Component(
+        "kafka",
+        kf.bootstrap_servers,
+        lay.launch("kafka", argv),
+        check=lambda: health.kafka_roundtrip(kf.bootstrap_servers),
+        ports=(kf.port, kf.controller_port),
+        host=kf.host,
+        prepare=prepare,
+        group="kafka",
+    )
+
+
+# --- HDFS -----------------------------------------------------------------------------------
+
+
+def hdfs_conf(lay: Layout, cluster: str, cs: HdfsClusterSettings) -> Path:
+    """Render cluster ``cluster``'s core-site.xml, hdfs-site.xml and log4j.properties into
+    ``conf/hdfs-<cluster>``; returns that directory."""
+    d = lay.conf / f"hdfs-{cluster}"
+    values = dict(
+        cluster=cluster,
+        host=cs.host,
+        base_dir=lay.data / f"hdfs-{cluster}",
+        namenode_rpc_port=cs.namenode_rpc_port,
+        namenode_http_port=cs.namenode_http_port,
+        datanode_port=cs.datanode_port,
+        datanode_http_port=cs.datanode_http_port,
+        datanode_ipc_port=cs.datanode_ipc_port,
+    )
+    render("core-site.xml.tmpl", d / "core-site.xml", **values)
+    render("hdfs-site.xml.tmpl", d / "hdfs-site.xml", **values)
+    shutil.copyfile(CONF_SRC / "hadoop-log4j.properties", d / "log4j.properties")
+    return d
+
+
+def hadoop_argv(
+    lay: Layout, name: str, heap_mb: int, cluster: str, main: str, *args: str
+) -> list[str]:
+    """The JVM command line of a Hadoop daemon (or one-shot tool) of ``cluster``."""
+    return [
+        java(),
+        f"-Xmx{heap_mb}m",
+        *markers(name, lay.var),
+        *JAVA17_OPENS,
+        f"-Dhadoop.log.dir={lay.logs}",
+        f"-Dhadoop.home.dir={lay.jars / 'hdfs'}",
+        "-cp",
+        f"{lay.conf / f'hdfs-{cluster}'}:{lay.jars / 'hdfs-webapps'}:{lay.jars / 'hdfs'}/*",
+        main,
+        *args,
+    ]
+
+
+def _check_jars(lay: Layout) -> None:
+    for need in (
+        lay.jars / "hdfs",
+        lay.jars / "hdfs-webapps" / "webapps" / "hdfs",
+        lay.jars / "kafka",
+    ):
+        if not need.is_dir() or not any(need.iterdir()):
+            raise StackError(
+                f"{need} is missing or empty: run `make install` (Maven fetches the servers' jars)"
+            )
+
+
+def namenode(settings: Settings, lay: Layout, cluster: str) -> Component:
+    """The NameNode of ``cluster`` (Maven: hadoop-hdfs 3.5.0), formatted on first start; health:
+    WebHDFS GETFILESTATUS."""
+    cs = settings.cluster(cluster)
+    name = f"hdfs-{cluster}-namenode"
+
+    def prepare() -> None:
+        _check_jars(lay)
+        hdfs_conf(lay, cluster, cs)
+        if not (lay.data / f"hdfs-{cluster}" / "name" / "current" / "VERSION").exists():
+            run_once(
+                name,
+                hadoop_argv(
+                    lay,
+                    f"{name}-format",
+                    256,
+                    cluster,
+                    NAMENODE_MAIN,
+                    "-format",
+                    "-nonInteractive",
+                    "-force",
+                ),
+                lay.logs / f"{name}-format.log",
+            )
+
+    return Component(
+        name,
+        cs.fs_url,
+        lay.launch(name, hadoop_argv(lay, name, cs.namenode_heap_mb, cluster, NAMENODE_MAIN)),
+        check=partial(health.namenode, f"http://{cs.host}:{cs.namenode_http_port}"),
+        ports=(cs.namenode_rpc_port, cs.namenode_http_port),
+        host=cs.host,
+        prepare=prepare,
+        group="hdfs",
+    )
+
+
+def datanode(settings: Settings, lay: Layout, cluster: str) -> Component:
+    """The DataNode of ``cluster``; health: its NameNode sees ≥ 1 live DataNode, no safe mode."""
+    cs = settings.cluster(cluster)
+    name = f"hdfs-{cluster}-datanode"
+
+    def prepare() -> None:
+        hdfs_conf(lay, cluster, cs)
+
+    return Component(
+        name,
+        f"{cs.host}:{cs.datanode_port} (http {cs.datanode_http_port})",
+        lay.launch(name, hadoop_argv(lay, name, cs.datanode_heap_mb, cluster, DATANODE_MAIN)),
+        check=partial(health.datanode, f"http://{cs.host}:{cs.namenode_http_port}"),
+        requires=(f"hdfs-{cluster}-namenode",),
+        ports=(cs.datanode_port, cs.datanode_http_port, cs.datanode_ipc_port),
+        host=cs.host,
+        prepare=prepare,
+        group="hdfs",
+    )
+
+
+def hive_metastore(settings: Settings, lay: Layout) -> Component:
+    """The Hive metastore of cluster A (HiveMetaStore, Derby inside, pyspark's jars), warehouse on
+    HDFS A; health: Thrift ``get_all_databases``."""
+    ms = settings.metastore
+    ms_conf = lay.conf / "hive-metastore"
+    a = settings.cluster("a")
+    data = lay.data / "hive-metastore"
+
+    def prepare() -> None:
+        hdfs_conf(lay, "a", a)
+        ms_conf.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(lay.conf / "hdfs-a" / "core-site.xml", ms_conf / "core-site.xml")
+        shutil.copyfile(lay.conf / "hdfs-a" / "hdfs-site.xml", ms_conf / "hdfs-site.xml")
+        render(
+            "hive-site.xml.tmpl",
+            ms_conf / "hive-site.xml",
+            base_dir=data,
+            warehouse_url=f"{a.fs_url}{ms.warehouse_path}",
+            port=ms.port,
+        )
+        data.mkdir(parents=True, exist_ok=True)
+
+    argv = [
+        java(),
+        f"-Xmx{ms.heap_mb}m",
+        *markers("hive-metastore", lay.var),
+        *JAVA17_OPENS,
+        f"-Dderby.system.home={data}",
+        f"-Dlog4j2.configurationFile={CONF_SRC / 'spark-log4j2.properties'}",
+        "-cp",
+        f"{ms_conf}:{spark_home() / 'jars'}/*",
+        "org.apache.hadoop.hive.metastore.HiveMetaStore",
+        "-p",
+        str(ms.port),
+    ]
+    return Component(
+        "hive-metastore",
+        ms.uri,
+        lay.launch("hive-metastore", argv),
+        check=lambda: health.metastore(ms.host, ms.port),
+        requires=("hdfs-a-datanode",),
+        ports=(ms.port,),
+        host=ms.host,
+        prepare=prepare,
+        group="hive",
+    )
