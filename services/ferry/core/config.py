@@ -201,6 +201,19 @@ class MetastoreSettings(_Frozen):
         return f"thrift://{self.host}:{self.port}"
 
 
+class HiveServer2Settings(_Frozen):
+    """HiveServer2 (the Spark Thrift Server) on cluster A's side: JDBC for analysts and for the
+    demo's reconciliation. Env: ``FERRY_HIVESERVER2__<FIELD>``."""
+
+    host: str = Field(default="127.0.0.1", description="Bind and connect address.")
+    port: int = Field(default=19084, description="Thrift (binary) port: jdbc:hive2://host:port.")
+    driver_memory_mb: int = Field(default=512, description="Thrift server driver JVM heap, MiB.")
+    user: str = Field(default="ferry", description="User name sent by the JDBC clients.")
+    query_timeout_s: float = Field(
+        default=120.0, description="Login and query timeout of each JDBC call, s."
+    )
+
+
 class RetrySettings(_Frozen):
     """Retry policy for network calls: exponential backoff with full jitter and a ceiling."""
 
@@ -388,6 +401,7 @@ class Settings(BaseSettings):
     zookeeper: ZooKeeperSettings = Field(default_factory=ZooKeeperSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     metastore: MetastoreSettings = Field(default_factory=MetastoreSettings)
+    hiveserver2: HiveServer2Settings = Field(default_factory=HiveServer2Settings)
     retry: RetrySettings = Field(default_factory=RetrySettings)
     paths: PathSettings = Field(default_factory=PathSettings)
     tracker: TrackerSettings = Field(default_factory=TrackerSettings)
