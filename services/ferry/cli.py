@@ -41,6 +41,12 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
         "status",
         "Files per state, consumer lag, stuck and quarantined files.",
     ),
+    (
+        "sql",
+        "ferry.ops.sql_cli",
+        "sql",
+        "Run HiveQL on HiveServer2 over JDBC (beeline); no query opens the shell.",
+    ),
 ]
 
 

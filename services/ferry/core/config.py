@@ -211,6 +211,19 @@ class MetastoreSettings(_Frozen):
         return f"thrift://{self.host}:{self.port}"
 
 
+class HiveServer2Settings(_Frozen):
+    """HiveServer2 (the Spark Thrift Server) on cluster A's side: JDBC for analysts and for the
+    demo's reconciliation. Env: ``FERRY_HIVESERVER2__<FIELD>``."""
+
+    host: str = Field(default="127.0.0.1", description="Bind and connect address.")
+    port: int = Field(default=19084, description="Thrift (binary) port: jdbc:hive2://host:port.")
+    driver_memory_mb: int = Field(default=512, description="Thrift server driver JVM heap, MiB.")
+    user: str = Field(default="ferry", description="User name sent by the JDBC clients.")
+    query_timeout_s: float = Field(
+        default=120.0, description="Login and query timeout of each JDBC call, s."
+    )
+
+
 class RetrySettings(_Frozen):
     """Retry policy for network calls: exponential backoff with full jitter and a ceiling."""
 
@@ -405,6 +418,9 @@ class Settings(BaseSettings):
     )
     metastore: MetastoreSettings = Field(
         default_factory=MetastoreSettings, description="Hive metastore of cluster A."
+    )
+    hiveserver2: HiveServer2Settings = Field(
+        default_factory=HiveServer2Settings, description="HiveServer2 (JDBC) of cluster A."
     )
     retry: RetrySettings = Field(
         default_factory=RetrySettings, description="Retry policy of network calls."
