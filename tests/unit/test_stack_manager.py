@@ -62,7 +62,7 @@ def test_failed_up_stops_what_it_started_and_keeps_what_was_running(tmp_path):  
         (["zookeeper"], ["zookeeper"]),
         (["hdfs"], ["hdfs-b-namenode", "hdfs-a-namenode", "hdfs-b-datanode", "hdfs-a-datanode"]),
         (["spark"], ["zookeeper", "spark-master-1", "spark-master-2", "spark-worker"]),
-        (["hive"], ["hdfs-a-namenode", "hdfs-a-datanode", "hive-metastore"]),
+        (["hive"], ["hdfs-a-namenode", "hdfs-a-datanode", "hive-metastore", "hiveserver2"]),
         (["hdfs-b-datanode"], ["hdfs-b-namenode", "hdfs-b-datanode"]),
         (
             ["spark", "hive"],
@@ -74,6 +74,7 @@ def test_failed_up_stops_what_it_started_and_keeps_what_was_running(tmp_path):  
                 "spark-master-2",
                 "spark-worker",
                 "hive-metastore",
+                "hiveserver2",
             ],
         ),
         (
@@ -100,6 +101,7 @@ def test_select_all_and_none_are_every_component_in_start_order(tmp_path):  # ty
         "spark-master-2",
         "spark-worker",
         "hive-metastore",
+        "hiveserver2",
     ]
     assert [c.name for c in st.select(["all"])] == every
     assert [c.name for c in st.select(None)] == every

@@ -1,6 +1,6 @@
 """The embedded local stack's components: what each runs, where it logs, how it is checked.
 
-Ten JVMs, started in this order (a component waits only for the ones in its ``requires``):
+Eleven JVMs, started in this order (a component waits only for the ones in its ``requires``):
 
 ================  ===============================================  ============================
 component         main class (source)                              health check
@@ -14,6 +14,7 @@ hdfs-a-datanode   DataNode                                         NN: ≥1 live
 spark-master-1/2  deploy.master.Master, recoveryMode=ZOOKEEPER     /json status ALIVE|STANDBY
 spark-worker      deploy.worker.Worker → spark://m1,m2             registered at ALIVE master
 hive-metastore    HiveMetaStore, Derby inside (pyspark's jars)     Thrift get_all_databases
+hiveserver2       Spark Thrift Server, local[1] (pyspark's jars)   JDBC ``SELECT 1``
 ================  ===============================================  ============================
 
 Each component is built by its own function (:mod:`ferry.stack.servers`,
@@ -29,6 +30,7 @@ from collections.abc import Iterable
 from ferry.core.config import Settings
 from ferry.core.errors import StackError
 from ferry.stack.base import Component, Layout
+from ferry.stack.hiveserver2 import hiveserver2
 from ferry.stack.servers import datanode, hive_metastore, kafka, namenode, zookeeper
 from ferry.stack.spark_daemons import spark_cluster
 
@@ -51,6 +53,7 @@ def build_components(settings: Settings) -> list[Component]:
         datanode(settings, lay, "a"),
         *spark_cluster(settings, lay),
         hive_metastore(settings, lay),
+        hiveserver2(settings, lay),
     ]
 
 
