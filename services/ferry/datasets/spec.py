@@ -147,7 +147,8 @@ class ValidationRules(_Frozen):
     """Row rules. A row failing one is rejected with a reason, never dropped.
 
     Reasons of the rules: ``null:<col>``, ``range:<col>``, ``not_allowed:<col>``, and
-    ``invalid_partition_value:<col>`` (a partition column is NULL). Records the parser refuses
+    ``invalid_partition_value:<col>`` (a partition column is NULL, reported only when no other
+    reason applies). Records the parser refuses
     get ``fields:<found>/<expected>``, ``type:``/``overflow:``/``date:``/``timestamp:<col>=<value>``
     first; every reason that applies is kept (see :mod:`ferry.stages.transform.rows`).
     """

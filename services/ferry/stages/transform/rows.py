@@ -15,12 +15,15 @@ in this order)::
     overflow:<col>=<value>      an integer (or decimal) too large for the column's type
     date:<col>=<value>          not a valid date (``2016-02-30``)
     timestamp:<col>=<value>     not a valid timestamp
-    null:<col>  range:<col>  not_allowed:<col>  invalid_partition_value:<col>
+    null:<col>  range:<col>  not_allowed:<col>
                                 the dataset's rules (see :class:`ferry.datasets.ValidationRules`)
+    invalid_partition_value:<col>
+                                a partition column is NULL; only when no reason above applies
+                                (it is most often their consequence)
 
 ``<value>`` is the field's text, at most :data:`VALUE_CHARS` characters (then ``…``), with
 control characters (line breaks) and ``;`` shown as ``?``. A column with a value error is not
-also reported as ``null:<col>`` or ``invalid_partition_value:<col>``. The *code* of a reason is
+also reported as ``null:<col>``. The *code* of a reason is
 its text before ``=`` (``type:dep_delay``): :func:`file_counts` counts rows per code, so the
 counts stay few whatever the values.
 
@@ -205,16 +208,22 @@ def _reasons(spec: DatasetSpec) -> Column:
     for c, values in rules.allowed_values.items():
         bad = F.coalesce(~F.col(c).isin(list(values)), F.lit(False))
         checks.append((bad, F.lit(f"not_allowed:{c}")))
-    for c in spec.hive.partition_by:
-        cond = F.col(c).isNull()
-        if c in value_error:
-            cond = cond & ~value_error[c]
-        checks.append((cond, F.lit(f"invalid_partition_value:{c}")))
     others = F.array_compact(F.array(*[F.when(ok_fields & cond, r) for cond, r in checks]))
     # A record the parser flagged always gets a reason, even one none of the checks names.
     malformed = F.when(flagged & (F.size(others) == 0), F.lit("malformed"))
     fields = F.when(bad_fields, F.concat(F.lit("fields:"), found.cast("string"), F.lit(f"/{n}")))
-    every = F.concat(F.array_compact(F.array(fields, malformed)), others)
+    causes = F.concat(F.array_compact(F.array(fields, malformed)), others)
+    # A NULL partition value is most often the consequence of another problem of the row (a
+    # month of 13 makes a derived date NULL): it is reported only when nothing else explains it.
+    partition = F.array_compact(
+        F.array(
+            *[
+                F.when(F.col(c).isNull(), F.lit(f"invalid_partition_value:{c}"))
+                for c in spec.hive.partition_by
+            ]
+        )
+    )
+    every = F.when(F.size(causes) > 0, causes).otherwise(partition)
     return F.when(F.size(every) > 0, F.array_join(every, REASON_SEPARATOR))
 
 
