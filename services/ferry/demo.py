@@ -121,7 +121,8 @@ def reconcile(
     wall: float,
     days: int | None,
 ) -> DemoReport:
-    """Count rows in Hive (per file_id) and rejects (per reason) with one Spark session on A."""
+    """Count rows in Hive (per file_id) with one Spark session on A; rejects per reason code from
+    the loaded files' manifests."""
     from pyspark.sql import functions as F
 
     from ferry.clusters.spark import build_session
@@ -139,13 +140,10 @@ def reconcile(
             loaded = [outcomes.loaded[fid].manifest for fid in fids if fid in outcomes.loaded]
             rejected = sum(m.rows_rejected or 0 for m in loaded)
             rows_in = sum(m.rows_in or 0 for m in loaded)
-            reject_uris = [m.uris["rejects"] for m in loaded if "rejects" in m.uris]
+            # Rejected rows per reason code as transform counted them (manifest reject_reasons).
             reasons: Counter[str] = Counter()
-            if reject_uris:
-                for r in (
-                    spark.read.parquet(*reject_uris).groupBy("reject_reason").count().collect()
-                ):
-                    reasons[r["reject_reason"]] = int(r["count"])
+            for m in loaded:
+                reasons.update(m.reject_reasons)
             failed = Counter(
                 outcomes.failed[fid][-1].reason for fid in fids if fid in outcomes.failed
             )
@@ -219,7 +217,7 @@ def _print(report: DemoReport, nfiles: int, total_bytes: int) -> None:
             f"{r['source rows']:,}",
             f"{r['hive rows']:,}",
             f"{r['rejected']:,}",
-            ", ".join(f"{k}: {v}" for k, v in sorted(r["reasons"].items())) or "-",
+            Text(", ".join(f"{k}: {v}" for k, v in sorted(r["reasons"].items())) or "-"),
             ", ".join(f"{k}: {v}" for k, v in sorted(r["failed"].items())) or "-",
             Text("yes", style="green") if r["reconciled"] else Text("NO", style="red"),
         )

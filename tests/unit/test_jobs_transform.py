@@ -88,9 +88,9 @@ def test_malformed_and_invalid_rows_become_rejects_with_reasons(spark, tmp_path)
         tmp_path / "bad.csv",
         HEADER
         + b"1,a,2013,1,1\n"  # valid
-        + b"2,a,2013,1\n"  # too few tokens -> malformed
-        + b"3,a,2013,1,1,9\n"  # too many tokens -> malformed
-        + b"x,a,2013,1,1\n"  # not an int -> malformed
+        + b"2,a,2013,1\n"  # too few fields
+        + b"3,a,2013,1,1,9\n"  # too many fields
+        + b"x,a,2013,1,1\n"  # not an int
         + b"NA,a,2013,1,1\n"  # null id
         + b"5,a,2013,13,1\n"  # month out of range
         + b"6,c,2013,1,1\n"  # kind not allowed
@@ -104,9 +104,9 @@ def test_malformed_and_invalid_rows_become_rejects_with_reasons(spark, tmp_path)
     assertDataFrameEqual(
         rejects.select("id", CORRUPT_COLUMN, REJECT_REASON_COLUMN),
         [
-            Row(id=2, _corrupt_record="2,a,2013,1", reject_reason="malformed"),
-            Row(id=3, _corrupt_record="3,a,2013,1,1,9", reject_reason="malformed"),
-            Row(id=None, _corrupt_record="x,a,2013,1,1", reject_reason="malformed"),
+            Row(id=2, _corrupt_record="2,a,2013,1", reject_reason="fields:4/5"),
+            Row(id=3, _corrupt_record="3,a,2013,1,1,9", reject_reason="fields:6/5"),
+            Row(id=None, _corrupt_record="x,a,2013,1,1", reject_reason="type:id=x"),
             Row(id=None, _corrupt_record=None, reject_reason="null:id"),
             Row(id=5, _corrupt_record=None, reject_reason="range:m"),
             Row(id=6, _corrupt_record=None, reject_reason="not_allowed:kind"),
@@ -120,7 +120,9 @@ def test_malformed_and_invalid_rows_become_rejects_with_reasons(spark, tmp_path)
             rows_out=1,
             rows_rejected=8,
             reject_reasons={
-                "malformed": 3,
+                "fields:4/5": 1,
+                "fields:6/5": 1,
+                "type:id": 1,
                 "null:id": 1,
                 "range:m": 1,
                 "not_allowed:kind": 1,

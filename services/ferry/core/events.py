@@ -87,6 +87,7 @@ class FileManifest:
 
     ``uris`` maps a role (``landing``, ``staging``, ``rejects``, ``incoming``, ``table``) to a full
     URI. Row counts are ``None`` until transform has counted them. ``attempt`` is 1-based.
+    ``reject_reasons``: rejected rows per reason code (``type:dep_delay`` → 3), set by transform.
     """
 
     SCHEMA: ClassVar[str] = "ferry.FileManifest"
@@ -105,6 +106,7 @@ class FileManifest:
     rows_rejected: int | None = None
     attempt: int = 1
     source_mtime: datetime | None = None
+    reject_reasons: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,6 +124,7 @@ class FileManifest:
             "updated_at": self.updated_at,
             "source_mtime": self.source_mtime,
             "trace_id": self.trace_id,
+            "reject_reasons": dict(self.reject_reasons),
         }
 
     @classmethod
@@ -142,6 +145,7 @@ class FileManifest:
             rows_rejected=data.get("rows_rejected"),
             attempt=data.get("attempt", 1),
             source_mtime=data.get("source_mtime"),
+            reject_reasons=dict(data.get("reject_reasons") or {}),
         )
 
     def advance(self, **changes: Any) -> FileManifest:

@@ -90,7 +90,9 @@ class Timeline:
     """Everything the tracker knows of one file.
 
     ``attempts`` is the highest attempt number seen (manifest ``attempt`` or FileFailed
-    ``attempt``); ``rows`` holds the latest non-null ``rows_in``/``rows_out``/``rows_rejected``.
+    ``attempt``); ``rows`` holds the latest non-null ``rows_in``/``rows_out``/``rows_rejected``;
+    ``reject_reasons`` the rejected rows per reason code of the latest counted manifest (in
+    :meth:`to_dict` only when not empty).
     """
 
     file_id: str
@@ -101,6 +103,7 @@ class Timeline:
     failure: Failure | None = None
     rows: Mapping[str, int] = field(default_factory=dict)
     table: str | None = None
+    reject_reasons: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def state(self) -> str | None:
@@ -160,7 +163,7 @@ class Timeline:
             },
             "rows": dict(self.rows),
             "table": self.table,
-        }
+        } | ({"reject_reasons": dict(self.reject_reasons)} if self.reject_reasons else {})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Timeline:
@@ -176,6 +179,7 @@ class Timeline:
             failure=None if f is None else Failure(**f),
             rows=dict(d.get("rows") or {}),
             table=d.get("table"),
+            reject_reasons=dict(d.get("reject_reasons") or {}),
         )
 
 
@@ -215,6 +219,8 @@ def fold(timeline: Timeline | None, event: Event, key: str) -> Timeline:
             if value is not None:
                 rows[name] = value
         changes["rows"] = rows
+        if manifest.rows_rejected is not None:
+            changes["reject_reasons"] = dict(manifest.reject_reasons)
         attempt = max(attempt, manifest.attempt)
     if isinstance(event, FileFailed):
         attempt = max(attempt, event.attempt)

@@ -38,7 +38,9 @@ def classify_empty(
     ``source`` is a local path (its first ``head_bytes`` bytes are read) or the head of a file as
     bytes; a head of ``head_bytes`` bytes or more is taken to be truncated (so never header-only).
     Kinds: ``zero_bytes`` (0 bytes), ``blank`` (only a BOM and/or whitespace), ``header_only``
-    (one non-blank line and ``header`` is true). Lines may end in LF or CRLF (case C11).
+    (one non-blank line and ``header`` is true). Lines may end in LF or CRLF (case C11). A record
+    whose quoted field spans lines (C14) only adds lines, so it never makes a file with data look
+    empty; a header never holds a line break (column names match ``[a-z][a-z0-9_]*``).
 
     Raises:
         OSError: the path cannot be read.

@@ -102,7 +102,19 @@ class DerivedColumn(ColumnSpec):
 
 
 class CsvOptions(_Frozen):
-    """How the files are parsed (Spark CSV options of the same meaning)."""
+    """How the files are parsed (Spark CSV options of the same meaning), per RFC 4180: a quoted
+    field may hold the delimiter, the quote (doubled, ``escape`` = ``quote``) and line breaks.
+
+    ``multiline`` (default ``true``): a quoted field may span lines (docs/field-cases.md, C14).
+    Spark then reads each file as one stream (memory stays bounded) but cannot split a file
+    between tasks, so one file is parsed by one core. Set ``multiline: false`` only for a
+    dataset whose fields never hold a line break and whose files are large (hundreds of MB):
+    Spark then splits each file at line boundaries and parses the parts in parallel, and a
+    quoted line break, if one does occur, cuts its record in two (both parts rejected, and
+    ``rows_in`` counts both). The default is the mode that is right for every RFC 4180 file;
+    the files Ferry moves today (one per day and dataset, under a few MB) are smaller than
+    one split (128 MB), so they would not be split anyway.
+    """
 
     header: bool = Field(
         default=True, description="First line of each file is a header (checked, then skipped)."
@@ -117,6 +129,11 @@ class CsvOptions(_Frozen):
     )
     null_value: str = Field(default="", description="Token read as NULL, e.g. 'NA'.")
     encoding: Literal["UTF-8"] = "UTF-8"
+    multiline: bool = Field(
+        default=True,
+        description="Quoted fields may hold line breaks (one task per file); false: the files "
+        "are split by lines and parsed in parallel.",
+    )
 
 
 class RangeRule(_Frozen):
@@ -129,8 +146,11 @@ class RangeRule(_Frozen):
 class ValidationRules(_Frozen):
     """Row rules. A row failing one is rejected with a reason, never dropped.
 
-    Reasons, in the order checked: ``malformed`` (wrong token count or unparsable value),
-    ``null:<col>``, ``range:<col>``, ``not_allowed:<col>``, ``invalid_partition_value:<col>``.
+    Reasons of the rules: ``null:<col>``, ``range:<col>``, ``not_allowed:<col>``, and
+    ``invalid_partition_value:<col>`` (a partition column is NULL, reported only when no other
+    reason applies). Records the parser refuses
+    get ``fields:<found>/<expected>``, ``type:``/``overflow:``/``date:``/``timestamp:<col>=<value>``
+    first; every reason that applies is kept (see :mod:`ferry.stages.transform.rows`).
     """
 
     not_null: tuple[str, ...] = ()

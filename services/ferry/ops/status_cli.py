@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ferry.core.console import literal_console
 from ferry.core.errors import FerryError
@@ -33,6 +34,16 @@ def _file_table(d: dict[str, Any]) -> Table:
     return t
 
 
+def _reasons_table(reasons: dict[str, int]) -> Table:
+    """Rejected rows per reason code, most frequent first (text shown literally)."""
+    t = Table(title="rejected rows by reason")
+    t.add_column("reason", overflow="fold")
+    t.add_column("rows", justify="right")
+    for code, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        t.add_row(Text(code), str(n))
+    return t
+
+
 def status(
     file_id: str | None = typer.Argument(None, help="Show one file's timeline instead."),
 ) -> None:
@@ -55,6 +66,9 @@ def status(
             console.print(_file_table(d))
             rows = d.get("rows") or {}
             console.print(f"rows: {rows}   attempts: {d.get('attempts')}   table: {d.get('table')}")
+            reasons = d.get("reject_reasons") or {}
+            if reasons:
+                console.print(_reasons_table(reasons))
             if d.get("failure"):
                 f = d["failure"]
                 if d.get("state") == "failed":

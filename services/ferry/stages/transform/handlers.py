@@ -208,7 +208,11 @@ def _result(ev: FileExtracted, res: Any, deps: TransformDeps) -> BatchResult:
     return [
         FileTransformed(
             ev.manifest.advance(
-                uris=uris, rows_in=c.rows_in, rows_out=c.rows_out, rows_rejected=c.rows_rejected
+                uris=uris,
+                rows_in=c.rows_in,
+                rows_out=c.rows_out,
+                rows_rejected=c.rows_rejected,
+                reject_reasons=dict(c.reject_reasons),
             )
         )
     ]

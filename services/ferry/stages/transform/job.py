@@ -11,16 +11,17 @@ scan (no JVM and no job per file). Order of calls (what :func:`run_batch` does):
     write_batch(c, …)                             (temp dir, then one rename per file)
 
 Rows are never dropped silently: every parsed record is either valid or a reject with a
-``reject_reason`` (see :class:`ferry.datasets.ValidationRules`). Blank lines are not records
-(Spark's CSV reader skips them) and the header line of each file is not a record.
+``reject_reason`` (see :mod:`ferry.stages.transform.rows`). A record is what RFC 4180 calls
+one (a quoted field may span lines, see :class:`ferry.datasets.CsvOptions`); blank lines are not
+records (Spark's CSV reader skips them) and the header line of each file is not a record.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from ferry.clusters.spark_jobs import (
@@ -28,183 +29,53 @@ from ferry.clusters.spark_jobs import (
     HadoopFileSystem,
     check_file_id,
     commit_dir,
-    escape_glob,
     join_path,
     path_key,
-    source_key_column,
-    spark_type,
-    struct_for,
 )
 from ferry.datasets import FILE_ID_COLUMN, DatasetSpec
 from ferry.datasets.precheck import HEAD_BYTES, check_header, classify_empty
+from ferry.stages.transform.rows import (
+    CORRUPT_COLUMN,
+    REASON_SEPARATOR,
+    REJECT_REASON_COLUMN,
+    SOURCE_COLUMN,
+    FileCounts,
+    classify,
+    csv_schema,
+    file_counts,
+    read_csv,
+    reason_code,
+    split,
+    transform,
+)
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql import DataFrame, SparkSession
 
-#: Raw text of a record Spark could not parse into the schema (wrong token count, bad value).
-CORRUPT_COLUMN = "_corrupt_record"
-#: Source file of each row: the decoded path component
-#: (see :func:`ferry.clusters.spark_jobs.path_key`).
-SOURCE_COLUMN = "ferry_source_path"
-#: Why a row was rejected; NULL for a valid row.
-REJECT_REASON_COLUMN = "reject_reason"
+__all__ = [
+    "CORRUPT_COLUMN",
+    "REASON_SEPARATOR",
+    "REJECT_REASON_COLUMN",
+    "SOURCE_COLUMN",
+    "FileCounts",
+    "FileResult",
+    "classify",
+    "csv_schema",
+    "file_counts",
+    "read_csv",
+    "reason_code",
+    "run_batch",
+    "split",
+    "staged_path",
+    "transform",
+    "write_batch",
+]
+
 #: Driver threads for the per-file HDFS calls of a batch (head reads, commits). Each call is a
 #: few py4j and NameNode round trips (~40 ms a file measured by bench/bench_transform.py on the
 #: local stack), latency, not CPU, so they overlap well; 4 keeps the NameNode's 8 handlers free
 #: for the other services.
 DRIVER_THREADS = 4
-
-
-def csv_schema(spec: DatasetSpec) -> StructType:
-    """Parse schema: the definition's columns in order, then :data:`CORRUPT_COLUMN` (string)."""
-    from pyspark.sql import types as T
-
-    schema = struct_for(spec.columns)
-    return schema.add(T.StructField(CORRUPT_COLUMN, T.StringType(), True))
-
-
-def read_csv(spark: SparkSession, paths: Sequence[str], spec: DatasetSpec) -> DataFrame:
-    """Read many CSV files of one dataset in one scan.
-
-    ``paths`` are absolute, raw (not percent-encoded) paths or URIs (``hdfs://nn/ferry/landing/…``);
-    any character is allowed in a file name (glob characters are escaped, C07). Columns of the
-    result: the definition's columns, :data:`CORRUPT_COLUMN`, :data:`SOURCE_COLUMN` (equal to
-    ``path_key(p)`` of the path ``p`` the row came from). Mode PERMISSIVE: a malformed record
-    becomes a row with :data:`CORRUPT_COLUMN` set. A UTF-8 BOM is skipped by Spark's parser (C10;
-    asserted by ``tests/unit/test_jobs_transform.py``). The header line is not checked here (see
-    :func:`ferry.datasets.precheck.check_header`); columns are taken by position.
-
-    Raises:
-        ValueError: ``paths`` is empty or holds a relative path.
-        pyspark.errors.AnalysisException: a path does not exist (when the plan is built).
-    """
-    from pyspark.sql import functions as F
-
-    if not paths:
-        raise ValueError("read_csv needs at least one path")
-    for p in paths:
-        if not path_key(p).startswith("/"):
-            raise ValueError(f"path {p!r} must be absolute")
-    o = spec.csv
-    df = (
-        spark.read.schema(csv_schema(spec))
-        .option("header", str(o.header).lower())
-        .option("enforceSchema", "true")
-        .option("sep", o.delimiter)
-        .option("quote", o.quote)
-        .option("escape", o.escape)
-        .option("nullValue", o.null_value)
-        .option("encoding", o.encoding)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
-        .csv([escape_glob(p) for p in paths])
-    )
-    return df.select("*", source_key_column(F.col("_metadata.file_path")).alias(SOURCE_COLUMN))
-
-
-def _reason(spec: DatasetSpec, df: DataFrame) -> Column:
-    from pyspark.sql import functions as F
-
-    rules = spec.validation
-    checks: list[tuple[Column, str]] = [(F.col(CORRUPT_COLUMN).isNotNull(), "malformed")]
-    checks += [(F.col(c).isNull(), f"null:{c}") for c in rules.not_null]
-    for c, r in rules.ranges.items():
-        cond = F.lit(False)
-        if r.min is not None:
-            cond = cond | (F.col(c) < F.lit(r.min))
-        if r.max is not None:
-            cond = cond | (F.col(c) > F.lit(r.max))
-        checks.append((F.coalesce(cond, F.lit(False)), f"range:{c}"))
-    for c, values in rules.allowed_values.items():
-        checks.append((F.coalesce(~F.col(c).isin(list(values)), F.lit(False)), f"not_allowed:{c}"))
-    checks += [(F.col(c).isNull(), f"invalid_partition_value:{c}") for c in spec.hive.partition_by]
-    expr = None
-    for cond, reason in checks:
-        expr = F.when(cond, F.lit(reason)) if expr is None else expr.when(cond, F.lit(reason))
-    assert expr is not None
-    return expr.otherwise(F.lit(None).cast("string"))
-
-
-def classify(df: DataFrame, spec: DatasetSpec) -> DataFrame:
-    """Add the derived columns (``try_cast`` to their type) and :data:`REJECT_REASON_COLUMN`.
-
-    Input: the frame of :func:`read_csv` (any frame with the definition's columns,
-    :data:`CORRUPT_COLUMN` and :data:`SOURCE_COLUMN`). Output: the same rows, no row added or
-    removed, columns = input + derived + reason. Pure: no action is run.
-    """
-    from pyspark.sql import functions as F
-
-    out = df
-    for d in spec.derived:
-        out = out.withColumn(d.name, F.expr(d.expr).try_cast(spark_type(d.type)))
-    return out.withColumn(REJECT_REASON_COLUMN, _reason(spec, out))
-
-
-def split(classified: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFrame]:
-    """``(valid, rejects)`` of a :func:`classify` output.
-
-    valid: the staged columns (:attr:`DatasetSpec.all_columns`) then :data:`SOURCE_COLUMN`.
-    rejects: the parse columns, :data:`CORRUPT_COLUMN`, :data:`SOURCE_COLUMN`,
-    :data:`REJECT_REASON_COLUMN`.
-    """
-    from pyspark.sql import functions as F
-
-    reason = F.col(REJECT_REASON_COLUMN)
-    valid = classified.where(reason.isNull()).select(
-        *[c.name for c in spec.all_columns], SOURCE_COLUMN
-    )
-    rejects = classified.where(reason.isNotNull()).select(
-        *[c.name for c in spec.columns], CORRUPT_COLUMN, SOURCE_COLUMN, REJECT_REASON_COLUMN
-    )
-    return valid, rejects
-
-
-def transform(df: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFrame]:
-    """The pure transform, tested on a few rows: ``split(classify(df, spec), spec)``."""
-    return split(classify(df, spec), spec)
-
-
-@dataclass(frozen=True)
-class FileCounts:
-    """Rows of one source file: ``rows_in = rows_out + rows_rejected``; rejects by reason."""
-
-    rows_in: int = 0
-    rows_out: int = 0
-    rows_rejected: int = 0
-    reject_reasons: Mapping[str, int] = field(default_factory=dict)
-
-
-def file_counts(df: DataFrame, paths: Sequence[str]) -> dict[str, FileCounts]:
-    """Per-file counts from a frame with :data:`SOURCE_COLUMN` and :data:`REJECT_REASON_COLUMN`
-    (a :func:`classify` output, or ``valid.unionByName(rejects, allowMissingColumns=True)``).
-
-    Keyed by the exact strings of ``paths``; a path with no row (header-only file) maps to all
-    zeros. One Spark job (one aggregation).
-
-    Raises:
-        ValueError: the frame holds rows of a file not in ``paths`` (attribution failed).
-    """
-    from pyspark.sql import functions as F
-
-    by_key = {path_key(p): p for p in paths}
-    rows = (
-        df.groupBy(SOURCE_COLUMN, REJECT_REASON_COLUMN).agg(F.count(F.lit(1)).alias("n")).collect()
-    )
-    acc: dict[str, dict[str, int]] = {p: {} for p in paths}
-    for r in rows:
-        key = r[SOURCE_COLUMN]
-        if key not in by_key:
-            raise ValueError(f"rows attributed to {key!r}, which is none of the batch's paths")
-        acc[by_key[key]][r[REJECT_REASON_COLUMN] or ""] = int(r["n"])
-    out: dict[str, FileCounts] = {}
-    for p, reasons in acc.items():
-        ok = reasons.pop("", 0)
-        rej = sum(reasons.values())
-        out[p] = FileCounts(
-            rows_in=ok + rej, rows_out=ok, rows_rejected=rej, reject_reasons=reasons
-        )
-    return out
 
 
 @dataclass(frozen=True)

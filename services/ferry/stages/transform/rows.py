@@ -1,0 +1,332 @@
+"""Rows of the transform job: the CSV scan, the reject reasons of each record, per-file counts.
+
+Parsing follows RFC 4180: a quoted field may hold the delimiter, a doubled quote and line breaks
+(docs/field-cases.md, C14). With ``csv.multiline`` (the default) Spark reads each file as one
+stream, so a quoted line break stays inside its record; with ``multiline: false`` files are split
+into line-based chunks and parsed in parallel, and a quoted line break splits its record.
+
+Reject reasons (column :data:`REJECT_REASON_COLUMN`, several joined by :data:`REASON_SEPARATOR`,
+in this order)::
+
+    fields:<found>/<expected>   the record has another number of fields (reported alone: the
+                                values of such a record are not where the columns expect them)
+    malformed                   the parser refused the record for no reason listed here
+    type:<col>=<value>          not a value of the column's type (``abc``, ``-4.7`` in an int)
+    overflow:<col>=<value>      an integer (or decimal) too large for the column's type
+    date:<col>=<value>          not a valid date (``2016-02-30``)
+    timestamp:<col>=<value>     not a valid timestamp
+    null:<col>  range:<col>  not_allowed:<col>
+                                the dataset's rules (see :class:`ferry.datasets.ValidationRules`)
+    invalid_partition_value:<col>
+                                a partition column is NULL; only when no reason above applies
+                                (it is most often their consequence)
+
+``<value>`` is the field's text, at most :data:`VALUE_CHARS` characters (then ``…``), with
+control characters (line breaks) and ``;`` shown as ``?``. A column with a value error is not
+also reported as ``null:<col>``. The *code* of a reason is
+its text before ``=`` (``type:dep_delay``): :func:`file_counts` counts rows per code, so the
+counts stay few whatever the values.
+
+Everything is a Spark SQL expression (no Python per row); the reasons of a value error are
+computed only for the records the CSV parser flagged (:data:`CORRUPT_COLUMN` not NULL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ferry.clusters.spark_jobs import (
+    escape_glob,
+    path_key,
+    source_key_column,
+    spark_type,
+    struct_for,
+)
+from ferry.datasets import CsvOptions, DatasetSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+#: Raw text of a record Spark could not parse into the schema (wrong field count, bad value).
+CORRUPT_COLUMN = "_corrupt_record"
+#: Source file of each row: the decoded path component
+#: (see :func:`ferry.clusters.spark_jobs.path_key`).
+SOURCE_COLUMN = "ferry_source_path"
+#: Why a row was rejected (one or more reasons, see the module docstring); NULL for a valid row.
+REJECT_REASON_COLUMN = "reject_reason"
+#: Separator of the reasons of one row in :data:`REJECT_REASON_COLUMN`.
+REASON_SEPARATOR = ";"
+#: Characters of an offending value kept in a reason.
+VALUE_CHARS = 40
+
+_INTEGRAL = frozenset({"tinyint", "smallint", "int", "bigint"})
+_INTEGER_TEXT = r"^[+-]?[0-9]+$"
+_DECIMAL_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+
+
+def reader_options(o: CsvOptions) -> dict[str, str]:
+    """Spark CSV options of a dataset's :class:`ferry.datasets.CsvOptions` (also used by
+    ``from_csv`` to re-read a flagged record, so both parse alike)."""
+    return {
+        "sep": o.delimiter,
+        "quote": o.quote,
+        "escape": o.escape,
+        "nullValue": o.null_value,
+        "encoding": o.encoding,
+        "mode": "PERMISSIVE",
+    }
+
+
+def csv_schema(spec: DatasetSpec) -> StructType:
+    """Parse schema: the definition's columns in order, then :data:`CORRUPT_COLUMN` (string)."""
+    from pyspark.sql import types as T
+
+    schema = struct_for(spec.columns)
+    return schema.add(T.StructField(CORRUPT_COLUMN, T.StringType(), True))
+
+
+def read_csv(spark: SparkSession, paths: Sequence[str], spec: DatasetSpec) -> DataFrame:
+    """Read many CSV files of one dataset in one scan.
+
+    ``paths`` are absolute, raw (not percent-encoded) paths or URIs (``hdfs://nn/ferry/landing/…``);
+    any character is allowed in a file name (glob characters are escaped, C07). Columns of the
+    result: the definition's columns, :data:`CORRUPT_COLUMN`, :data:`SOURCE_COLUMN` (equal to
+    ``path_key(p)`` of the path ``p`` the row came from). Mode PERMISSIVE: a malformed record
+    becomes a row with :data:`CORRUPT_COLUMN` set. ``multiLine`` is ``spec.csv.multiline``. A
+    UTF-8 BOM is skipped by Spark's parser (C10; asserted by ``tests/unit/test_jobs_transform.py``).
+    The header line is not checked here (see :func:`ferry.datasets.precheck.check_header`);
+    columns are taken by position.
+
+    Raises:
+        ValueError: ``paths`` is empty or holds a relative path.
+        pyspark.errors.AnalysisException: a path does not exist (when the plan is built).
+    """
+    from pyspark.sql import functions as F
+
+    if not paths:
+        raise ValueError("read_csv needs at least one path")
+    for p in paths:
+        if not path_key(p).startswith("/"):
+            raise ValueError(f"path {p!r} must be absolute")
+    o = spec.csv
+    df = (
+        spark.read.schema(csv_schema(spec))
+        .options(**reader_options(o))
+        .option("header", str(o.header).lower())
+        .option("enforceSchema", "true")
+        .option("multiLine", str(o.multiline).lower())
+        .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+        .csv([escape_glob(p) for p in paths])
+    )
+    return df.select("*", source_key_column(F.col("_metadata.file_path")).alias(SOURCE_COLUMN))
+
+
+def _java_literal(ch: str) -> str:
+    """One character as a Java regex literal (also inside ``[...]``)."""
+    return ch if ch.isalnum() else "\\" + ch
+
+
+def field_count(raw: Column, o: CsvOptions) -> Column:
+    """Spark column: the number of fields of the raw record text ``raw`` (int).
+
+    Quoted sections (a quote at the start of a field up to its closing quote, with escaped or
+    doubled quotes inside) are removed first, so a delimiter or a line break inside quotes is not
+    counted; then fields = delimiters + 1.
+    """
+    from pyspark.sql import functions as F
+
+    d, q, e = (_java_literal(c) for c in (o.delimiter, o.quote, o.escape))
+    inner = f"(?:[^{q}]|{q}{q})*" if o.escape == o.quote else f"(?:[^{q}{e}]|{e}.)*"
+    bare = F.regexp_replace(raw, f"(?s)(^|{d}){q}{inner}{q}", "$1")
+    return F.length(bare) - F.length(F.replace(bare, F.lit(o.delimiter), F.lit(""))) + 1
+
+
+def _shown(value: Column) -> Column:
+    """The value as it appears in a reason: control characters and ``;`` → ``?``, truncated."""
+    from pyspark.sql import functions as F
+
+    clean = F.regexp_replace(value, r"[\p{Cntrl};]", "?")
+    return F.when(
+        F.char_length(clean) > VALUE_CHARS, F.concat(F.substring(clean, 1, VALUE_CHARS), F.lit("…"))
+    ).otherwise(clean)
+
+
+def _value_kind(type_name: str, token: Column) -> Column:
+    """Spark column: the reason code prefix of a value the parser refused for this type."""
+    from pyspark.sql import functions as F
+
+    if type_name in ("date", "timestamp"):
+        return F.lit(type_name)
+    if type_name in _INTEGRAL:
+        return F.when(token.rlike(_INTEGER_TEXT), "overflow").otherwise("type")
+    if type_name.startswith("decimal"):
+        return F.when(token.rlike(_DECIMAL_TEXT), "overflow").otherwise("type")
+    return F.lit("type")
+
+
+def _reasons(spec: DatasetSpec) -> Column:
+    """Spark column: the reasons of a row, joined; NULL when the row is valid."""
+    from pyspark.sql import functions as F
+
+    o, n = spec.csv, len(spec.columns)
+    raw = F.col(CORRUPT_COLUMN)
+    found = field_count(raw, o)
+    bad_fields = raw.isNotNull() & (found != F.lit(n))
+    flagged = raw.isNotNull() & ~bad_fields
+    names = [f"c{i}" for i in range(n)]
+    tokens = F.when(
+        flagged, F.from_csv(raw, ", ".join(f"{c} string" for c in names), reader_options(o))
+    )
+    value_error: dict[str, Column] = {}
+    checks: list[tuple[Column, Column]] = []
+    # Every parse column, strings too: a query then always reads all of them, so Spark's CSV
+    # column pruning never narrows what the parser checks (it compares a record's field count
+    # only with the columns a query reads).
+    for col, tok_name in zip(spec.columns, names, strict=True):
+        token = tokens.getField(tok_name)
+        failed = flagged & token.isNotNull() & F.col(col.name).isNull()
+        value_error[col.name] = failed
+        text = F.concat(_value_kind(col.type, token), F.lit(f":{col.name}="), _shown(token))
+        checks.append((failed, text))
+    ok_fields = ~F.coalesce(bad_fields, F.lit(False))
+    rules = spec.validation
+    for c in rules.not_null:
+        cond = F.col(c).isNull()
+        if c in value_error:
+            cond = cond & ~value_error[c]
+        checks.append((cond, F.lit(f"null:{c}")))
+    for c, r in rules.ranges.items():
+        cond = F.lit(False)
+        if r.min is not None:
+            cond = cond | (F.col(c) < F.lit(r.min))
+        if r.max is not None:
+            cond = cond | (F.col(c) > F.lit(r.max))
+        checks.append((F.coalesce(cond, F.lit(False)), F.lit(f"range:{c}")))
+    for c, values in rules.allowed_values.items():
+        bad = F.coalesce(~F.col(c).isin(list(values)), F.lit(False))
+        checks.append((bad, F.lit(f"not_allowed:{c}")))
+    others = F.array_compact(F.array(*[F.when(ok_fields & cond, r) for cond, r in checks]))
+    # A record the parser flagged always gets a reason, even one none of the checks names.
+    malformed = F.when(flagged & (F.size(others) == 0), F.lit("malformed"))
+    fields = F.when(bad_fields, F.concat(F.lit("fields:"), found.cast("string"), F.lit(f"/{n}")))
+    causes = F.concat(F.array_compact(F.array(fields, malformed)), others)
+    # A NULL partition value is most often the consequence of another problem of the row (a
+    # month of 13 makes a derived date NULL): it is reported only when nothing else explains it.
+    partition = F.array_compact(
+        F.array(
+            *[
+                F.when(F.col(c).isNull(), F.lit(f"invalid_partition_value:{c}"))
+                for c in spec.hive.partition_by
+            ]
+        )
+    )
+    every = F.when(F.size(causes) > 0, causes).otherwise(partition)
+    return F.when(F.size(every) > 0, F.array_join(every, REASON_SEPARATOR))
+
+
+def classify(df: DataFrame, spec: DatasetSpec) -> DataFrame:
+    """Add the derived columns (``try_cast`` to their type) and :data:`REJECT_REASON_COLUMN`.
+
+    Input: the frame of :func:`read_csv` (any frame with the definition's columns,
+    :data:`CORRUPT_COLUMN` and :data:`SOURCE_COLUMN`). Output: the same rows, no row added or
+    removed, columns = input + derived + reason. Pure: no action is run.
+    """
+    from pyspark.sql import functions as F
+
+    out = df
+    for d in spec.derived:
+        out = out.withColumn(d.name, F.expr(d.expr).try_cast(spark_type(d.type)))
+    return out.withColumn(REJECT_REASON_COLUMN, _reasons(spec))
+
+
+def split(classified: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFrame]:
+    """``(valid, rejects)`` of a :func:`classify` output.
+
+    valid: the staged columns (:attr:`DatasetSpec.all_columns`) then :data:`SOURCE_COLUMN`.
+    rejects: the parse columns, :data:`CORRUPT_COLUMN`, :data:`SOURCE_COLUMN`,
+    :data:`REJECT_REASON_COLUMN`.
+    """
+    from pyspark.sql import functions as F
+
+    reason = F.col(REJECT_REASON_COLUMN)
+    valid = classified.where(reason.isNull()).select(
+        *[c.name for c in spec.all_columns], SOURCE_COLUMN
+    )
+    rejects = classified.where(reason.isNotNull()).select(
+        *[c.name for c in spec.columns], CORRUPT_COLUMN, SOURCE_COLUMN, REJECT_REASON_COLUMN
+    )
+    return valid, rejects
+
+
+def transform(df: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFrame]:
+    """The pure transform, tested on a few rows: ``split(classify(df, spec), spec)``."""
+    return split(classify(df, spec), spec)
+
+
+def reason_code(reason: str) -> str:
+    """The code of one reason: its text before ``=`` (``type:y=abc`` → ``type:y``)."""
+    return reason.split("=", 1)[0]
+
+
+@dataclass(frozen=True)
+class FileCounts:
+    """Rows of one source file: ``rows_in = rows_out + rows_rejected``.
+
+    ``reject_reasons``: rejected rows per reason code (:func:`reason_code`); a row with several
+    reasons counts once under each, so the values may sum to more than ``rows_rejected``.
+    """
+
+    rows_in: int = 0
+    rows_out: int = 0
+    rows_rejected: int = 0
+    reject_reasons: Mapping[str, int] = field(default_factory=dict)
+
+
+def file_counts(df: DataFrame, paths: Sequence[str]) -> dict[str, FileCounts]:
+    """Per-file counts from a frame with :data:`SOURCE_COLUMN` and :data:`REJECT_REASON_COLUMN`
+    (a :func:`classify` output, or ``valid.unionByName(rejects, allowMissingColumns=True)``).
+
+    Keyed by the exact strings of ``paths``; a path with no row (header-only file) maps to all
+    zeros. One Spark job (one aggregation over the files and the reason codes of each row).
+
+    Raises:
+        ValueError: the frame holds rows of a file not in ``paths`` (attribution failed).
+    """
+    from pyspark.sql import functions as F
+
+    by_key = {path_key(p): p for p in paths}
+    codes = F.transform(
+        F.split(F.col(REJECT_REASON_COLUMN), REASON_SEPARATOR),
+        lambda r: F.regexp_extract(r, "^[^=]*", 0),
+    )
+    rows = (
+        df.groupBy(F.col(SOURCE_COLUMN), codes.alias("codes"))
+        .agg(F.count(F.lit(1)).alias("n"))
+        .collect()
+    )
+    acc: dict[str, dict[str, int]] = {p: {} for p in paths}
+    rows_in = dict.fromkeys(paths, 0)
+    rejected = dict.fromkeys(paths, 0)
+    for r in rows:
+        key = r[SOURCE_COLUMN]
+        if key not in by_key:
+            raise ValueError(f"rows attributed to {key!r}, which is none of the batch's paths")
+        p, n = by_key[key], int(r["n"])
+        rows_in[p] += n
+        if r["codes"] is None:
+            continue
+        rejected[p] += n
+        for code in r["codes"]:
+            acc[p][code] = acc[p].get(code, 0) + n
+    return {
+        p: FileCounts(
+            rows_in=rows_in[p],
+            rows_out=rows_in[p] - rejected[p],
+            rows_rejected=rejected[p],
+            reject_reasons=acc[p],
+        )
+        for p in paths
+    }
