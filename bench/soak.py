@@ -134,13 +134,7 @@ def main() -> int:
         lost_at_deadline = [
             f.file_id for f in files if f.file_id not in out.loaded and f.file_id not in out.failed
         ]
-        from ferry.clusters.spark import build_session
-
-        spark = build_session(settings, "ferry-soak", "a", hive=True)
-        try:
-            hive = rig.hive_rows(spark, files)
-        finally:
-            spark.stop()
+        hive = rig.hive_rows(files)
         retries = rig.retries_logged()
     finally:
         codes = rig.close()

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from ferry.clusters.hiveserver2 import rows_by_file
 from ferry.core.config import Settings
 from ferry.core.kafka import build_admin
 from ferry.core.topics import ensure_topics
 from ferry.pipeline import ServiceGroup, settings_env
-from tests.e2e.scenario import hive_row_counts
 
 
 @dataclass
@@ -29,9 +29,9 @@ class Pipeline:
     work: Path
     group: ServiceGroup
 
-    def hive_rows(self, spark, table: str, file_ids: list[str]) -> dict[str, int]:  # type: ignore[no-untyped-def]
-        spark.catalog.refreshTable(table)  # load rewrote partitions since this session listed them
-        return hive_row_counts(spark, table, file_ids)
+    def hive_rows(self, table: str, file_ids: list[str]) -> dict[str, int]:
+        """Rows per file id in ``table`` as an analyst sees them: over JDBC from HiveServer2."""
+        return rows_by_file(self.settings, table, file_ids)
 
     def ferry(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run the ``ferry`` CLI as an operator would, with this pipeline's settings."""

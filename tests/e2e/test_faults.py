@@ -61,7 +61,7 @@ def _files(rig: FaultRig) -> list[SliceFile]:
     return rig.slices(FILES, rows=ROWS, first=next(_next_slice))
 
 
-def _assert_all_landed(rig: FaultRig, files: list[SliceFile], spark) -> None:  # type: ignore[no-untyped-def]
+def _assert_all_landed(rig: FaultRig, files: list[SliceFile]) -> None:
     out = rig.outcomes
     quarantined = {
         f.relative: [x.reason for x in out.failed[f.file_id]]
@@ -75,12 +75,12 @@ def _assert_all_landed(rig: FaultRig, files: list[SliceFile], spark) -> None:  #
     for f in files:
         m = out.loaded[f.file_id].manifest
         assert (m.rows_in, m.rows_out, m.rows_rejected) == (f.rows, f.rows, 0), f.relative
-    hive = rig.hive_rows(spark, files)
+    hive = rig.hive_rows(files)
     assert hive == {f.file_id: f.rows for f in files}  # none lost, none duplicated
     assert sum(hive.values()) == FILES * ROWS
 
 
-def test_resets_on_cluster_a(rig: FaultRig, cluster_spark) -> None:  # type: ignore[no-untyped-def]
+def test_resets_on_cluster_a(rig: FaultRig) -> None:
     """(1) C01: 10% of connections to A's NameNode and DataNode get a TCP RST part-way."""
     files = _files(rig)
     # NameNode requests are a few hundred bytes, so a reset point within 2 KiB lands on a later
@@ -100,14 +100,14 @@ def test_resets_on_cluster_a(rig: FaultRig, cluster_spark) -> None:  # type: ign
         f"DN {rig.dn.counts}); retries logged so far {rig.retries_logged()}; settled in {took:.1f}s"
     )
     assert injected[0] > 0 and injected[1] > 0
-    _assert_all_landed(rig, files, cluster_spark)
+    _assert_all_landed(rig, files)
 
 
 def _count(rig: FaultRig, stage: str, text: str) -> int:
     return (rig.group.log_dir / f"{stage}.log").read_text(errors="replace").count(text)
 
 
-def test_stalled_namenode(rig: FaultRig, cluster_spark) -> None:  # type: ignore[no-untyped-def]
+def test_stalled_namenode(rig: FaultRig) -> None:
     """(6) C08: A's NameNode accepts connections and never answers, for 20 s; then it is back.
     Each stalled call fails within the read timeout (HdfsTimeout), is retried, and everything
     lands."""
@@ -140,10 +140,10 @@ def test_stalled_namenode(rig: FaultRig, cluster_spark) -> None:  # type: ignore
     )
     assert rig.nn.counts.get("stall", 0) >= 1
     assert timeouts >= 1  # the hung call failed (bounded by the read timeout) instead of hanging
-    _assert_all_landed(rig, files, cluster_spark)
+    _assert_all_landed(rig, files)
 
 
-def test_cluster_a_unreachable_then_back(rig: FaultRig, cluster_spark) -> None:  # type: ignore[no-untyped-def]
+def test_cluster_a_unreachable_then_back(rig: FaultRig) -> None:
     """(2) A is cut off for 40 s (every connection to its NameNode and DataNode reset). The design
     target is a 2-minute outage (transfer.outage_window_s = 150 s covers it); 40 s keeps CI short
     and still outlasts the old ceiling (6 attempts ≈ 15 s of backoff at most)."""
@@ -172,10 +172,10 @@ def test_cluster_a_unreachable_then_back(rig: FaultRig, cluster_spark) -> None: 
     assert cut > 0
     assert retries > 0
     assert _count(rig, "transfer", "partitions revoked") == revoked_before  # stayed in its group
-    _assert_all_landed(rig, files, cluster_spark)
+    _assert_all_landed(rig, files)
 
 
-def test_sigkill_each_service(rig: FaultRig, cluster_spark) -> None:  # type: ignore[no-untyped-def]
+def test_sigkill_each_service(rig: FaultRig) -> None:
     """(3) SIGKILL of extract, transform, transfer and load, each at a random (seeded) moment while
     files flow, then a restart: at-least-once delivery and idempotent stages give the same
     outcome."""
@@ -218,10 +218,10 @@ def test_sigkill_each_service(rig: FaultRig, cluster_spark) -> None:  # type: ig
         f"settled in {took:.1f}s"
     )
     assert set(killed) == {"extract", "transform", "transfer", "load"}
-    _assert_all_landed(rig, files, cluster_spark)
+    _assert_all_landed(rig, files)
 
 
-def test_active_spark_master_sigkill(rig: FaultRig, stack: Settings, cluster_spark) -> None:  # type: ignore[no-untyped-def]
+def test_active_spark_master_sigkill(rig: FaultRig, stack: Settings) -> None:
     """(5) C03: the ALIVE Spark master is SIGKILLed while a batch runs; the standby takes over
     (ZooKeeper recovery), the batch finishes or is retried, everything lands. The killed master is
     restored afterwards."""
@@ -239,14 +239,14 @@ def test_active_spark_master_sigkill(rig: FaultRig, stack: Settings, cluster_spa
             f"after the takeover; retries logged so far {rig.retries_logged()}"
         )
         assert failover < 60
-        _assert_all_landed(rig, files, cluster_spark)
+        _assert_all_landed(rig, files)
     finally:
         Stack(stack).up(deadline_s=180)
         states = master_states(stack)
         assert sorted(states.values()) == ["ALIVE", "STANDBY"], states
 
 
-def test_kafka_broker_restart(rig: FaultRig, stack: Settings, cluster_spark) -> None:  # type: ignore[no-untyped-def]
+def test_kafka_broker_restart(rig: FaultRig, stack: Settings) -> None:
     """(4) The Kafka broker is stopped (SIGTERM) mid-flow and started again: producers retry
     delivery (3 × request timeout per attempt, settings.retry attempts), consumers reconnect,
     nothing is lost or duplicated. It found the runner's paused-across-rebalance defect (see
@@ -271,4 +271,4 @@ def test_kafka_broker_restart(rig: FaultRig, stack: Settings, cluster_spark) -> 
         f"\n(4) broker down and back healthy after {outage:.1f}s; settled {took:.1f}s later; "
         f"retries logged so far {rig.retries_logged()}"
     )
-    _assert_all_landed(rig, files, cluster_spark)
+    _assert_all_landed(rig, files)

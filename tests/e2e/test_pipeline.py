@@ -15,12 +15,12 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def first_run(pipeline, cluster_spark):  # type: ignore[no-untyped-def]
+def first_run(pipeline):  # type: ignore[no-untyped-def]
     return run_pipeline_scenario(
         pipeline.settings,
         pipeline.nas_dir,
         pipeline.work,
-        lambda table, ids: pipeline.hive_rows(cluster_spark, table, ids),
+        pipeline.hive_rows,
         deadline_s=600,
         check_alive=pipeline.group.check_alive,
     )
@@ -43,14 +43,14 @@ def _wait_loaded(outcomes, file_id: str, count: int, pipeline, deadline_s: float
     assert outcomes.loaded_count.get(file_id, 0) == count
 
 
-def test_redrop_renamed_and_redelivery_change_nothing(first_run, pipeline, cluster_spark):  # type: ignore[no-untyped-def]
+def test_redrop_renamed_and_redelivery_change_nothing(first_run, pipeline):  # type: ignore[no-untyped-def]
     day = next(
         d
         for d in first_run.dropped
         if d.dataset == "flights" and d.relative.startswith("flights/flights_2013")
     )
     table = "ferry.flights"
-    before = pipeline.hive_rows(cluster_spark, table, [day.file_id])
+    before = pipeline.hive_rows(table, [day.file_id])
     assert before == {day.file_id: day.rows}
     outcomes = first_run.outcomes
     # The same bytes dropped again under another name: recognised (same file_id), loaded once.
@@ -58,7 +58,7 @@ def test_redrop_renamed_and_redelivery_change_nothing(first_run, pipeline, clust
     shutil.copyfile(archived, pipeline.nas_dir / "flights" / "flights_renamed_copy.csv")
     _wait_loaded(outcomes, day.file_id, 2, pipeline)
     assert outcomes.loaded[day.file_id].manifest.source_path == "flights/flights_renamed_copy.csv"
-    assert pipeline.hive_rows(cluster_spark, table, [day.file_id]) == before
+    assert pipeline.hive_rows(table, [day.file_id]) == before
     # A redelivered FileTransferred (what a replay of the load stage sends): still one copy.
     ev = FileTransferred(outcomes.loaded[day.file_id].manifest)
     codec = default_codec(pipeline.settings.paths.schemas_dir)
@@ -73,9 +73,9 @@ def test_redrop_renamed_and_redelivery_change_nothing(first_run, pipeline, clust
         30,
     )
     _wait_loaded(outcomes, day.file_id, 3, pipeline)
-    assert pipeline.hive_rows(cluster_spark, table, [day.file_id]) == before
+    assert pipeline.hive_rows(table, [day.file_id]) == before
     # Other files in the same table are untouched.
     others = [d for d in first_run.dropped if d.dataset == "flights" and d.rows]
-    assert pipeline.hive_rows(cluster_spark, table, [d.file_id for d in others]) == {
+    assert pipeline.hive_rows(table, [d.file_id for d in others]) == {
         d.file_id: d.rows for d in others
     }

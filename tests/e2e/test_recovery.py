@@ -74,14 +74,14 @@ def test_replay_of_transfer_restores_a_file_deleted_on_a_without_duplicates(  # 
     outcomes = Outcomes(p.settings)
     drop_file(src, p.nas_dir / "flights" / src.name)
     _wait(outcomes, p, lambda: fid in outcomes.loaded, "the first load")
-    assert p.hive_rows(cluster_spark, table, [fid]) == {fid: 13}
+    assert p.hive_rows(table, [fid]) == {fid: 13}
 
     # Damage: the transferred file is deleted on A and its rows dropped from Hive.
     incoming = urlsplit(outcomes.loaded[fid].manifest.uris["incoming"]).path
     a = WebHdfs.for_cluster("a", p.settings)
     assert a.delete(incoming, recursive=True)
     cluster_spark.sql(f"ALTER TABLE {table} DROP PARTITION (ferry_file_id='{fid}')")
-    assert p.hive_rows(cluster_spark, table, [fid]) == {}
+    assert p.hive_rows(table, [fid]) == {}
 
     # Repair, with every stage running: replay transfer's input event for that file.
     dry = p.ferry("replay", "transfer", "--file", fid, "--dry-run")
@@ -91,7 +91,7 @@ def test_replay_of_transfer_restores_a_file_deleted_on_a_without_duplicates(  # 
     assert "produced 1 event(s) to " in done.stdout
     _wait(outcomes, p, lambda: outcomes.loaded_count.get(fid, 0) == 2, "the replayed load")
     assert [st.name for st in a.list(incoming) if not st.name.startswith((".", "_"))] != []
-    assert p.hive_rows(cluster_spark, table, [fid]) == {fid: 13}
+    assert p.hive_rows(table, [fid]) == {fid: 13}
 
 
 def test_quarantined_file_loads_after_the_definition_is_fixed_and_released(recovery, cluster_spark):  # type: ignore[no-untyped-def]
@@ -121,7 +121,7 @@ def test_quarantined_file_loads_after_the_definition_is_fixed_and_released(recov
     _wait(outcomes, p, lambda: fid in outcomes.loaded, "the released file's load")
     m = outcomes.loaded[fid].manifest
     assert (m.rows_in, m.rows_out, m.rows_rejected) == (9, 9, 0)
-    assert p.hive_rows(cluster_spark, table, [fid]) == {fid: 9}
+    assert p.hive_rows(table, [fid]) == {fid: 9}
     rows = cluster_spark.sql(
         f"SELECT DISTINCT year, month FROM {table} WHERE ferry_file_id = '{fid}'"
     ).collect()

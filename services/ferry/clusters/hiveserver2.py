@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,6 +147,40 @@ def query(settings: Settings, *statements: str, database: str = "default") -> li
     return parse_output(done.stdout)
 
 
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+_SAFE_TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+
+
+def rows_by_file(
+    settings: Settings, table: str, file_ids: Sequence[str], *, chunk: int = 500
+) -> dict[str, int]:
+    """Hive rows per ``ferry_file_id`` of ``table`` (``db.table``), over JDBC: what an analyst
+    querying HiveServer2 sees. File ids with no rows are absent.
+
+    Raises:
+        ValueError: a table name or file id that is not a plain identifier (never sent).
+        HiveServer2Unavailable, HiveQueryError: see :func:`query`.
+    """
+    if not _SAFE_TABLE.match(table):
+        raise ValueError(f"not a table name: {table!r}")
+    bad = [f for f in file_ids if not _SAFE_ID.match(f)]
+    if bad:
+        raise ValueError(f"not file ids: {bad[:3]!r}")
+    ids = list(dict.fromkeys(file_ids))
+    statements = [
+        f"SELECT ferry_file_id, count(*) FROM {table} WHERE ferry_file_id IN ("
+        + ", ".join(f"'{f}'" for f in ids[i : i + chunk])
+        + ") GROUP BY ferry_file_id"
+        for i in range(0, len(ids), chunk)
+    ]
+    out: dict[str, int] = {}
+    for result in query(settings, *statements) if statements else []:
+        for fid, n in result.rows:
+            if fid is not None and n is not None:
+                out[fid] = int(n)
+    return out
+
+
 def parse_output(text: str) -> list[Result]:
     """The results in ``FerryJdbcQuery``'s JSON-lines output (see the Java file's header)."""
     results: list[Result] = []
@@ -178,4 +214,5 @@ __all__ = [
     "jdbc_url",
     "parse_output",
     "query",
+    "rows_by_file",
 ]

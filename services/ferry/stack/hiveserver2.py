@@ -70,6 +70,8 @@ def hiveserver2(settings: Settings, lay: Layout) -> Component:
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "2",
+        # No file-listing cache: load replaces partitions under the server; every query lists anew.
+        "spark.sql.hive.filesourcePartitionFileCacheSize": "0",
         "spark.sql.warehouse.dir": f"{a.fs_url}{ms.warehouse_path}",
         "spark.hadoop.hive.metastore.uris": ms.uri,
         "spark.hadoop.fs.defaultFS": a.fs_url,

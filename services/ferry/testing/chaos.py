@@ -197,20 +197,12 @@ class FaultRig:
         return min(after) - wall_s if after else None
 
     # -- checks ----------------------------------------------------------------------------
-    def hive_rows(self, spark: Any, files: list[SliceFile]) -> dict[str, int]:
-        """{file_id: rows in the flights table} for ``files`` (refreshing the table first)."""
-        from pyspark.sql import functions as F
+    def hive_rows(self, files: list[SliceFile]) -> dict[str, int]:
+        """{file_id: rows in the flights table} for ``files``, over JDBC from HiveServer2."""
+        from ferry.clusters.hiveserver2 import rows_by_file
 
         table = load_datasets(self.settings.paths.datasets_dir)["flights"].hive.full_name
-        spark.catalog.refreshTable(table)
-        rows = (
-            spark.table(table)
-            .where(F.col("ferry_file_id").isin([f.file_id for f in files]))
-            .groupBy("ferry_file_id")
-            .count()
-            .collect()
-        )
-        return {r["ferry_file_id"]: int(r["count"]) for r in rows}
+        return rows_by_file(self.settings, table, [f.file_id for f in files])
 
     def retries_logged(self) -> int:
         """Failed-and-retried attempts logged by the services so far (all stages)."""
