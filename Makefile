@@ -11,7 +11,7 @@ JARS_STAMP := var/jars/.ferry-installed
 PYTEST     := $(PY) -m pytest
 
 .PHONY: help install up down status demo test test-unit test-integration test-e2e test-compose \
-        lint bench bench-transform compose-up compose-down compose-test clean browser
+        lint bench bench-transform bench-tracker compose-up compose-down compose-test clean browser
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -88,3 +88,6 @@ compose-test: install ## Compose-based integration tests (skip with a reason wit
 
 clean: down ## Stop the stack, then remove local state (var/) but keep the jars
 	find var -mindepth 1 -maxdepth 1 ! -name jars -exec rm -rf {} +
+
+bench-tracker: install ## Tracker state at 100k and 1M synthetic files: RSS and restart time (no stack)
+	PYTHONPATH=services $(PY) bench/bench_tracker.py --files 100000 1000000

@@ -150,6 +150,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
     state = TrackerState()
     ctx = TrackerContext(
         files=files,
+        pruned=pruned,
         state=state,
         sla=sla,
         prefix=kafka.topic_prefix,
@@ -165,7 +166,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
     @files.on_recover
     async def rebuild_index() -> None:
         started = time.monotonic()
-        state.load(list(files.values()), dict(pruned.items()))
+        ctx.rebuild()
         log.info(
             "tracker: %d files indexed from the store in %.2f s",
             len(state.entries),

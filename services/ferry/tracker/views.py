@@ -49,6 +49,7 @@ class TrackerContext:
     ((group, topic) → records behind)."""
 
     files: Any
+    pruned: Any
     state: TrackerState
     sla: dict[str, float]
     prefix: str
@@ -57,6 +58,16 @@ class TrackerContext:
     metrics: Any
     bad_records: Callable[[], int]
     lags: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def rebuild(self) -> None:
+        """Index every record of the store (after recovery, or at the first request that comes
+        before it: the store is readable as soon as its partitions are assigned)."""
+        self.state.load(list(self.files.values()), dict(self.pruned.items()))
+
+    def ready(self) -> TrackerState:
+        if not self.state.loaded:
+            self.rebuild()
+        return self.state
 
     def record(self, file_id: str) -> dict[str, Any] | None:
         raw = self.files.get(file_id)
@@ -70,13 +81,13 @@ class TrackerContext:
         return {**tl.to_dict(), "stuck": tl.stuck(now, self.sla)}
 
     def summary(self, now: int) -> dict[str, Any]:
-        body = self.state.counts(now, self.sla)
+        body = self.ready().counts(now, self.sla)
         body["bad_records"] = self.bad_records()
         body["topic_prefix"] = self.prefix
         return body
 
     def overview(self, now: int) -> dict[str, Any]:
-        body = overview(self.state, now, self.sla, self.lags, self.groups)
+        body = overview(self.ready(), now, self.sla, self.lags, self.groups)
         body["summary"] = self.summary(now)
         return body
 
@@ -111,7 +122,7 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
             except QueryError as exc:
                 return self.json({"error": str(exc)}, status=400)
             now = now_ms()
-            count, page = select(ctx.state, q, now, ctx.sla)
+            count, page = select(ctx.ready(), q, now, ctx.sla)
             out = [v for e in page if (v := ctx.timeline_view(e.file_id, now))]
             return self.json({"count": count, "offset": q.offset, "limit": q.limit, "files": out})
 
@@ -120,7 +131,7 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
         async def get(self, request: Request) -> Response:
             now = now_ms()
             out = []
-            for e in list(ctx.state.entries.values()):
+            for e in list(ctx.ready().entries.values()):
                 if not e.stuck(now, ctx.sla) or (v := ctx.timeline_view(e.file_id, now)) is None:
                     continue
                 stage = e.waiting_in or ""
@@ -144,12 +155,12 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
     @app.page("/charts", name="charts")
     class ChartsView(View):
         async def get(self, request: Request) -> Response:
-            return self.json(charts(ctx.state, now_ms(), request.query.get("dataset") or None))
+            return self.json(charts(ctx.ready(), now_ms(), request.query.get("dataset") or None))
 
     @app.page("/metrics", name="metrics")
     class MetricsView(View):
         async def get(self, request: Request) -> Response:
-            counts = ctx.state.counts(now_ms(), ctx.sla)
+            counts = ctx.ready().counts(now_ms(), ctx.sla)
             for state, n in counts["states"].items():
                 ctx.metrics.files.labels(state).set(n)
             for stage in STAGES[1:]:
@@ -189,8 +200,8 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
                 return self.html(f"<p class='error'>{pages.esc(exc)}</p>", status=400)
             q = FileQuery(**{**q.__dict__, "limit": min(max(q.limit, 1), 500)})
             now = now_ms()
-            count, rows = select(ctx.state, q, now, ctx.sla)
-            body = pages.files_body(q, raw, count, rows, now, ctx.sla, ctx.state.datasets())
+            count, rows = select(ctx.ready(), q, now, ctx.sla)
+            body = pages.files_body(q, raw, count, rows, now, ctx.sla, ctx.ready().datasets())
             return page(
                 self,
                 request,
@@ -223,7 +234,7 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
             now = now_ms()
             tls = [
                 Timeline.from_dict(r)
-                for e in list(ctx.state.entries.values())
+                for e in list(ctx.ready().entries.values())
                 if (r := ctx.record(e.file_id))
             ]
             return self.html(filepage.render_status_page(tls, now, ctx.sla, ctx.prefix))
