@@ -178,7 +178,7 @@ def test_pages_show_what_the_json_says(ts: Settings, tmp_path: Path) -> None:
                 assert shown[(stage, name)] == str(figs[name]), (stage, name)
         assert (shown[("transform", "waiting")], shown[("load", "stuck")]) == ("1", "1")
         assert shown[("transform", "quarantined")] == "1" and shown[("hive", "loaded")] == "1"
-        assert shown[("transform", "mb_per_min")] == "1.2"  # 2 files × 3 MB over 5 min
+        assert shown[("transform", "mb_per_min")] == "1.8"  # 3 files × 3 MB over 5 min
         assert 'id="files-total">5<' in dom
         assert 'data-drawn="1"' in dom and dom.count("<canvas") == 2  # uPlot, served locally
         shoot(f"{base}/", "overview.png")

@@ -15,6 +15,7 @@ bodies (``?partial=1`` answers only the page's live region, for ``static/ferry.j
 ``GET /``                    overview page; ``/ui/files`` files page; ``/ui/files/{id}`` file page
 ``GET /table``               every retained file in one plain table (newest first)
 ``GET /static/{name}``       the pages' CSS/JS (uPlot vendored; no CDN)
+                             (all but /static answer 503 until the tables are recovered)
 ============================ =====================================================================
 """
 
@@ -60,13 +61,12 @@ class TrackerContext:
     lags: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def rebuild(self) -> None:
-        """Index every record of the store (after recovery, or at the first request that comes
-        before it: the store is readable as soon as its partitions are assigned)."""
+        """Index every record of the store; called once the tables are recovered (until then
+        every endpoint but ``/static`` answers 503: the on-disk store is readable before its
+        changelog tail is applied, and pages must not mix the two)."""
         self.state.load(list(self.files.values()), dict(self.pruned.items()))
 
     def ready(self) -> TrackerState:
-        if not self.state.loaded:
-            self.rebuild()
         return self.state
 
     def record(self, file_id: str) -> dict[str, Any] | None:
@@ -99,8 +99,17 @@ def _query(request: Request) -> dict[str, str]:
 def register(app: faust.App, ctx: TrackerContext) -> None:
     """Add every endpoint of the module docstring to ``app``."""
 
+    def guard(get: Callable[..., Any]) -> Callable[..., Any]:
+        async def checked(self: View, request: Request, *args: Any, **kw: Any) -> Any:
+            if not ctx.state.loaded:
+                return self.json({"error": "the tracker is recovering its state"}, status=503)
+            return await get(self, request, *args, **kw)
+
+        return checked
+
     @app.page("/files/{file_id}", name="file")
     class FileView(View):
+        @guard
         async def get(self, request: Request, file_id: str) -> Response:
             now = now_ms()
             body = ctx.timeline_view(file_id, now)
@@ -116,6 +125,7 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
 
     @app.page("/files", name="files")
     class FilesView(View):
+        @guard
         async def get(self, request: Request) -> Response:
             try:
                 q = FileQuery.parse(_query(request), limit=1000, sort="file_id")
@@ -128,6 +138,7 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
 
     @app.page("/stuck", name="stuck")
     class StuckView(View):
+        @guard
         async def get(self, request: Request) -> Response:
             now = now_ms()
             out = []
@@ -144,21 +155,25 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
 
     @app.page("/summary", name="summary")
     class SummaryView(View):
+        @guard
         async def get(self, request: Request) -> Response:
             return self.json(ctx.summary(now_ms()))
 
     @app.page("/overview", name="overview")
     class OverviewView(View):
+        @guard
         async def get(self, request: Request) -> Response:
             return self.json(ctx.overview(now_ms()))
 
     @app.page("/charts", name="charts")
     class ChartsView(View):
+        @guard
         async def get(self, request: Request) -> Response:
             return self.json(charts(ctx.ready(), now_ms(), request.query.get("dataset") or None))
 
     @app.page("/metrics", name="metrics")
     class MetricsView(View):
+        @guard
         async def get(self, request: Request) -> Response:
             counts = ctx.ready().counts(now_ms(), ctx.sla)
             for state, n in counts["states"].items():
@@ -177,6 +192,7 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
 
     @app.page("/", name="index")
     class IndexView(View):
+        @guard
         async def get(self, request: Request) -> Response:
             now = now_ms()
             dataset = request.query.get("dataset") or None
@@ -192,6 +208,7 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
 
     @app.page("/ui/files", name="ui-files")
     class FilesPage(View):
+        @guard
         async def get(self, request: Request) -> Response:
             raw = _query(request)
             try:
@@ -212,6 +229,7 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
 
     @app.page("/ui/files/{file_id}", name="ui-file")
     class FilePage(View):
+        @guard
         async def get(self, request: Request, file_id: str) -> Response:
             now = now_ms()
             raw = ctx.record(file_id)
@@ -230,6 +248,7 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
 
     @app.page("/table", name="table")
     class TableView(View):
+        @guard
         async def get(self, request: Request) -> Response:
             now = now_ms()
             tls = [
