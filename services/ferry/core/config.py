@@ -365,6 +365,22 @@ class TrackerSettings(_Frozen):
     lag_refresh_s: float = Field(
         default=15.0, description="How often /metrics refreshes consumer lag, s."
     )
+    store_url: str = Field(
+        default="rocksdb://",
+        description="Faust table store: rocksdb:// (RocksDB via rocksdict, kept in data_dir) or "
+        "memory:// (rebuilt from the changelog at every start).",
+    )
+    loaded_retention_s: float = Field(
+        default=7 * 86400.0,
+        description="Loaded files' detail is dropped this long after their load, s (their "
+        "counts are kept); 0 keeps every file.",
+    )
+    retention_sweep_s: float = Field(
+        default=60.0, description="Least time between two retention sweeps of a partition, s."
+    )
+    page_refresh_s: float = Field(
+        default=5.0, description="How often the HTML pages refresh their figures, s."
+    )
 
 
 #: Ports of the local stack's two clusters; partial settings of a cluster are merged onto these.

@@ -1,21 +1,17 @@
-"""The tracker: one faust app that folds every ferry topic into a per-file timeline table and
-serves it over HTTP.
+"""The tracker: one faust app that folds every ferry topic into a per-file record table and
+serves it over HTTP (endpoints: :mod:`ferry.tracker.views`).
 
 - Input: every topic of the plan (``<prefix>.extracted`` … ``<prefix>.failed``) as raw bytes;
   the agent decodes with Ferry's codec, so an undecodable record is logged, counted
-  (``ferry_tracker_bad_records_total``) and skipped; it never stops the agent (case C05).
-- State: faust Table ``files`` (file id → :meth:`Timeline.to_dict`) in the ``memory://`` store,
-  rebuilt on start from its changelog topic ``<prefix>.tracker-files-changelog``.
-- HTTP (faust web, aiohttp) on ``settings.tracker.web_host:web_port``:
-
-  ============================ ===============================================================
-  ``GET /files/{file_id}``     the file's timeline (JSON; 404 when unknown)
-  ``GET /files?state=&dataset=&limit=``  timelines, filtered (``state`` may be ``stuck``)
-  ``GET /stuck``               files waiting in a stage longer than its SLA
-  ``GET /summary``             files per state, stuck per stage, bad records (``ferry status``)
-  ``GET /metrics``             Prometheus text format
-  ``GET /``                    an HTML status page listing files and their steps
-  ============================ ===============================================================
+  (``ferry_tracker_bad_records_total``) and skipped; it never stops the agent (docs/field-cases.md,
+  C05).
+- State: faust Table ``files`` (file id → :mod:`ferry.tracker.record` record) and ``pruned``
+  (``"<partition>:<dataset>"`` → loaded files whose detail was dropped), in
+  ``settings.tracker.store_url``: ``rocksdb://`` (faust's RocksDB store through the ``rocksdict``
+  binding) keeps them on disk under ``data_dir/<prefix>`` with the changelog offset they reflect,
+  so a restart reads only the changelog's tail instead of replaying every file. Loaded files
+  older than ``loaded_retention_s`` are deleted (their counts kept in ``pruned``). The in-memory
+  index (:class:`ferry.tracker.state.TrackerState`) is rebuilt from the store after recovery.
 
 One tracker instance per topic prefix: web requests read the local table, which holds every
 partition only when this instance is the group's sole member (the consumer group is
@@ -25,24 +21,12 @@ partition only when this instance is the group's sole member (the consumer group
 from __future__ import annotations
 
 import asyncio
-import html
 import logging
 import time
-from collections import Counter as _Counter
-from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 import faust
-from faust.web import Request, Response, View
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings, get_settings
@@ -50,7 +34,15 @@ from ferry.core.errors import FerryError, SerializationError
 from ferry.core.events import TOPIC_NAMES
 from ferry.core.kafka import group_id
 from ferry.core.service import configure_logging
-from ferry.core.timeline import STEPS, Timeline, fold, stage_latencies
+from ferry.core.timeline import Timeline, stage_latencies
+from ferry.tracker.filepage import render_status_page
+from ferry.tracker.query import summary
+from ferry.tracker.record import apply
+from ferry.tracker.state import STAGES, TrackerState
+from ferry.tracker.views import TrackerContext, now_ms, register
+
+#: ``summary`` and ``render_status_page`` stay importable from here (their former home).
+__all__ = ["TrackerMetrics", "build_app", "main", "render_status_page", "summary"]
 
 log = logging.getLogger(__name__)
 
@@ -97,82 +89,6 @@ class TrackerMetrics:
         )
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _timelines(table: Any) -> list[Timeline]:
-    return [Timeline.from_dict(v) for v in list(table.values()) if v]
-
-
-def summary(timelines: Iterable[Timeline], now_ms: int, sla_s: dict[str, float]) -> dict[str, Any]:
-    """Files per state and stuck files per stage (the ``/summary`` body, minus counters)."""
-    states: _Counter[str] = _Counter()
-    stuck: _Counter[str] = _Counter()
-    for tl in timelines:
-        states[tl.state or "unknown"] += 1
-        if tl.stuck(now_ms, sla_s):
-            stuck[tl.waiting_in or "unknown"] += 1
-    return {
-        "files": sum(states.values()),
-        "states": {s: states.get(s, 0) for s in STEPS},
-        "stuck": dict(stuck),
-    }
-
-
-def _stuck_view(tl: Timeline, now_ms: int, sla_s: dict[str, float]) -> dict[str, Any]:
-    entered = tl.entered_ms() or now_ms
-    stage = tl.waiting_in or ""
-    return {
-        **tl.to_dict(),
-        "stuck_in": stage,
-        "waiting_s": round((now_ms - entered) / 1000, 3),
-        "sla_s": sla_s.get(stage),
-    }
-
-
-def _fmt_ms(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def render_status_page(
-    timelines: list[Timeline], now_ms: int, sla_s: dict[str, float], prefix: str
-) -> str:
-    """The ``/`` page: a summary line and one row per file (newest first) with each step's time."""
-    rows = []
-    for tl in sorted(timelines, key=lambda t: -(t.entered_ms() or 0)):
-        cells = "".join(
-            f"<td class='step'>{_fmt_ms(tl.steps[s].first_ms) if s in tl.steps else ''}</td>"
-            for s in STEPS
-        )
-        stuck = " stuck" if tl.stuck(now_ms, sla_s) else ""
-        reason = tl.failure.reason if tl.failure else ""
-        rows.append(
-            f"<tr class='file{stuck}' id='f-{html.escape(tl.file_id)}'>"
-            f"<td class='file-id'>{html.escape(tl.file_id)}</td>"
-            f"<td>{html.escape(tl.dataset or '')}</td>"
-            f"<td class='source'>{html.escape(tl.source_path or '')}</td>"
-            f"<td class='state'>{html.escape(tl.state or '')}{stuck}</td>{cells}"
-            f"<td>{html.escape(reason)}</td></tr>"
-        )
-    s = summary(timelines, now_ms, sla_s)
-    counts = ", ".join(f"{k}: {v}" for k, v in s["states"].items())
-    head = "".join(
-        f"<th>{h}</th>" for h in ("file id", "dataset", "NAS file", "state", *STEPS, "failure")
-    )
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        f"<title>Ferry tracker ({html.escape(prefix)})</title>"
-        "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
-        "tr.stuck{background:#fdd}</style></head><body>"
-        f"<h1>Ferry tracker — {html.escape(prefix)}</h1>"
-        f"<p id='summary'>{s['files']} file(s) — {html.escape(counts)}; "
-        f"stuck: {sum(s['stuck'].values())}</p>"
-        f"<table id='files'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-        "</body></html>"
-    )
-
-
 def build_app(settings: Settings | None = None, *, create_topics: bool = True) -> faust.App:
     """Wire the tracker: the faust app, its topic subscription, table, agent, timer and views.
 
@@ -196,7 +112,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
     app = faust.App(
         group_id(kafka, "tracker"),
         broker=[f"kafka://{hp.strip()}" for hp in kafka.bootstrap_servers.split(",")],
-        store="memory://",
+        store=tcfg.store_url,
         datadir=str(datadir),
         autodiscover=False,
         topic_partitions=kafka.partitions,
@@ -216,12 +132,60 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
     topic = app.topic(
         *(kafka.topic(n) for n in TOPIC_NAMES), key_serializer="raw", value_serializer="raw"
     )
+    options = {"driver": "rocksdict"} if tcfg.store_url.startswith("rocksdb") else None
     files = app.Table(
         "files",
         default=None,
         partitions=kafka.partitions,
-        help="file id → timeline",
+        help="file id → record",
+        options=options,
     )
+    pruned = app.Table(
+        "pruned",
+        default=None,
+        partitions=kafka.partitions,
+        options=options,
+        help="'<partition>:<dataset>' → loaded files whose detail retention dropped",
+    )
+    state = TrackerState()
+    ctx = TrackerContext(
+        files=files,
+        pruned=pruned,
+        state=state,
+        sla=sla,
+        prefix=kafka.topic_prefix,
+        groups={s: group_id(kafka, s) for s in STAGES},
+        refresh_s=tcfg.page_refresh_s,
+        metrics=metrics,
+        bad_records=lambda: int(metrics.bad_records._value.get()),
+    )
+    app.ferry_state = state  # type: ignore[attr-defined]
+    retention_ms = int(tcfg.loaded_retention_s * 1000)
+    last_sweep: dict[int, float] = {}
+
+    @files.on_recover
+    async def rebuild_index() -> None:
+        started = time.monotonic()
+        ctx.rebuild()
+        log.info(
+            "tracker: %d files indexed from the store in %.2f s",
+            len(state.entries),
+            time.monotonic() - started,
+        )
+
+    def sweep(partition: int) -> None:
+        """Drop loaded files' detail older than the retention (their partition's only: a
+        table write goes to the changelog partition of the event being processed)."""
+        now = time.monotonic()
+        if retention_ms <= 0 or now - last_sweep.get(partition, 0.0) < tcfg.retention_sweep_s:
+            return
+        last_sweep[partition] = now
+        for e in state.expired(partition, now_ms() - retention_ms):
+            del files[e.file_id]
+            key = f"{partition}:{e.dataset}"
+            pruned[key] = int(pruned.get(key) or 0) + 1
+            state.drop(e.file_id)
+            state.pruned[e.dataset] += 1
 
     @app.agent(topic, name="ferry.tracker.track")
     async def track(stream: Any) -> None:
@@ -238,10 +202,9 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
                 continue
             try:
                 key = event.file_id or _fallback_key(msg.key, where)
-                raw = files.get(key)
-                before = Timeline.from_dict(raw) if raw else None
-                after = fold(before, event, key)
-                files[key] = after.to_dict()
+                before, record = apply(files.get(key), event, key, msg.partition)
+                files[key] = record
+                state.put(record)
             except (FerryError, ValueError, KeyError, TypeError) as exc:
                 metrics.bad_records.inc()
                 log.warning("tracker: cannot fold %s: %s", where, exc)
@@ -249,8 +212,9 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
             metrics.events.labels(msg.topic).inc()
             if event.TOPIC == "failed":
                 metrics.failures.labels(event.stage, event.reason).inc()  # type: ignore[union-attr]
-            for stage, seconds in stage_latencies(before, after).items():
+            for stage, seconds in stage_latencies(before, Timeline.from_dict(record)).items():
                 metrics.latency.labels(stage).observe(seconds)
+            sweep(msg.partition)
 
     @app.timer(interval=tcfg.lag_refresh_s, name="ferry.tracker.lag")
     async def refresh_lag() -> None:
@@ -262,80 +226,11 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         except (TimeoutError, FerryError) as exc:
             log.warning("tracker: consumer lag not refreshed: %s", exc)
             return
+        ctx.lags = lags
         for (group, tp), lag in lags.items():
             metrics.lag.labels(group, tp).set(lag)
 
-    def refresh_state_gauges() -> list[Timeline]:
-        tls = _timelines(files)
-        s = summary(tls, _now_ms(), sla)
-        for state, n in s["states"].items():
-            metrics.files.labels(state).set(n)
-        for stage in ("transform", "transfer", "load"):
-            metrics.stuck.labels(stage).set(s["stuck"].get(stage, 0))
-        return tls
-
-    @app.page("/files/{file_id}", name="file")
-    class FileView(View):
-        async def get(self, request: Request, file_id: str) -> Response:
-            raw = files.get(file_id)
-            if not raw:
-                return self.json({"error": f"unknown file {file_id}"}, status=404)
-            tl = Timeline.from_dict(raw)
-            return self.json({**tl.to_dict(), "stuck": tl.stuck(_now_ms(), sla)})
-
-    @app.page("/files", name="files")
-    class FilesView(View):
-        async def get(self, request: Request) -> Response:
-            state = request.query.get("state")
-            dataset = request.query.get("dataset")
-            try:
-                limit = int(request.query.get("limit", "1000"))
-            except ValueError:
-                return self.json({"error": "limit must be an integer"}, status=400)
-            now = _now_ms()
-            out = []
-            for tl in _timelines(files):
-                if dataset and tl.dataset != dataset:
-                    continue
-                if state == "stuck" and not tl.stuck(now, sla):
-                    continue
-                if state and state != "stuck" and tl.state != state:
-                    continue
-                out.append({**tl.to_dict(), "stuck": tl.stuck(now, sla)})
-            out.sort(key=lambda d: d["file_id"])
-            return self.json({"count": len(out), "files": out[:limit]})
-
-    @app.page("/stuck", name="stuck")
-    class StuckView(View):
-        async def get(self, request: Request) -> Response:
-            now = _now_ms()
-            out = [_stuck_view(tl, now, sla) for tl in _timelines(files) if tl.stuck(now, sla)]
-            out.sort(key=lambda d: -d["waiting_s"])
-            return self.json({"count": len(out), "sla_s": sla, "files": out})
-
-    @app.page("/summary", name="summary")
-    class SummaryView(View):
-        async def get(self, request: Request) -> Response:
-            body = summary(_timelines(files), _now_ms(), sla)
-            body["bad_records"] = int(metrics.bad_records._value.get())
-            body["topic_prefix"] = kafka.topic_prefix
-            return self.json(body)
-
-    @app.page("/metrics", name="metrics")
-    class MetricsView(View):
-        async def get(self, request: Request) -> Response:
-            refresh_state_gauges()
-            return self.bytes(
-                generate_latest(metrics.registry), content_type=CONTENT_TYPE_LATEST.split(";")[0]
-            )
-
-    @app.page("/", name="index")
-    class IndexView(View):
-        async def get(self, request: Request) -> Response:
-            return self.html(
-                render_status_page(_timelines(files), _now_ms(), sla, kafka.topic_prefix)
-            )
-
+    register(app, ctx)
     return app
 
 
