@@ -6,7 +6,8 @@
 // {"columns":[{"name":..,"type":..,"precision":..,"scale":..}, ...]} as the driver's
 // ResultSetMetaData reports them, then one JSON array per row (values as strings, null as null),
 // then {"end":<rows>}. A statement without a result set prints {"updated":<count>}.
-// Errors: the message on stderr, exit 1 (SQL error) or 2 (usage). Used by ferry.clusters.hiveserver2.
+// Errors: one line "FERRY_JDBC_ERROR <first line of the message>" on stderr, exit 1 (SQL error),
+// or exit 2 (usage). Used by ferry.clusters.hiveserver2.
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -74,7 +75,9 @@ public class FerryJdbcQuery {
                 }
             }
         } catch (SQLException e) {
-            System.err.println(e.getMessage());
+            // The server's message may carry its whole stack trace: its first line says what failed.
+            String msg = String.valueOf(e.getMessage()).split("\\R", 2)[0];
+            System.err.println("FERRY_JDBC_ERROR " + msg);
             System.exit(1);
         }
     }

@@ -140,7 +140,7 @@ def query(settings: Settings, *statements: str, database: str = "default") -> li
             f"HiveServer2 {jdbc_url(settings, database)}: no answer within {timeout + 30}s"
         ) from exc
     if done.returncode != 0:
-        message = _last_line(done.stderr) or f"exit {done.returncode}"
+        message = _error_line(done.stderr) or f"exit {done.returncode}"
         if any(s in message for s in ("Could not open client transport", "Connection refused")):
             raise HiveServer2Unavailable(f"HiveServer2 {jdbc_url(settings, database)}: {message}")
         raise HiveQueryError(f"HiveServer2 {jdbc_url(settings, database)}: {message}")
@@ -200,8 +200,12 @@ def parse_output(text: str) -> list[Result]:
     return results
 
 
-def _last_line(text: str) -> str:
+def _error_line(text: str) -> str:
+    """The client's ``FERRY_JDBC_ERROR`` line (the message's first line), else the last line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("FERRY_JDBC_ERROR "):
+            return ln.removeprefix("FERRY_JDBC_ERROR ")
     return lines[-1] if lines else ""
 
 
