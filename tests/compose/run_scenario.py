@@ -34,6 +34,7 @@ def main() -> int:
     def hive_rows(table: str, file_ids: list[str]) -> dict[str, int]:
         from pyspark.sql import functions as F
 
+        spark.catalog.refreshTable(table)  # load rewrote partitions since this session listed them
         rows = (
             spark.table(table)
             .where(F.col("ferry_file_id").isin(file_ids))

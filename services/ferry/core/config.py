@@ -318,6 +318,19 @@ class BatchSettings(_Frozen):
     )
 
 
+class LoadSettings(BatchSettings):
+    """The load stage. Env: ``FERRY_LOAD__<FIELD>``."""
+
+    target_file_mb: int = Field(
+        default=128,
+        ge=1,
+        description=(
+            "Size the Parquet files load writes into a Hive partition aim at, MiB: a batch's rows "
+            "of one partition go into ceil(partition size / this) files (docs/hive-layout.md)."
+        ),
+    )
+
+
 class TrackerSettings(_Frozen):
     """The tracker service (per-file state, stuck detection, HTTP). Env: ``FERRY_TRACKER__<FIELD>``.
 
@@ -394,7 +407,7 @@ class Settings(BaseSettings):
     extract: ExtractSettings = Field(default_factory=ExtractSettings)
     transfer: TransferSettings = Field(default_factory=TransferSettings)
     transform: BatchSettings = Field(default_factory=BatchSettings)
-    load: BatchSettings = Field(default_factory=BatchSettings)
+    load: LoadSettings = Field(default_factory=LoadSettings)
 
     @field_validator("clusters", mode="before")
     @classmethod
