@@ -47,6 +47,24 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
         "sql",
         "Run HiveQL on HiveServer2 over JDBC (beeline); no query opens the shell.",
     ),
+    (
+        "compact",
+        "ferry.ops.hive_cli",
+        "compact",
+        "Rewrite a Hive table's partitions made of many small files into few.",
+    ),
+    (
+        "migrate-layout",
+        "ferry.ops.hive_cli",
+        "migrate_layout",
+        "Rewrite a per-file-partitioned Hive table into the current layout.",
+    ),
+    (
+        "unload",
+        "ferry.ops.hive_cli",
+        "unload",
+        "Remove files' rows from their Hive table.",
+    ),
 ]
 
 

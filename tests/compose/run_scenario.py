@@ -21,7 +21,7 @@ from pathlib import Path
 def main() -> int:
     # The scenario's contract (tests/e2e/scenario.py): run_pipeline_scenario(settings, nas_dir,
     # work, hive_rows, *, deadline_s) -> ScenarioResult, then assert_scenario(result).
-    from tests.e2e.scenario import assert_scenario, hive_row_counts, run_pipeline_scenario
+    from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
 
     from ferry.clusters.spark import build_session
     from ferry.core.config import get_settings
@@ -32,7 +32,17 @@ def main() -> int:
     spark = build_session(settings, "ferry-compose-scenario", "a", hive=True, master="local[1]")
 
     def hive_rows(table: str, file_ids: list[str]) -> dict[str, int]:
-        return hive_row_counts(spark, table, file_ids)
+        from pyspark.sql import functions as F
+
+        spark.catalog.refreshTable(table)  # load rewrote partitions since this session listed them
+        rows = (
+            spark.table(table)
+            .where(F.col("ferry_file_id").isin(file_ids))
+            .groupBy("ferry_file_id")
+            .count()
+            .collect()
+        )
+        return {r["ferry_file_id"]: int(r["count"]) for r in rows}
 
     work = Path(tempfile.mkdtemp(prefix="ferry-compose-scenario-"))
     try:

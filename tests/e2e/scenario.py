@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ferry.core.config import Settings
 from ferry.core.events import derive_file_id, sha256_file
@@ -167,21 +166,6 @@ def wait_for_outcomes(
         return f"{what() if callable(what) else what}; events seen: {outcomes.events}"
 
     wait_for(step, named, deadline_s, poll_s=0)
-
-
-def hive_row_counts(spark: Any, table: str, file_ids: list[str]) -> dict[str, int]:
-    """{file_id: rows of ``table`` (a Hive table, ``db.name``) carrying that ferry_file_id}, for
-    the ``file_ids`` that have rows."""
-    from pyspark.sql import functions as F
-
-    rows = (
-        spark.table(table)
-        .where(F.col("ferry_file_id").isin(file_ids))
-        .groupBy("ferry_file_id")
-        .count()
-        .collect()
-    )
-    return {r["ferry_file_id"]: int(r["count"]) for r in rows}
 
 
 def assert_scenario(result: ScenarioResult) -> None:

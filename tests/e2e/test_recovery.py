@@ -20,6 +20,7 @@ from ferry.clusters.hdfs import WebHdfs
 from ferry.core.events import derive_file_id, sha256_file
 from ferry.datasets import load_datasets
 from ferry.demo_data import write_demo_files
+from ferry.ops.compact import unload
 from ferry.pipeline import Outcomes, drop_file
 from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
 from tests.e2e.scenario import wait_for_outcomes
@@ -68,7 +69,7 @@ def _wait(outcomes: Outcomes, p: Pipeline, done, what: str, deadline_s: float = 
 def test_replay_of_transfer_restores_a_file_deleted_on_a_without_duplicates(  # type: ignore[no-untyped-def]
     recovery, cluster_spark
 ):
-    p, _, table = recovery
+    p, defs, table = recovery
     src = _slice(_day(p, 2), p.work / "src" / "flights_replay.csv", 13)
     fid = derive_file_id("flights", sha256_file(src))
     outcomes = Outcomes(p.settings)
@@ -80,7 +81,8 @@ def test_replay_of_transfer_restores_a_file_deleted_on_a_without_duplicates(  # 
     incoming = urlsplit(outcomes.loaded[fid].manifest.uris["incoming"]).path
     a = WebHdfs.for_cluster("a", p.settings)
     assert a.delete(incoming, recursive=True)
-    cluster_spark.sql(f"ALTER TABLE {table} DROP PARTITION (ferry_file_id='{fid}')")
+    spec = load_datasets(defs)["flights"]
+    assert unload(cluster_spark, spec, [fid], target_file_bytes=1 << 27) == {fid: 13}
     assert p.hive_rows(table, [fid]) == {}
 
     # Repair, with every stage running: replay transfer's input event for that file.

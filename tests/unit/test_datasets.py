@@ -32,11 +32,12 @@ def test_repository_definitions_load_from_settings_dir():
     assert [c.name for c in f.columns][:3] == ["year", "month", "day"] and len(f.columns) == 19
     assert f.csv.null_value == "NA"
     assert f.hive.full_name == "ferry.flights"
-    assert [c.name for c in f.table_partition_columns] == ["flight_date", "ferry_file_id"]
-    assert [c.name for c in f.table_columns][-3:] == ["time_hour", "flight_date", "ferry_file_id"]
+    assert [c.name for c in f.table_partition_columns] == ["flight_date"]
+    assert [c.name for c in f.table_columns][-3:] == ["time_hour", "ferry_file_id", "flight_date"]
     w = specs["weather"]
-    assert [(c.name, c.type) for c in w.table_partition_columns] == [
-        ("obs_date", "date"),
+    assert [(c.name, c.type) for c in w.table_partition_columns] == [("obs_date", "date")]
+    assert [(c.name, c.type) for c in w.table_data_columns][-2:] == [
+        ("time_hour", "timestamp"),
         ("ferry_file_id", "string"),
     ]
     assert w.finished.policy == "stable" and w.finished.stable_polls == 2

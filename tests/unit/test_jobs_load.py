@@ -17,6 +17,7 @@ from ferry.stages.load.job import (
     ensure_table,
     load_files,
     read_staged,
+    rows_loaded,
     table_schema,
 )
 
@@ -52,12 +53,26 @@ def stage(spark, path, rows) -> str:
     return str(path)
 
 
-def test_create_table_sql_partitions_by_dataset_columns_then_file_id(specs):
+def test_create_table_sql_partitions_by_the_dataset_columns_only(specs):
     sql = create_table_sql(specs["flights"])
-    assert sql.startswith("CREATE TABLE IF NOT EXISTS `ferry`.`flights` (`year` INT, ")
-    assert (
-        "`time_hour` TIMESTAMP) PARTITIONED BY (`flight_date` DATE, `ferry_file_id` STRING) "
-        "STORED AS PARQUET" in sql
+    data = ", ".join(f"`{c.name}` {c.type.upper()}" for c in specs["flights"].columns)
+    assert sql == (
+        f"CREATE TABLE IF NOT EXISTS `ferry`.`flights` ({data}, `ferry_file_id` STRING) "
+        "PARTITIONED BY (`flight_date` DATE) STORED AS PARQUET "
+        "TBLPROPERTIES ('ferry.dataset'='flights')"
+    )
+    assert data.startswith("`year` INT, ") and data.endswith("`time_hour` TIMESTAMP")
+
+
+def test_create_table_sql_without_partition_columns_is_unpartitioned(specs):
+    spec = specs["weather"].model_copy(
+        update={"hive": specs["weather"].hive.model_copy(update={"partition_by": ()})}
+    )
+    sql = create_table_sql(spec)
+    assert "PARTITIONED BY" not in sql
+    assert sql.endswith(
+        "`obs_date` DATE, `ferry_file_id` STRING) STORED AS PARQUET "
+        "TBLPROPERTIES ('ferry.dataset'='weather')"
     )
 
 
@@ -111,13 +126,13 @@ def test_ensure_table_creates_then_detects_a_drifted_table(spark, unique_db):
     assert [(f.name, f.dataType.simpleString()) for f in schema.fields] == [
         ("id", "int"),
         ("kind", "string"),
-        ("day", "date"),
         ("ferry_file_id", "string"),
+        ("day", "date"),
     ]
     assert [f.name for f in schema] == [f.name for f in table_schema(spec)]
     spark.sql(
-        f"CREATE TABLE {unique_db}.drift (id BIGINT, kind STRING) PARTITIONED BY "
-        f"(day DATE, ferry_file_id STRING) STORED AS PARQUET"
+        f"CREATE TABLE {unique_db}.drift (id BIGINT, kind STRING, ferry_file_id STRING) "
+        f"PARTITIONED BY (day DATE) STORED AS PARQUET"
     )
     drifted = spec.model_copy(update={"hive": spec.hive.model_copy(update={"table": "drift"})})
     with pytest.raises(
@@ -138,18 +153,15 @@ def test_load_three_times_leaves_one_copy_and_other_files_untouched(spark, uniqu
     assertDataFrameEqual(
         spark.table(spec.hive.full_name),
         [
-            Row(id=1, kind="a", day=D1, ferry_file_id="f1"),
-            Row(id=2, kind="b", day=D1, ferry_file_id="f1"),
-            Row(id=3, kind="c", day=D2, ferry_file_id="f1"),
-            Row(id=10, kind="z", day=D1, ferry_file_id="f2"),
+            Row(id=1, kind="a", ferry_file_id="f1", day=D1),
+            Row(id=2, kind="b", ferry_file_id="f1", day=D1),
+            Row(id=3, kind="c", ferry_file_id="f1", day=D2),
+            Row(id=10, kind="z", ferry_file_id="f2", day=D1),
         ],
     )
     parts = [r.partition for r in spark.sql(f"SHOW PARTITIONS {spec.hive.full_name}").collect()]
-    assert sorted(parts) == [
-        "day=2013-01-01/ferry_file_id=f1",
-        "day=2013-01-01/ferry_file_id=f2",
-        "day=2013-01-02/ferry_file_id=f1",
-    ]
+    assert sorted(parts) == ["day=2013-01-01", "day=2013-01-02"]
+    assert rows_loaded(spark, spec, ["f1", "f2", "f9"]) == {"f1": 3, "f2": 1, "f9": 0}
 
 
 def test_load_even_when_session_is_in_static_overwrite_mode(spark, unique_db, tmp_path):
@@ -171,7 +183,7 @@ def test_staged_with_other_column_order_loads_by_name(spark, unique_db, tmp_path
     spark.createDataFrame([(D2, "q", 7)], "day date, kind string, id int").write.parquet(p)
     assert load_files(spark, spec, {"f3": p}) == {"f3": 1}
     assertDataFrameEqual(
-        spark.table(spec.hive.full_name), [Row(id=7, kind="q", day=D2, ferry_file_id="f3")]
+        spark.table(spec.hive.full_name), [Row(id=7, kind="q", ferry_file_id="f3", day=D2)]
     )
 
 

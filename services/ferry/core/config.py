@@ -341,6 +341,19 @@ class BatchSettings(_Frozen):
     )
 
 
+class LoadSettings(BatchSettings):
+    """The load stage. Env: ``FERRY_LOAD__<FIELD>``."""
+
+    target_file_mb: int = Field(
+        default=128,
+        ge=1,
+        description=(
+            "Size the Parquet files load writes into a Hive partition aim at, MiB: a batch's rows "
+            "of one partition go into ceil(partition size / this) files (docs/hive-layout.md)."
+        ),
+    )
+
+
 class TrackerSettings(_Frozen):
     """The tracker service (per-file state, stuck detection, HTTP). Env: ``FERRY_TRACKER__<FIELD>``.
 
@@ -456,8 +469,8 @@ class Settings(BaseSettings):
     transform: BatchSettings = Field(
         default_factory=BatchSettings, description="Batching of the transform service."
     )
-    load: BatchSettings = Field(
-        default_factory=BatchSettings, description="Batching of the load service."
+    load: LoadSettings = Field(
+        default_factory=LoadSettings, description="The load service: batching, file sizes."
     )
 
     @field_validator("clusters", mode="before")

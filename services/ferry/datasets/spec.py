@@ -8,10 +8,14 @@ partition columns, and the policy by which extract decides a file is finished (c
 This module is pure Python (no Spark): extract uses it to match NAS paths; the Spark jobs in
 :mod:`ferry.stages` turn it into schemas and DDL.
 
-Table layout (decided here, used by :mod:`ferry.stages.load.job`): the Hive table holds the parse
-columns and the derived columns, minus the partition columns, in definition order; then the
-partition columns ``hive.partition_by``; then :data:`FILE_ID_COLUMN` as the LAST partition
-column, so that loading one file again replaces exactly that file's partitions (case C13).
+Table layout (decided here, used by :mod:`ferry.stages.load.job` and :mod:`ferry.clusters.hive`):
+the Hive table holds the parse columns and the derived columns, minus the partition columns, in
+definition order, then :data:`FILE_ID_COLUMN` (an ordinary column on every row); then the partition
+columns ``hive.partition_by`` (the data's own keys, e.g. ``flight_date``; none: an unpartitioned
+table). Loading one file again replaces exactly that file's rows (case C13, docs/field-cases.md):
+load rewrites the partitions the file's rows fall in, minus the rows of its ``ferry_file_id``, plus
+its new rows (docs/hive-layout.md). Tables of the earlier layout, where ``ferry_file_id`` was the
+last partition column, are rewritten by ``ferry migrate-layout``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ferry.core.errors import ConfigError
 
-#: Column added by load to every row: the ``file_id`` of the source file; last partition column.
+#: Column added by load to every row: the ``file_id`` of the source file; the table's last data
+#: column (not a partition column: a partition per file does not scale, docs/hive-layout.md).
 FILE_ID_COLUMN = "ferry_file_id"
 
 #: Spark SQL / Hive type names a column may have (lower case), plus ``decimal(p,s)``.
@@ -159,7 +164,8 @@ class ValidationRules(_Frozen):
 
 
 class HiveTarget(_Frozen):
-    """Target table. ``partition_by``: parse or derived columns; ``ferry_file_id`` is appended."""
+    """Target table. ``partition_by``: parse or derived columns, the table's only partition
+    columns (``ferry_file_id`` is a data column)."""
 
     database: str
     table: str
@@ -274,17 +280,18 @@ class DatasetSpec(_Frozen):
 
     @property
     def table_data_columns(self) -> tuple[ColumnSpec, ...]:
-        """Non-partition columns of the Hive table, in table order."""
-        return tuple(c for c in self.all_columns if c.name not in self.hive.partition_by)
+        """Non-partition columns of the Hive table, in table order, ending with
+        ``ferry_file_id string``."""
+        return (
+            *(c for c in self.all_columns if c.name not in self.hive.partition_by),
+            ColumnSpec.model_construct(name=FILE_ID_COLUMN, type="string"),
+        )
 
     @property
     def table_partition_columns(self) -> tuple[ColumnSpec, ...]:
-        """Partition columns of the Hive table, in order, ending with ``ferry_file_id string``."""
+        """Partition columns of the Hive table (``hive.partition_by``), in order."""
         types = {c.name: c.type for c in self.all_columns}
-        return (
-            *(ColumnSpec(name=n, type=types[n]) for n in self.hive.partition_by),
-            ColumnSpec.model_construct(name=FILE_ID_COLUMN, type="string"),
-        )
+        return tuple(ColumnSpec(name=n, type=types[n]) for n in self.hive.partition_by)
 
     @property
     def table_columns(self) -> tuple[ColumnSpec, ...]:

@@ -1,9 +1,11 @@
 """load's batch handler: transferred files on A → the dataset's Hive table → ``FileLoaded``.
 
 One Spark job per dataset per batch (:func:`ferry.stages.load.job.load_files`): rows are matched
-to the table by name in table order, a mismatch fails before writing (case C12), and each file's
-rows replace exactly its own ``ferry_file_id`` partition(s), so loading a file again (retry, replay,
-re-drop) leaves one copy of its rows and other files' rows untouched (case C13).
+to the table by name in table order, a mismatch fails before writing (case C12), and the
+partitions the batch's rows fall in are rewritten as their other files' rows plus the batch's, so
+loading a file again (retry, replay, re-drop) leaves one copy of its rows and other files' rows
+untouched (case C13). ``FileLoaded.partition`` is ``{"ferry_file_id": …}``: the column value that
+selects the file's rows (a data column since docs/hive-layout.md, no longer a Hive partition).
 
 Reconciliation: the rows of the file found in the table after the write must equal the
 manifest's ``rows_out``; otherwise the file is quarantined with ``row_count_mismatch``.

@@ -5,22 +5,34 @@ Order of calls (what :func:`load_files` does)::
     ensure_table(spark, spec)                    (CREATE DATABASE/TABLE IF NOT EXISTS, then check)
     df = read_staged(spark, spec, files)         (one scan; adds ferry_file_id per file)
     aligned = align_to_table(df, table_schema)   (by name, table order; C12: fail before writing)
-    insert_overwrite(aligned, table)             (dynamic partition overwrite: C13)
-    rows_loaded(spark, spec, file_ids)           (reconcile from the table itself)
+    touched = partitions of the new rows         (one small job)
+    rewrite_partitions(table, kept ∪ new)        (ferry.clusters.hive: materialize, then ONE
+                                                  dynamic-partition INSERT OVERWRITE: C13)
+    rows_loaded(spark, spec, file_ids, touched)  (reconcile from the table itself)
 
-Idempotency per file (case C13): ``ferry_file_id`` is the table's LAST partition column, so every
-file owns its own partitions (``flight_date=…/ferry_file_id=…``); an ``INSERT OVERWRITE`` with
-dynamic partition overwrite replaces exactly the partitions present in the new data, each one
-atomically, and leaves other files' partitions in the same date untouched. Loading a file N times
-leaves one copy. Limitation: if a re-load of the same ``file_id`` produces rows in FEWER partitions
-than before (not possible for unchanged content and definition), the old extra partitions stay.
+Layout and idempotency per file (case C13, docs/field-cases.md; docs/hive-layout.md): the table is
+partitioned by the dataset's own partition columns only, ``ferry_file_id`` is an ordinary column.
+A batch rewrites only the partitions its new rows fall in; each becomes its current rows minus the
+rows of the batch's file ids, plus the batch's rows. Loading a file N times leaves one copy; other
+files' rows and other partitions stay as they were. Limitation (as with the earlier
+partition-per-file layout): rows of a re-loaded ``file_id`` in a partition its new rows do not
+reach (impossible for unchanged content and definition) stay; ``ferry unload`` removes them.
+One load per table at a time (see :mod:`ferry.clusters.hive`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ferry.clusters.hive import (
+    PartitionValues,
+    distinct_partitions,
+    partition_filter,
+    rewrite_partitions,
+    without,
+)
+from ferry.clusters.hive import create_table_sql as create_table_sql  # the DDL, re-exported
 from ferry.clusters.spark_jobs import (
     check_file_id,
     escape_glob,
@@ -35,14 +47,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-#: Session settings the load needs; :func:`insert_overwrite` sets them on the session itself.
-#: Sources: Spark SQL "Configuration" (spark.sql.sources.partitionOverwriteMode) and Hive's
-#: HiveConf (hive.exec.dynamic.partition, hive.exec.dynamic.partition.mode).
-LOAD_SESSION_CONF: Mapping[str, str] = {
-    "spark.sql.sources.partitionOverwriteMode": "dynamic",
-    "hive.exec.dynamic.partition": "true",
-    "hive.exec.dynamic.partition.mode": "nonstrict",
-}
+#: Default size a Parquet file written by the load aims at (``load.target_file_mb``), MiB.
+DEFAULT_TARGET_FILE_MB = 128
 
 
 def staged_schema(spec: DatasetSpec) -> StructType:
@@ -53,18 +59,6 @@ def staged_schema(spec: DatasetSpec) -> StructType:
 def table_schema(spec: DatasetSpec) -> StructType:
     """Expected schema of the Hive table: :attr:`DatasetSpec.table_columns` in table order."""
     return struct_for(spec.table_columns)
-
-
-def create_table_sql(spec: DatasetSpec) -> str:
-    """Hive DDL of the dataset's table: Parquet, partitioned by the partition columns and then
-    ``ferry_file_id``."""
-    data = ", ".join(f"`{c.name}` {c.type.upper()}" for c in spec.table_data_columns)
-    parts = ", ".join(f"`{c.name}` {c.type.upper()}" for c in spec.table_partition_columns)
-    return (
-        f"CREATE TABLE IF NOT EXISTS `{spec.hive.database}`.`{spec.hive.table}` ({data}) "
-        f"PARTITIONED BY ({parts}) STORED AS PARQUET "
-        f"TBLPROPERTIES ('ferry.dataset'='{spec.name}')"
-    )
 
 
 def schema_differences(actual: StructType, expected: StructType) -> list[str]:
@@ -107,6 +101,10 @@ def ensure_table(spark: SparkSession, spec: DatasetSpec) -> StructType:
     want_parts = [c.name for c in spec.table_partition_columns]
     if parts != want_parts:
         problems.append(f"partition columns are {parts}, definition expects {want_parts}")
+        if parts[-1:] == [FILE_ID_COLUMN]:
+            problems.append(
+                f"the table has the old per-file layout: run `ferry migrate-layout {name}`"
+            )
     if problems:
         raise PermanentError(
             f"table {name} does not match dataset {spec.name!r}: " + "; ".join(problems),
@@ -117,7 +115,8 @@ def ensure_table(spark: SparkSession, spec: DatasetSpec) -> StructType:
 
 def align_to_table(df: DataFrame, schema: StructType, *, table: str = "the table") -> DataFrame:
     """``df`` with its columns matched BY NAME to ``schema`` and selected in ``schema``'s order,
-    renamed to the table's spelling (case C12; house style rule 5: ``insertInto`` is positional).
+    renamed to the table's spelling (case C12, docs/field-cases.md: ``insertInto`` matches by
+    position).
 
     Types must be equal (no implicit cast); nullability is ignored. Nothing is written.
 
@@ -166,49 +165,64 @@ def read_staged(spark: SparkSession, spec: DatasetSpec, files: Mapping[str, str]
     return df.withColumn(FILE_ID_COLUMN, F.create_map(*pairs)[parent])
 
 
-def insert_overwrite(df: DataFrame, table: str) -> None:
-    """``INSERT OVERWRITE`` ``df`` (already aligned) into the partitioned ``table``, replacing only
-    the partitions present in ``df`` (sets :data:`LOAD_SESSION_CONF` on the session first)."""
-    spark = df.sparkSession
-    for key, value in LOAD_SESSION_CONF.items():
-        spark.conf.set(key, value)
-    df.write.option("partitionOverwriteMode", "dynamic").insertInto(table, overwrite=True)
-
-
-def rows_loaded(spark: SparkSession, spec: DatasetSpec, file_ids: Iterable[str]) -> dict[str, int]:
-    """Rows of each file now in the Hive table (partition-pruned on ``ferry_file_id``)."""
+def rows_loaded(
+    spark: SparkSession,
+    spec: DatasetSpec,
+    file_ids: Iterable[str],
+    partitions: Sequence[PartitionValues] | None = None,
+) -> dict[str, int]:
+    """Rows of each file now in the Hive table, ``{file_id: rows}`` (0 for a file without rows),
+    counted by a filter on the ``ferry_file_id`` column; ``partitions`` (values in
+    ``hive.partition_by`` order) restricts the scan to those partitions (pruned), ``None`` scans
+    the whole table."""
     from pyspark.sql import functions as F
 
     ids = list(file_ids)
     out = dict.fromkeys(ids, 0)
-    rows = (
-        spark.table(spec.hive.full_name)
-        .where(F.col(FILE_ID_COLUMN).isin(ids))
-        .groupBy(FILE_ID_COLUMN)
-        .count()
-        .collect()
-    )
+    df = spark.table(spec.hive.full_name).where(F.col(FILE_ID_COLUMN).isin(ids))
+    if partitions is not None:
+        df = df.where(partition_filter(spec.hive.partition_by, partitions))
+    rows = df.groupBy(FILE_ID_COLUMN).count().collect()
     out |= {r[FILE_ID_COLUMN]: int(r["count"]) for r in rows}
     return out
 
 
-def load_files(spark: SparkSession, spec: DatasetSpec, files: Mapping[str, str]) -> dict[str, int]:
+def load_files(
+    spark: SparkSession,
+    spec: DatasetSpec,
+    files: Mapping[str, str],
+    *,
+    target_file_mb: float = DEFAULT_TARGET_FILE_MB,
+) -> dict[str, int]:
     """Load staged files (``{file_id: directory on cluster A}``) into the dataset's Hive table;
-    the load service's one call. Idempotent per file (C13). Returns ``{file_id: rows in the table}``
-    read back from the table after the write.
+    the load service's one call. Idempotent per file (C13): the partitions the files' rows fall in
+    are rewritten as (their rows minus these files' rows) plus these files' rows, in files of about
+    ``target_file_mb`` MiB. Returns ``{file_id: rows in the table}`` read back from the rewritten
+    partitions after the write.
 
     Raises:
         PermanentError(reason="schema_mismatch"): staged columns or the table do not match the
-            definition (nothing written).
+            definition, or the table has the old per-file layout (nothing written).
         ValueError: empty ``files`` or a bad ``file_id``.
-        pyspark errors: the Spark job failed (retry: the load is idempotent).
+        pyspark errors, OSError: the Spark job failed (retry: the load is idempotent, and the
+            next load of the table first completes a rewrite this one left half done).
     """
     schema = ensure_table(spark, spec)
-    aligned = align_to_table(read_staged(spark, spec, files), schema, table=spec.hive.full_name)
-    sc = spark.sparkContext
-    sc.setJobDescription(f"ferry load {spec.name}: {len(files)} file(s) into {spec.hive.full_name}")
-    try:
-        insert_overwrite(aligned, spec.hive.full_name)
-    finally:
-        sc.setJobDescription(None)  # type: ignore[arg-type]
-    return rows_loaded(spark, spec, files)
+    table = spec.hive.full_name
+    spark.catalog.refreshTable(table)  # the session's file listing may predate other writers
+    new = align_to_table(read_staged(spark, spec, files), schema, table=table)
+    pcols = list(spec.hive.partition_by)
+    touched = distinct_partitions(new, pcols)
+    if touched:
+        kept = without(FILE_ID_COLUMN, list(files))(
+            spark.table(table).where(partition_filter(pcols, touched))
+        )
+        rewrite_partitions(
+            spark,
+            table,
+            kept.unionByName(new),
+            target_file_bytes=int(target_file_mb * 1024 * 1024),
+            description=f"ferry load {spec.name}: {len(files)} file(s), "
+            f"{len(touched)} partition(s) of {table}",
+        )
+    return rows_loaded(spark, spec, files, touched)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from ferry.clusters.spark import SparkHolder
 from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileTransferred
@@ -19,9 +21,8 @@ def build(settings: Settings | None = None) -> StageRunner:
 
     settings = settings or get_settings()
     holder = SparkHolder(settings, "ferry-load", "a", hive=True)
-    deps = LoadDeps(
-        load_datasets(settings.paths.datasets_dir), holder.get, holder.reset, load_files
-    )
+    job = partial(load_files, target_file_mb=settings.load.target_file_mb)
+    deps = LoadDeps(load_datasets(settings.paths.datasets_dir), holder.get, holder.reset, job)
     stage = Stage(
         "load",
         {FileTransferred: load_batch},
