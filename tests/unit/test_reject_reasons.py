@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from rich.console import Console
 
 from ferry.core.avro import default_codec
+from ferry.core.config import REPO_ROOT
 from ferry.core.events import FileExtracted, FileManifest, FileTransformed, derive_file_id
 from ferry.core.timeline import Timeline, fold
 from ferry.ops.status_cli import _reasons_table
@@ -32,7 +33,7 @@ def manifest(**kw: object) -> FileManifest:
 
 
 def test_reject_reasons_round_trip_through_avro() -> None:
-    codec = default_codec()
+    codec = default_codec(REPO_ROOT / "schemas")
     ev = FileTransformed(manifest(rows_in=10, rows_out=6, rows_rejected=4, reject_reasons=REASONS))
     assert codec.decode(codec.encode(ev)) == ev
     assert codec.decode(codec.encode(FileExtracted(manifest()))).manifest.reject_reasons == {}
