@@ -32,6 +32,12 @@ def settings_env(overrides: Mapping[str, Any]) -> dict[str, str]:
     return {"FERRY_" + k.replace(".", "__").upper(): str(v) for k, v in overrides.items()}
 
 
+def service_module(name: str) -> str:
+    """The module ``python -m`` runs for service ``name``: ``ferry.tracker`` for the tracker,
+    ``ferry.stages.<name>`` for a stage."""
+    return "ferry.tracker" if name == "tracker" else f"ferry.stages.{name}"
+
+
 @dataclass
 class ServiceGroup:
     """The stage services as child processes, each logging to ``log_dir/<stage>.log``."""
@@ -47,7 +53,7 @@ class ServiceGroup:
         for name in [stage] if stage else self.stages:
             log = (self.log_dir / f"{name}.log").open("ab")
             self.procs[name] = subprocess.Popen(  # noqa: S603
-                [sys.executable, "-m", f"ferry.{name}"],
+                [sys.executable, "-m", service_module(name)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -149,7 +149,11 @@ def test_topic_plan_is_created_once_with_partitions_and_retention(ks: Settings) 
     ]
     assert ensure_topics(admin, ks.kafka) == dict.fromkeys(names, "created")
     assert ensure_topics(admin, ks.kafka) == dict.fromkeys(names, "exists")
-    meta = admin.list_topics(timeout=10)
+    # The broker's metadata cache learns of new topics shortly after the controller made them.
+    meta = wait_for(
+        lambda: (m := admin.list_topics(timeout=10)) and set(names) <= set(m.topics) and m,
+        "the new topics in the broker's metadata",
+    )
     assert {n: len(meta.topics[n].partitions) for n in names} == dict.fromkeys(names, 1)
     res = ConfigResource(ConfigResource.Type.TOPIC, ks.kafka.topic("failed"))
     configs = admin.describe_configs([res], request_timeout=10)[res].result(timeout=10)

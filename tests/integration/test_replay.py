@@ -201,14 +201,15 @@ def test_one_file_is_replayed_while_the_stage_runs_by_re_emitting_its_input_even
         msg = member.poll(0.2)
         if msg is not None and msg.error() is None:
             got.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
-        return any(o >= 2 for _, o, _, _ in got)
+        return bool(got)
 
     wait_for(received, "the running member to receive the re-emitted event")
-    # The member had committed everything: what it reads is only the new copy of b's event.
-    assert [(p, o, k) for p, o, k, _ in got] == [(0, 2, fid("b").encode())]
+    # The member had committed everything: what it reads is only the new copy of b's event,
+    # produced keyed by b's file id (the partition its key maps to, as every Ferry producer does).
+    assert [k for _, _, k, _ in got] == [fid("b").encode()]
     codec = default_codec(rs.paths.schemas_dir)
     assert codec.decode(got[0][3] or b"") == FileExtracted(FILES["b"])
-    assert committed(rs) == {0: 2, 1: 1, 2: -1001}  # no offset moved
+    assert committed(rs) == {0: 2, 1: 1, 2: -1001}  # no offset moved by the replay
 
 
 def test_refuses_while_the_group_has_an_active_member(
