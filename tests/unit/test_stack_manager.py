@@ -135,3 +135,15 @@ def test_up_of_an_unknown_name_starts_nothing(tmp_path):  # type: ignore[no-unty
     with pytest.raises(StackError, match="no stack component or group 'two'"):
         st.up(deadline_s=5, components=["one", "two"])
     assert st.pid(one) is None and not one.launch.pid_file.exists()
+
+
+def test_kafka_cluster_ids_never_start_with_a_dash(monkeypatch):  # type: ignore[no-untyped-def]
+    import uuid
+
+    from ferry.stack import servers
+
+    dash = uuid.UUID(bytes=b"\xfb" + b"\x00" * 15)  # base64url "-w…": what once broke the format
+    ok = uuid.UUID(bytes=b"\x00" * 16)
+    draws = iter([dash, ok])
+    monkeypatch.setattr(servers.uuid, "uuid4", lambda: next(draws))
+    assert servers.kafka_cluster_id() == "AAAAAAAAAAAAAAAAAAAAAA"

@@ -167,7 +167,8 @@ class SparkSettings(_Frozen):
         description=(
             "Core slots the worker offers. Each Ferry application takes spark.cores.max=1, and "
             "transform, load and a verifying session (demo, tests) run at once; slots are not CPU "
-            "reservations, so 4 slots on 2 cores is fine for this I/O-bound work."
+            "reservations, so 8 slots on 2 cores is fine for this I/O-bound work and leaves room "
+            "for a standby instance of each Spark stage."
         ),
     )
     worker_memory_mb: int = Field(
@@ -330,12 +331,14 @@ class BatchSettings(_Frozen):
         default=256,
         description=(
             "Most files in one Spark job. A job's fixed cost dominates small daily files "
-            "(LOCAL-STACK.md: one job over 365 files 18.6 s, one file 12.7-14.6 s), so batches "
-            "are big."
+            "(measured on the 2-core machine: spark-submit of one daily file 12.7-14.6 s, one job "
+            "over 365 files 18.6 s), so batches are big."
         ),
     )
     batch_wait_s: float = Field(
-        default=3.0, description="Longest wait for more files after the first, s."
+        default=3.0,
+        description="Longest a batch gathers after its first file, s; it starts sooner when no "
+        "further file arrives within the stage's linger (0.2 s): a lone file does not wait.",
     )
 
 

@@ -70,6 +70,16 @@ def zookeeper(settings: Settings, lay: Layout) -> Component:
     )
 
 
+def kafka_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, base64url without padding (22 characters), never
+    starting with ``-`` — as Kafka's ``Uuid.randomUuid`` does, since the storage tool's argument
+    parser reads a leading ``-`` as an option (1 start in 64 failed: "expected one argument")."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
 def kafka(settings: Settings, lay: Layout) -> Component:
     """The Kafka broker, KRaft combined mode (Maven: kafka_2.13); storage formatted on first
     start; health: produce + consume one record."""
@@ -92,7 +102,7 @@ def kafka(settings: Settings, lay: Layout) -> Component:
             data_dir=data,
         )
         if not (data / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = kafka_cluster_id()
             run_once(
                 "kafka",
                 [
