@@ -377,7 +377,17 @@ class TrackerSettings(_Frozen):
         description="Faust data directory (one sub-directory per topic prefix).",
     )
     lag_refresh_s: float = Field(
-        default=15.0, description="How often /metrics refreshes consumer lag, s."
+        default=15.0,
+        description="How often the tracker reads consumer lag (/metrics, /healthz), s.",
+    )
+    health_stall_s: float = Field(
+        default=120.0,
+        description="/healthz turns 503 when the tracker is behind and consumed nothing this "
+        "long, s.",
+    )
+    health_broker_s: float = Field(
+        default=60.0,
+        description="/healthz turns 503 when no lag read reached the broker for this long, s.",
     )
     store_url: str = Field(
         default="rocksdb://",
