@@ -79,3 +79,49 @@ def test_redrop_renamed_and_redelivery_change_nothing(first_run, pipeline):  # t
     assert pipeline.hive_rows(table, [d.file_id for d in others]) == {
         d.file_id: d.rows for d in others
     }
+
+
+#: The type name a JDBC client reads for each definition type (``ResultSetMetaData``).
+JDBC_TYPES = {"int": "int", "bigint": "bigint", "double": "double", "string": "string"}
+JDBC_TYPES |= {"date": "date", "timestamp": "timestamp", "boolean": "boolean"}
+
+
+def test_a_jdbc_client_sees_the_table_as_defined_with_exact_values(first_run, pipeline):  # type: ignore[no-untyped-def]
+    """Issue: query the result the way analysts do — names lower-case, types as defined,
+    timestamps not shifted by a time zone, decimals exact, every row as the CSV had it."""
+    import csv
+    from decimal import Decimal
+
+    from ferry.clusters.hiveserver2 import query
+    from ferry.datasets import load_datasets
+
+    spec = load_datasets(pipeline.settings.paths.datasets_dir)["weather"]
+    day = next(d for d in first_run.dropped if d.dataset == "weather" and d.rows)
+    [res] = query(
+        pipeline.settings,
+        f"SELECT * FROM {spec.hive.full_name} WHERE ferry_file_id = '{day.file_id}' "
+        "ORDER BY time_hour, origin",
+    )
+    expected = [
+        (c.name, "decimal" if c.type.startswith("decimal") else JDBC_TYPES[c.type])
+        for c in spec.table_columns
+    ]
+    assert [(c.name, c.type) for c in res.columns] == expected
+    precip = next(c for c in res.columns if c.name == "precip")
+    assert (precip.precision, precip.scale) == (4, 2)
+
+    archived = pipeline.nas_dir / ".ferry" / "archive" / day.relative
+    with archived.open(encoding="utf-8", newline="") as fh:
+        source = list(csv.DictReader(fh))
+    want = sorted(
+        (
+            r["time_hour"].replace("T", " ").removesuffix("Z"),
+            r["origin"],
+            None if r["precip"] == "NA" else str(Decimal(r["precip"]).quantize(Decimal("0.01"))),
+        )
+        for r in source
+    )
+    names = [c.name for c in res.columns]
+    at = {n: names.index(n) for n in ("time_hour", "origin", "precip")}
+    got = [(r[at["time_hour"]], r[at["origin"]], r[at["precip"]]) for r in res.rows]
+    assert got == want

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 
 import pytest
@@ -105,3 +106,38 @@ def test_unload_removes_only_that_files_rows_and_empty_partitions(spark, unique_
     assertDataFrameEqual(spark.table(table), [Row(id=3, kind="b", ferry_file_id="b", day=D1)])
     parts = [r.partition for r in spark.sql(f"SHOW PARTITIONS {table}").collect()]
     assert parts == ["day=2013-01-01"]
+
+
+class RecordingLocks:
+    """Stands in for ferry.clusters.locks.TableLocks: records when each table's lock is held."""
+
+    def __init__(self, spark, table: str) -> None:  # type: ignore[no-untyped-def]
+        self.spark, self.table, self.log = spark, table, []  # type: ignore[var-annotated]
+
+    @contextlib.contextmanager
+    def hold(self, table: str):  # type: ignore[no-untyped-def]
+        self.log.append(("enter", table, self.rows()))
+        yield
+        self.log.append(("exit", table, self.rows()))
+
+    def rows(self) -> int:
+        return int(self.spark.table(self.table).count())
+
+
+def test_load_and_unload_hold_the_tables_lock_around_their_whole_rewrite(
+    spark, unique_db, tmp_path
+):
+    spec = tiny_spec(unique_db)
+    table = spec.hive.full_name
+    ensure_table(spark, spec)
+    locks = RecordingLocks(spark, table)
+    a = stage(spark, tmp_path / "a", [(1, "a", D1), (2, "a", D2)])
+    assert load_files(spark, spec, {"a": a}, locks=locks) == {"a": 2}  # type: ignore[arg-type]
+    assert unload(spark, spec, ["a"], target_file_bytes=MB, locks=locks) == {"a": 2}  # type: ignore[arg-type]
+    # Rows change only while the lock is held: 0 → 2 inside the load, 2 → 0 inside the unload.
+    assert locks.log == [
+        ("enter", table, 0),
+        ("exit", table, 2),
+        ("enter", table, 2),
+        ("exit", table, 0),
+    ]

@@ -17,11 +17,14 @@ overwrite replaces exactly the partitions present in the scratch, then the scrat
   table, which first re-applies every ``ready-…`` scratch it finds (:func:`recover_rewrites`): the
   scratch holds the partitions' complete contents, so re-applying it is idempotent.
 - One writer per table at a time: two rewrites of the same partition running concurrently would
-  each keep only their own view of the other rows (a lost update). Nothing here locks.
+  each keep only their own view of the other rows (a lost update). Callers that may run beside
+  another writer pass ``locks`` (:class:`ferry.clusters.locks.TableLocks`, a ZooKeeper lock per
+  table), held from the read of the current rows to the end of the overwrite.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +35,8 @@ from ferry.datasets import DatasetSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+
+    from ferry.clusters.locks import TableLocks
 
 #: Session settings a dynamic-partition overwrite needs; :func:`rewrite_partitions` sets them.
 #: Sources: Spark SQL "Configuration" (spark.sql.sources.partitionOverwriteMode) and Hive's
@@ -179,6 +184,7 @@ def rewrite_partitions(
     *,
     target_file_bytes: int,
     description: str | None = None,
+    locks: TableLocks | None = None,
 ) -> RewriteResult:
     """Replace the partitions that ``contents`` has rows in with exactly those rows (in the
     table's column order), leaving every other partition untouched; see the module docstring for
@@ -191,7 +197,19 @@ def rewrite_partitions(
     Raises:
         pyspark errors, OSError: the write or a rename failed; a ``ready-…`` scratch may remain,
             which the next rewrite of the table applies first.
+        ferry.clusters.locks.TableLocked: ``locks`` given and the table stayed locked.
     """
+    with locks.hold(table) if locks is not None else contextlib.nullcontext():
+        return _rewrite(spark, table, contents, target_file_bytes, description)
+
+
+def _rewrite(
+    spark: SparkSession,
+    table: str,
+    contents: DataFrame,
+    target_file_bytes: int,
+    description: str | None,
+) -> RewriteResult:
     recover_rewrites(spark, table, target_file_bytes=target_file_bytes)
     fs = _Fs(spark)
     root = rewrite_root(spark, table)

@@ -301,6 +301,29 @@ def consumer_lag(admin: AdminClient, settings: Settings) -> list[PartitionLag]:
     return out
 
 
+def group_lag(admin: AdminClient, settings: Settings, group: str, topics: Sequence[str]) -> int:
+    """Records ``group`` has not consumed yet on ``topics`` (sum over partitions of high watermark
+    minus committed offset; a partition without a committed offset counts from its low
+    watermark). Topics that do not exist yet count 0.
+
+    Raises:
+        TransientError: the broker did not answer in time.
+    """
+    kafka = settings.kafka
+    total = 0
+    for topic in topics:
+        try:
+            parts = partitions_of(admin, kafka, topic)
+        except OpsError:
+            continue
+        marks = watermarks(admin, kafka, topic, parts)
+        committed = committed_offsets(admin, kafka, group, topic, parts)
+        for p in parts:
+            lo, hi = marks[p]
+            total += PartitionLag(group, topic, p, committed[p], hi, lo).lag
+    return total
+
+
 __all__ = [
     "CONSUMING_STAGES",
     "OFFSET_INVALID",
@@ -313,6 +336,7 @@ __all__ = [
     "alter_offsets",
     "committed_offsets",
     "consumer_lag",
+    "group_lag",
     "input_topic",
     "list_offsets",
     "partitions_of",

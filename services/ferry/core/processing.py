@@ -54,12 +54,10 @@ from ferry.core.retry import retrying
 from ferry.core.stage import (
     BatchHandler,
     BatchResult,
-    Handler,
     HandlerBug,
     Record,
     RunStats,
     Stage,
-    one_by_one,
 )
 
 log = logging.getLogger(__name__)
@@ -293,16 +291,4 @@ def fallback_key(record: Record) -> str:
     return f"{record.topic}-{record.partition}-{record.offset}"
 
 
-__all__ = [
-    "BatchHandler",
-    "BatchResult",
-    "Handler",
-    "HandlerBug",
-    "Record",
-    "RunStats",
-    "Stage",
-    "fallback_key",
-    "one_by_one",
-    "process_batch",
-    "quarantine",
-]
+__all__ = ["fallback_key", "process_batch", "quarantine"]

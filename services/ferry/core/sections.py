@@ -115,7 +115,8 @@ class KafkaSettings(_Frozen):
 
 
 class ZooKeeperSettings(_Frozen):
-    """ZooKeeper for the Spark master pair. Env: ``FERRY_ZOOKEEPER__<FIELD>``.
+    """ZooKeeper for the Spark master pair and Ferry's Hive table locks
+    (:mod:`ferry.clusters.locks`). Env: ``FERRY_ZOOKEEPER__<FIELD>``.
 
     ``tick_time_ms`` and ``max_session_timeout_ms`` bound the masters' ZooKeeper session, which is
     what decides failover time: the server clamps every client's session timeout into
@@ -132,6 +133,18 @@ class ZooKeeperSettings(_Frozen):
         description="Longest session the server grants, ms; masters' failover ≈ this + election.",
     )
     heap_mb: int = Field(default=128, description="ZooKeeper JVM heap, MiB.")
+    locks_path: str = Field(
+        default="/ferry/locks", description="ZooKeeper path under which each Hive table's lock is."
+    )
+    lock_timeout_s: float = Field(
+        default=900.0,
+        description="Longest wait for a Hive table's lock before the batch is retried, s.",
+    )
+    lock_session_timeout_s: float = Field(
+        default=10.0,
+        description="ZooKeeper session timeout of the table-lock client, s: a dead holder's lock "
+        "is freed this long after it died (clamped by the server's max_session_timeout_ms).",
+    )
 
     @property
     def connect(self) -> str:
@@ -364,7 +377,17 @@ class TrackerSettings(_Frozen):
         description="Faust data directory (one sub-directory per topic prefix).",
     )
     lag_refresh_s: float = Field(
-        default=15.0, description="How often /metrics refreshes consumer lag, s."
+        default=15.0,
+        description="How often the tracker reads consumer lag (/metrics, /healthz), s.",
+    )
+    health_stall_s: float = Field(
+        default=120.0,
+        description="/healthz turns 503 when the tracker is behind and consumed nothing this "
+        "long, s.",
+    )
+    health_broker_s: float = Field(
+        default=60.0,
+        description="/healthz turns 503 when no lag read reached the broker for this long, s.",
     )
     store_url: str = Field(
         default="rocksdb://",

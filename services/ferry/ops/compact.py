@@ -2,14 +2,17 @@
 Spark side. Every rewrite goes through :func:`ferry.clusters.hive.rewrite_partitions`
 (materialize first, then one dynamic-partition ``INSERT OVERWRITE``), like the load itself.
 
-Run these while the load service is stopped (or for tables it does not load): two rewrites of the
-same partition at once would lose rows (see :mod:`ferry.clusters.hive`).
+Each command holds the table's ZooKeeper lock (:mod:`ferry.clusters.locks`) from its first read to
+its last write when given ``locks`` (the CLI always gives it), so it can run while the load service
+runs: the load's rewrites of the table wait for it, and it waits for them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -28,6 +31,8 @@ from ferry.datasets import FILE_ID_COLUMN, DatasetSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+
+    from ferry.clusters.locks import TableLocks
 
 #: Partitions rewritten by one ``INSERT OVERWRITE`` of a compaction.
 COMPACT_CHUNK = 50
@@ -118,6 +123,7 @@ def compact(
     partitions: Sequence[Mapping[str, str]] = (),
     *,
     target_file_bytes: int,
+    locks: TableLocks | None = None,
 ) -> CompactReport:
     """Rewrite the partitions ``partitions`` (all when empty) whose file count exceeds
     ``ceil(bytes / target_file_bytes)`` into about that many files, :data:`COMPACT_CHUNK`
@@ -126,8 +132,18 @@ def compact(
 
     Raises:
         LayoutError: the rows per file id of a rewritten chunk differ afterwards (cannot happen
-            unless something else wrote the table meanwhile).
+            unless something else wrote the table meanwhile: pass ``locks`` when a load may run).
     """
+    with _held(locks, spec):
+        return _compact(spark, spec, partitions, target_file_bytes)
+
+
+def _compact(
+    spark: SparkSession,
+    spec: DatasetSpec,
+    partitions: Sequence[Mapping[str, str]],
+    target_file_bytes: int,
+) -> CompactReport:
     table = spec.hive.full_name
     spark.catalog.refreshTable(table)
     cols = list(spec.hive.partition_by)
@@ -180,6 +196,7 @@ def migrate_layout(
     target_file_bytes: int,
     drop_old: bool = False,
     check: Callable[[dict[str, int]], dict[str, int]] | None = None,
+    locks: TableLocks | None = None,
 ) -> MigrationReport:
     """Rewrite the dataset's table from the old per-file layout (``ferry_file_id`` its last
     partition column) into the current one: a new table ``<table>__ferry_new`` is filled from the
@@ -191,6 +208,17 @@ def migrate_layout(
         LayoutError: the table is not in the old layout, ``<table>__ferry_old`` exists, or the
             counts differ (then the new table is dropped and the old one left as it was).
     """
+    with _held(locks, spec):
+        return _migrate(spark, spec, target_file_bytes, drop_old, check)
+
+
+def _migrate(
+    spark: SparkSession,
+    spec: DatasetSpec,
+    target_file_bytes: int,
+    drop_old: bool,
+    check: Callable[[dict[str, int]], dict[str, int]] | None,
+) -> MigrationReport:
     db, name = spec.hive.database, spec.hive.table
     table = spec.hive.full_name
     old_parts = [*spec.hive.partition_by, FILE_ID_COLUMN]
@@ -232,11 +260,29 @@ def migrate_layout(
 
 
 def unload(
-    spark: SparkSession, spec: DatasetSpec, file_ids: Sequence[str], *, target_file_bytes: int
+    spark: SparkSession,
+    spec: DatasetSpec,
+    file_ids: Sequence[str],
+    *,
+    target_file_bytes: int,
+    locks: TableLocks | None = None,
 ) -> dict[str, int]:
     """Remove every row of ``file_ids`` from the dataset's table (the new layout's replacement
     for dropping a file's partition): the partitions holding them are rewritten without them;
-    partitions left empty are dropped. Returns ``{file_id: rows removed}``."""
+    partitions left empty are dropped. Returns ``{file_id: rows removed}``. ``locks``: hold the
+    table's lock throughout (when a load may run)."""
+    with _held(locks, spec):
+        return _unload(spark, spec, file_ids, target_file_bytes)
+
+
+def _held(locks: TableLocks | None, spec: DatasetSpec) -> AbstractContextManager[None]:
+    """The table's lock for the whole maintenance command, or nothing when ``locks`` is None."""
+    return locks.hold(spec.hive.full_name) if locks is not None else contextlib.nullcontext()
+
+
+def _unload(
+    spark: SparkSession, spec: DatasetSpec, file_ids: Sequence[str], target_file_bytes: int
+) -> dict[str, int]:
     table = spec.hive.full_name
     spark.catalog.refreshTable(table)
     cols = list(spec.hive.partition_by)

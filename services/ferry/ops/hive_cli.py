@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from ferry.clusters.locks import TableLocks
+from ferry.core.console import literal_console
 
 #: How ``ferry.cli`` mounts these commands (single commands, not groups).
 COMMAND_SETTINGS: dict[str, object] = {"no_args_is_help": True}
@@ -60,6 +62,7 @@ def compact(
         spec,
         [parse_partition(spec, p) for p in partition],
         target_file_bytes=_target(settings),
+        locks=TableLocks(settings),
     )
     out = Table(title=f"compact {spec.hive.full_name}: {report.rows} rows rewritten")
     for col in ("partition", "files before", "files after", "bytes before"):
@@ -69,7 +72,7 @@ def compact(
         out.add_row(
             "/".join(map(str, p)), str(s.files), str(after.files if after else 0), str(s.bytes)
         )
-    Console().print(out)
+    literal_console().print(out)
 
 
 def migrate_layout(
@@ -85,8 +88,14 @@ def migrate_layout(
 
     settings, spark = _session(master)
     spec = _spec(settings, table)
-    report = run(spark, spec, target_file_bytes=_target(settings), drop_old=drop_old)
-    console = Console()
+    report = run(
+        spark,
+        spec,
+        target_file_bytes=_target(settings),
+        drop_old=drop_old,
+        locks=TableLocks(settings),
+    )
+    console = literal_console()
     console.print(
         f"{spec.hive.full_name}: {len(report.rows)} file id(s), {sum(report.rows.values())} rows, "
         f"equal before and after; partitions {report.partitions_before} → "
@@ -107,6 +116,8 @@ def unload(
 
     settings, spark = _session(master)
     spec = _spec(settings, table)
-    removed = run(spark, spec, file_ids, target_file_bytes=_target(settings))
+    removed = run(
+        spark, spec, file_ids, target_file_bytes=_target(settings), locks=TableLocks(settings)
+    )
     for fid, n in removed.items():
-        Console().print(f"{fid}: {n} row(s) removed from {spec.hive.full_name}")
+        literal_console().print(f"{fid}: {n} row(s) removed from {spec.hive.full_name}")

@@ -156,6 +156,8 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         prefix=kafka.topic_prefix,
         groups={s: group_id(kafka, s) for s in STAGES},
         refresh_s=tcfg.page_refresh_s,
+        health_stall_s=tcfg.health_stall_s,
+        health_broker_s=tcfg.health_broker_s,
         metrics=metrics,
         bad_records=lambda: int(metrics.bad_records._value.get()),
     )
@@ -199,6 +201,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
             except SerializationError as exc:
                 metrics.bad_records.inc()
                 log.warning("tracker: skipping undecodable record %s: %s", where, exc)
+                ctx.liveness.last_event_ms = now_ms()
                 continue
             try:
                 key = event.file_id or _fallback_key(msg.key, where)
@@ -210,6 +213,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
                 log.warning("tracker: cannot fold %s: %s", where, exc)
                 continue
             metrics.events.labels(msg.topic).inc()
+            ctx.liveness.last_event_ms = now_ms()
             if event.TOPIC == "failed":
                 metrics.failures.labels(event.stage, event.reason).inc()  # type: ignore[union-attr]
             for stage, seconds in stage_latencies(before, Timeline.from_dict(record)).items():
@@ -220,13 +224,15 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
     async def refresh_lag() -> None:
         loop = asyncio.get_running_loop()
         try:
-            lags = await asyncio.wait_for(
+            lags, own = await asyncio.wait_for(
                 loop.run_in_executor(None, _lag_snapshot, settings), kafka.request_timeout_s * 3
             )
         except (TimeoutError, FerryError) as exc:
             log.warning("tracker: consumer lag not refreshed: %s", exc)
+            ctx.liveness.lag_error = f"{type(exc).__name__}: {exc}".rstrip(": ")
             return
         ctx.lags = lags
+        ctx.liveness.lag_ok_ms, ctx.liveness.own_lag, ctx.liveness.lag_error = now_ms(), own, ""
         for (group, tp), lag in lags.items():
             metrics.lag.labels(group, tp).set(lag)
 
@@ -243,15 +249,18 @@ def _fallback_key(key: bytes | None, where: str) -> str:
     return where
 
 
-def _lag_snapshot(settings: Settings) -> dict[tuple[str, str], int]:
-    """(group, topic) → total lag over partitions; blocking (run in an executor)."""
+def _lag_snapshot(settings: Settings) -> tuple[dict[tuple[str, str], int], int]:
+    """((group, topic) → total lag over partitions for the stage groups, the tracker's own lag on
+    the Ferry topics); blocking (run in an executor)."""
     from ferry.core.kafka import build_admin
-    from ferry.core.kafkaops import consumer_lag
+    from ferry.core.kafkaops import consumer_lag, group_lag
 
+    admin = build_admin(settings.kafka)
     out: dict[tuple[str, str], int] = {}
-    for pl in consumer_lag(build_admin(settings.kafka), settings):
+    for pl in consumer_lag(admin, settings):
         out[(pl.group, pl.topic)] = out.get((pl.group, pl.topic), 0) + pl.lag
-    return out
+    topics = [settings.kafka.topic(n) for n in TOPIC_NAMES]
+    return out, group_lag(admin, settings, group_id(settings.kafka, "tracker"), topics)
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ferry.core.timeline import Timeline
 from ferry.tracker import filepage, pages
+from ferry.tracker.health import Liveness, evaluate
 from ferry.tracker.query import FileQuery, QueryError, charts, overview, select
 from ferry.tracker.record import detail
 from ferry.tracker.state import STAGES, TrackerState
@@ -59,6 +60,9 @@ class TrackerContext:
     metrics: Any
     bad_records: Callable[[], int]
     lags: dict[tuple[str, str], int] = field(default_factory=dict)
+    liveness: Liveness = field(default_factory=lambda: Liveness(started_ms=now_ms()))
+    health_stall_s: float = 120.0
+    health_broker_s: float = 60.0
 
     def rebuild(self) -> None:
         """Index every record of the store; called once the tables are recovered (until then
@@ -170,6 +174,18 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
         @guard
         async def get(self, request: Request) -> Response:
             return self.json(charts(ctx.ready(), now_ms(), request.query.get("dataset") or None))
+
+    @app.page("/healthz", name="healthz")
+    class HealthView(View):
+        async def get(self, request: Request) -> Response:
+            h = evaluate(
+                ctx.liveness,
+                now_ms(),
+                stall_s=ctx.health_stall_s,
+                broker_s=ctx.health_broker_s,
+            )
+            body = {"status": "ok" if h.ok else "unhealthy", "reasons": list(h.reasons)}
+            return self.json(body | h.detail, status=200 if h.ok else 503)
 
     @app.page("/metrics", name="metrics")
     class MetricsView(View):

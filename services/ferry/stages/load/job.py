@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from ferry.clusters.locks import TableLocks
+
 #: Default size a Parquet file written by the load aims at (``load.target_file_mb``), MiB.
 DEFAULT_TARGET_FILE_MB = 128
 
@@ -193,12 +195,13 @@ def load_files(
     files: Mapping[str, str],
     *,
     target_file_mb: float = DEFAULT_TARGET_FILE_MB,
+    locks: TableLocks | None = None,
 ) -> dict[str, int]:
     """Load staged files (``{file_id: directory on cluster A}``) into the dataset's Hive table;
     the load service's one call. Idempotent per file (C13): the partitions the files' rows fall in
     are rewritten as (their rows minus these files' rows) plus these files' rows, in files of about
-    ``target_file_mb`` MiB. Returns ``{file_id: rows in the table}`` read back from the rewritten
-    partitions after the write.
+    ``target_file_mb`` MiB, holding the table's lock (``locks``) while rewriting. Returns
+    ``{file_id: rows in the table}`` read back from the rewritten partitions after the write.
 
     Raises:
         PermanentError(reason="schema_mismatch"): staged columns or the table do not match the
@@ -224,5 +227,6 @@ def load_files(
             target_file_bytes=int(target_file_mb * 1024 * 1024),
             description=f"ferry load {spec.name}: {len(files)} file(s), "
             f"{len(touched)} partition(s) of {table}",
+            locks=locks,
         )
     return rows_loaded(spark, spec, files, touched)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from ferry.clusters.locks import TableLocks
 from ferry.clusters.spark import SparkHolder
 from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileTransferred
@@ -21,7 +22,9 @@ def build(settings: Settings | None = None) -> StageRunner:
 
     settings = settings or get_settings()
     holder = SparkHolder(settings, "ferry-load", "a", hive=True)
-    job = partial(load_files, target_file_mb=settings.load.target_file_mb)
+    # Several load instances (and the maintenance commands) may rewrite one table: one at a time.
+    locks = TableLocks(settings)
+    job = partial(load_files, target_file_mb=settings.load.target_file_mb, locks=locks)
     deps = LoadDeps(load_datasets(settings.paths.datasets_dir), holder.get, holder.reset, job)
     stage = Stage(
         "load",
