@@ -28,19 +28,21 @@ from pydantic_settings import (
 from ferry.core.errors import ConfigError
 from ferry.core.sections import (
     REPO_ROOT,
-    BatchSettings,
-    ExtractSettings,
     HdfsClusterSettings,
     HiveServer2Settings,
     KafkaSettings,
-    LoadSettings,
     MetastoreSettings,
     PathSettings,
     RetrySettings,
     SparkSettings,
+    ZooKeeperSettings,
+)
+from ferry.core.service_sections import (
+    BatchSettings,
+    ExtractSettings,
+    LoadSettings,
     TrackerSettings,
     TransferSettings,
-    ZooKeeperSettings,
 )
 
 DEFAULT_CLUSTERS: dict[str, dict[str, Any]] = {

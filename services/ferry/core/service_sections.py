@@ -1,0 +1,147 @@
+"""The per-service sections of Ferry's settings: extract, transfer, the batching stages
+(transform, load) and the tracker (:mod:`ferry.core.sections` holds the clusters' and clients').
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from ferry.core.sections import REPO_ROOT, _Frozen
+
+
+class TransferSettings(_Frozen):
+    """The transfer service (B → A over WebHDFS). Env: ``FERRY_TRANSFER__<FIELD>``.
+
+    Cluster A is a separate cluster behind a network path Ferry does not own: NameNode restarts,
+    failovers and gateway blips of a minute or two are routine there, and every file in flight
+    would fail the same way, so transfer retries a transient failure for at least
+    ``outage_window_s`` before quarantining the file (``retry.max_attempts`` alone gives up
+    after ~15 s of backoff). The consumer stays in its group meanwhile (the runner pauses and
+    polls).
+    """
+
+    outage_window_s: float = Field(
+        default=150.0,
+        description=(
+            "Shortest time a transient failure is retried before quarantine, s "
+            "(covers a 2-minute outage)."
+        ),
+    )
+    max_backoff_s: float = Field(
+        default=10.0,
+        description="Longest single backoff of transfer, s: resumes within this after A is back.",
+    )
+
+
+class ExtractSettings(_Frozen):
+    """The extract service (NAS poller). Env: ``FERRY_EXTRACT__<FIELD>``."""
+
+    poll_interval_s: float = Field(
+        default=1.0, description="Seconds between two scans of the NAS directory."
+    )
+    after_extract: Literal["archive", "delete", "keep"] = Field(
+        default="archive",
+        description=(
+            "What happens to a NAS file once its FileExtracted is acknowledged: moved under "
+            "<nas_dir>/.ferry/archive/, deleted, or kept (kept files are re-extracted after a "
+            "restart; harmless, every stage is idempotent on file_id)."
+        ),
+    )
+    chunk_bytes: int = Field(default=1 << 20, description="Read/upload chunk size, bytes.")
+    workers: int = Field(
+        default=4,
+        ge=1,
+        description=(
+            "Files landed at once. Each landing is a few WebHDFS round trips, so one at a time "
+            "left transform waiting (demo: ~3 files/s with 1); each file stays independent."
+        ),
+    )
+
+
+class BatchSettings(_Frozen):
+    """A batching stage (transform, load): one Spark job per batch of files."""
+
+    batch_size: int = Field(
+        default=256,
+        description=(
+            "Most files in one Spark job. A job's fixed cost dominates small daily files "
+            "(measured on the 2-core machine: spark-submit of one daily file 12.7-14.6 s, one job "
+            "over 365 files 18.6 s), so batches are big."
+        ),
+    )
+    batch_wait_s: float = Field(
+        default=3.0,
+        description="Longest a batch gathers after its first file, s; it starts sooner when no "
+        "further file arrives within the stage's linger (0.2 s): a lone file does not wait.",
+    )
+
+
+class LoadSettings(BatchSettings):
+    """The load stage. Env: ``FERRY_LOAD__<FIELD>``."""
+
+    target_file_mb: int = Field(
+        default=128,
+        ge=1,
+        description=(
+            "Size the Parquet files load writes into a Hive partition aim at, MiB: a batch's rows "
+            "of one partition go into ceil(partition size / this) files (docs/hive-layout.md)."
+        ),
+    )
+
+
+class TrackerSettings(_Frozen):
+    """The tracker service (per-file state, stuck detection, HTTP). Env: ``FERRY_TRACKER__<FIELD>``.
+
+    A file is *stuck* when it has waited in a stage (since the event that handed it to that stage)
+    longer than that stage's SLA in ``sla_s``.
+    """
+
+    web_host: str = Field(
+        default="127.0.0.1", description="Address the tracker's HTTP server binds."
+    )
+    web_port: int = Field(
+        default=16066, description="Tracker HTTP port: /files, /stuck, /metrics, /."
+    )
+    sla_s: dict[str, float] = Field(
+        default_factory=lambda: {"transform": 1800.0, "transfer": 900.0, "load": 1800.0},
+        description="Longest time a file may wait in a stage (transform, transfer, load), s.",
+    )
+    data_dir: Path = Field(
+        default=REPO_ROOT / "var" / "tracker",
+        description="Faust data directory (one sub-directory per topic prefix).",
+    )
+    lag_refresh_s: float = Field(
+        default=15.0,
+        description="How often the tracker reads consumer lag (/metrics, /healthz), s.",
+    )
+    health_stall_s: float = Field(
+        default=120.0,
+        description="/healthz turns 503 when the tracker is behind and consumed nothing this "
+        "long, s.",
+    )
+    health_broker_s: float = Field(
+        default=60.0,
+        description="/healthz turns 503 when no lag read reached the broker for this long, s.",
+    )
+    store_url: str = Field(
+        default="rocksdb://",
+        description="Faust table store: rocksdb:// (RocksDB via rocksdict, kept in data_dir) or "
+        "memory:// (rebuilt from the changelog at every start).",
+    )
+    loaded_retention_s: float = Field(
+        default=7 * 86400.0,
+        description="Loaded files' detail is dropped this long after their load, s (their "
+        "counts are kept); 0 keeps every file.",
+    )
+    retention_sweep_s: float = Field(
+        default=60.0, description="Least time between two retention sweeps of a partition, s."
+    )
+    page_refresh_s: float = Field(
+        default=5.0, description="How often the HTML pages refresh their figures, s."
+    )
+
+
+#: Ports of the local stack's two clusters; partial settings of a cluster are merged onto these.
