@@ -115,7 +115,8 @@ def test_a_jdbc_client_sees_the_table_as_defined_with_exact_values(first_run, pi
         source = list(csv.DictReader(fh))
     want = sorted(
         (
-            r["time_hour"].replace("T", " ").removesuffix("Z"),
+            # java.sql.Timestamp's text: the CSV's UTC time, unshifted, with its ".0" fraction.
+            r["time_hour"].replace("T", " ").removesuffix("Z") + ".0",
             r["origin"],
             None if r["precip"] == "NA" else str(Decimal(r["precip"]).quantize(Decimal("0.01"))),
         )

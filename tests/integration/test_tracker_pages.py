@@ -35,6 +35,8 @@ from ferry.core.topics import ensure_topics
 
 pytestmark = pytest.mark.integration
 
+#: The events' time base, two minutes before they are produced (set by :func:`produce`): the
+#: overview's rates count the last 5 minutes, so the events must be that fresh when checked.
 NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=2)
 NASTY = 'q<1>&"[x]":x:'
 
@@ -99,6 +101,8 @@ def events() -> list[tuple[str, Any]]:
 
 
 def produce(s: Settings) -> None:
+    global NOW
+    NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=2)
     codec = default_codec(s.paths.schemas_dir)
     p = Producer({"bootstrap.servers": s.kafka.bootstrap_servers, "enable.idempotence": True})
     for topic, ev in events():
