@@ -140,7 +140,7 @@ def _run(
     service: str = typer.Argument(..., help="extract | transform | transfer | load | tracker"),
 ) -> None:
     """Run one Ferry service in the foreground until SIGTERM/SIGINT
-    (same as python -m ferry.SERVICE)."""
+    (same as python -m ferry.stages.STAGE, or python -m ferry.tracker)."""
     from ferry.run_cli import run
 
     run(service)
