@@ -216,8 +216,10 @@ def main() -> int:
     ap.add_argument("--order", choices=["mixed", "chrono"], default="mixed", help="file days")
     ap.add_argument("--replay", type=int, default=100, help="files loaded again at the end")
     args = ap.parse_args()
-    if min(args.files, args.rows, args.days, args.batch) < 1 or args.replay > args.files:
-        ap.error("--files, --rows, --days, --batch must be >= 1 and --replay <= --files")
+    if min(args.files, args.rows, args.days, args.batch, args.replay) < 1:
+        ap.error("--files, --rows, --days, --batch, --replay must be at least 1")
+    if args.replay > args.files:
+        ap.error("--replay must be at most --files")
     console = Console(soft_wrap=True)
     settings = get_settings()
     t0 = time.perf_counter()
