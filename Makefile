@@ -11,8 +11,8 @@ JARS_STAMP := var/jars/.ferry-installed
 PYTEST     := $(PY) -m pytest
 
 .PHONY: help install up down status demo test test-unit test-integration test-e2e test-compose \
-        lint bench bench-transform bench-hdfs bench-tracker beeline compose-up compose-down \
-        compose-test clean browser
+        lint bench bench-transform bench-hdfs bench-load bench-tracker beeline compose-up \
+        compose-down compose-test clean browser
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -82,6 +82,9 @@ bench-transform: install ## Where a transform batch spends its time (starts the 
 
 bench-hdfs: install ## Copy throughput B -> A over WebHDFS, direct and through the fault proxies (starts the stack)
 	$(PY) bench/bench_hdfs.py
+
+bench-load: install ## Load job on 10,000 small files: s per batch, Hive partitions, exact rows (starts hive, spark; LAYOUT=old: before)
+	$(PY) bench/bench_load.py --layout $(or $(LAYOUT),new)
 
 compose-up: ## docker compose up (needs a Docker engine); see docs/compose.md
 	@# The NAS bind mount: created here so Docker does not create it root-owned; the stages run as uid 10001.
