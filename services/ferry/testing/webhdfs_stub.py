@@ -37,6 +37,11 @@ class StubState:
     advertised_datanode: str | None = None
     #: DataNode write fails with an IOException RemoteException after this many bytes
     dn_fail_after_bytes: int | None = None
+    #: paths whose CREATE the NameNode redirected and no DELETE has cancelled since. A real
+    #: DataNode creates the file as soon as it reads the request's headers, before any body byte;
+    #: the stub's handler thread may start later, so a DELETE that arrives first (a client reset
+    #: mid-body cleaning up) must not be followed by the file appearing.
+    creating: set[str] = field(default_factory=set)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -171,6 +176,8 @@ class _NameNode(_Base):
         op, path, query = self._parse()
         s = self.state
         if op == "CREATE":
+            with s.lock:
+                s.creating.add(path)
             return self._redirect("CREATE", path, f"&overwrite={query.get('overwrite', 'false')}")
         with s.lock:
             if op == "MKDIRS":
@@ -217,6 +224,7 @@ class _NameNode(_Base):
         op, path, query = self._parse()
         s = self.state
         with s.lock:
+            s.creating.discard(path)
             if path in s.files:
                 del s.files[path]
                 return _json(self, {"boolean": True})
@@ -243,16 +251,25 @@ class _DataNode(_Base):
         s = self.state
         if op != "CREATE":
             return _remote(self, 400, "IllegalArgumentException", f"op {op}")
-        with s.lock:
-            if (path in s.files or path in s.dirs) and query.get("overwrite", "").lower() != "true":
-                for _ in self._body_chunks():
-                    pass
-                return _remote(self, 403, "FileAlreadyExistsException", f"{path} already exists")
-            cur = "/"
-            for part in [p for p in posixpath.dirname(path).split("/") if p]:
-                cur = posixpath.join(cur, part)
-                s.dirs.add(cur)
-            s.files[path] = b""
+        with s.lock:  # one step, so a DELETE cannot fall between the check and the create
+            cancelled = path not in s.creating
+            s.creating.discard(path)
+            taken = (path in s.files or path in s.dirs) and query.get(
+                "overwrite", ""
+            ).lower() != "true"
+            if not cancelled and not taken:
+                cur = "/"
+                for part in [p for p in posixpath.dirname(path).split("/") if p]:
+                    cur = posixpath.join(cur, part)
+                    s.dirs.add(cur)
+                s.files[path] = b""
+        if cancelled or taken:
+            for _ in self._body_chunks():
+                pass
+        if cancelled:  # deleted after the NameNode's redirect: HDFS's writer would lose its lease
+            return _remote(self, 404, "FileNotFoundException", f"File does not exist: {path}")
+        if taken:
+            return _remote(self, 403, "FileAlreadyExistsException", f"{path} already exists")
         written = bytearray()
         failed = False
         for chunk in self._body_chunks():
