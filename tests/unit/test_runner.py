@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -248,9 +248,9 @@ def run_until(runner: StageRunner, condition: Callable[[], bool], timeout_s: flo
 
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
-    deadline = time.monotonic() + timeout_s
-    while not condition() and time.monotonic() < deadline and thread.is_alive():
-        time.sleep(0.005)
+    # Until the condition holds or the runner ended; the caller asserts what it expects either way.
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: condition() or not thread.is_alive(), "run_until", timeout_s, poll_s=0.005)
     runner.stop()
     thread.join(timeout_s)
     assert not thread.is_alive()
