@@ -121,6 +121,30 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root(
+    profile: str = typer.Option(
+        "",
+        "--profile",
+        envvar="FERRY_PROFILE",
+        help=(
+            "Settings profile(s), comma-separated (e.g. ha): YAML overlays under "
+            "services/ferry/stack/profiles/; exported as FERRY_PROFILE to the services started."
+        ),
+        show_default=False,
+    ),
+) -> None:
+    """Ferry: NAS → HDFS B → Spark → HDFS A → Hive, over Kafka."""
+    import os
+
+    if profile:
+        from ferry.core.config import get_settings, profile_files
+
+        profile_files(profile)  # unknown profile: ConfigError now, not at the first settings read
+        os.environ["FERRY_PROFILE"] = profile
+        get_settings.cache_clear()
+
+
 @app.command("demo")
 def _demo(
     days: int = typer.Option(

@@ -75,3 +75,32 @@ def _undescribed(model: type[BaseModel], path: str = "") -> list[str]:
 
 def test_every_setting_has_a_description():  # type: ignore[no-untyped-def]
     assert _undescribed(Settings) == []
+
+
+def test_profile_overlays_merge_under_the_config_file_and_the_environment(  # type: ignore[no-untyped-def]
+    monkeypatch, tmp_path
+):
+    from ferry.core import config
+
+    (tmp_path / "p1.yaml").write_text("kafka: {topic_prefix: p1, port: 1111}\n")
+    (tmp_path / "p2.yaml").write_text("kafka: {port: 2222}\ntransform: {batch_size: 5}\n")
+    top = tmp_path / "top.yml"
+    top.write_text("transform: {batch_size: 9}\n")
+    monkeypatch.setattr(config, "PROFILES_DIR", tmp_path)
+    monkeypatch.setenv("FERRY_PROFILE", "p1,p2")
+    monkeypatch.setenv("FERRY_CONFIG", str(top))
+    monkeypatch.setenv("FERRY_KAFKA__TOPIC_PREFIX", "env")
+    s = Settings()
+    assert (s.kafka.topic_prefix, s.kafka.port, s.transform.batch_size) == ("env", 2222, 9)
+    monkeypatch.setenv("FERRY_PROFILE", "p1,nope")
+    known = r"unknown profile 'nope'; known profiles: \['p1', 'p2'\]"
+    with pytest.raises(ConfigError, match=known):
+        Settings()
+
+
+def test_the_shipped_default_profile_changes_nothing(monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("FERRY_CONFIG", raising=False)
+    monkeypatch.setenv("FERRY_PROFILE", "default")
+    with_profile = Settings()
+    monkeypatch.delenv("FERRY_PROFILE")
+    assert with_profile == Settings()

@@ -162,24 +162,66 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, _YamlSource(settings_cls))
 
 
+#: Where profile overlays live: ``<name>.yaml``, chosen by ``FERRY_PROFILE`` (comma-separated).
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "stack" / "profiles"
+
+
+def profile_files(names: str) -> list[Path]:
+    """The overlay files of the comma-separated profile ``names``, in order.
+
+    ``"ha,secure"`` → ``[PROFILES_DIR/ha.yaml, PROFILES_DIR/secure.yaml]``; empty names are skipped.
+
+    Raises:
+        ConfigError: a profile with no file; the message lists the known profiles.
+    """
+    files = []
+    for name in (n.strip() for n in names.split(",")):
+        if not name:
+            continue
+        path = PROFILES_DIR / f"{name}.yaml"
+        if not path.is_file():
+            known = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
+            raise ConfigError(f"unknown profile {name!r}; known profiles: {known}")
+        files.append(path)
+    return files
+
+
+def _read_yaml(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read settings file {what}={path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"settings file {path} must hold a mapping, not {type(data).__name__}")
+    return data
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``; mappings merge key by key, anything else is replaced."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 class _YamlSource(PydanticBaseSettingsSource):
-    """Values from the YAML file named by ``FERRY_CONFIG`` (lowest precedence)."""
+    """Values from YAML (lowest precedence): the profile overlays named by ``FERRY_PROFILE``
+    (e.g. ``ha``: ``services/ferry/stack/profiles/ha.yaml``), then the file named by
+    ``FERRY_CONFIG`` over them."""
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        path = os.environ.get("FERRY_CONFIG")
-        if not path:
-            return {}
-        try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read settings file FERRY_CONFIG={path}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ConfigError(
-                f"settings file {path} must hold a mapping, not {type(data).__name__}"
-            )
+        data: dict[str, Any] = {}
+        for path in profile_files(os.environ.get("FERRY_PROFILE", "")):
+            data = _deep_merge(data, _read_yaml(path, "FERRY_PROFILE"))
+        config_file = os.environ.get("FERRY_CONFIG")
+        if config_file:
+            data = _deep_merge(data, _read_yaml(Path(config_file), "FERRY_CONFIG"))
         return data
 
 
