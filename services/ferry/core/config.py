@@ -41,6 +41,7 @@ from ferry.core.service_sections import (
     BatchSettings,
     ExtractSettings,
     LoadSettings,
+    SuperviseSettings,
     TrackerSettings,
     TransferSettings,
 )
@@ -119,6 +120,9 @@ class Settings(BaseSettings):
     )
     load: LoadSettings = Field(
         default_factory=LoadSettings, description="The load service: batching, file sizes."
+    )
+    supervise: SuperviseSettings = Field(
+        default_factory=SuperviseSettings, description="ferry up: the services under supervisord."
     )
 
     @field_validator("clusters", mode="before")
@@ -255,6 +259,7 @@ __all__ = [
     "RetrySettings",
     "Settings",
     "SparkSettings",
+    "SuperviseSettings",
     "TrackerSettings",
     "TransferSettings",
     "ZooKeeperSettings",

@@ -92,6 +92,7 @@ def consumer_config(kafka: KafkaSettings, group: str, client_id: str = "ferry") 
         "auto.offset.reset": "earliest",
         "max.poll.interval.ms": kafka.max_poll_interval_ms,
         "session.timeout.ms": kafka.session_timeout_ms,
+        "partition.assignment.strategy": kafka.assignment_strategy,
         "heartbeat.interval.ms": max(100, min(3000, kafka.session_timeout_ms // 3)),
         "socket.connection.setup.timeout.ms": _ms(kafka.request_timeout_s),
         **client_logging(),

@@ -150,13 +150,28 @@ class Member:
     member_id: str
     client_id: str
     host: str
+    #: (topic, partition) pairs assigned to the member, sorted.
+    partitions: tuple[tuple[str, int], ...] = ()
 
 
 def active_members(admin: AdminClient, kafka: KafkaSettings, group: str) -> list[Member]:
     """The members of ``group`` now (empty for an empty or unknown group)."""
     futures = admin.describe_consumer_groups([group], request_timeout=kafka.request_timeout_s)
     desc = _result(futures[group], kafka.request_timeout_s, f"describe group {group}")
-    return [Member(m.member_id, m.client_id, m.host) for m in desc.members or []]
+    return [
+        Member(
+            m.member_id,
+            m.client_id,
+            m.host,
+            tuple(
+                sorted(
+                    (tp.topic, tp.partition)
+                    for tp in (m.assignment.topic_partitions if m.assignment else [])
+                )
+            ),
+        )
+        for m in desc.members or []
+    ]
 
 
 def alter_offsets(

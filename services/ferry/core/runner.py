@@ -27,8 +27,10 @@ Guarantees:
   gets ``settings.kafka.shutdown_grace_s`` to finish (then its outputs are delivered and its offset
   stored) or its record is abandoned without storing its offset; ``close()`` commits the stored
   offsets and leaves the group.
-- Rebalance: the runner uses the classic (eager) protocol. If the running record's partition is
-  revoked, its outcome is dropped (offset not stored): the partition's new owner processes it.
+- Rebalance: classic (eager) or cooperative protocol, as ``kafka.assignment_strategy`` says
+  (cooperative: only the partitions that move are revoked and assigned, incrementally). If the
+  running record's partition is revoked, its outcome is dropped (offset not stored): the
+  partition's new owner processes it.
   Every assigned partition is paused if a handler is running and resumed otherwise, because
   librdkafka keeps the pause flag of a revoked partition when it is assigned again.
 """
@@ -36,6 +38,7 @@ Guarantees:
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -115,6 +118,7 @@ class StageRunner:
             KafkaException: a fatal consumer error.
         """
         previous = self._install_signals() if install_signal_handlers else {}
+        self._warm_up()
         topics = self.stage.input_topics(self._settings)
         self._consumer.subscribe(
             topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
@@ -142,6 +146,22 @@ class StageRunner:
             self._consumer.close()
             self._producer.flush(self._settings.kafka.request_timeout_s)
         return self.stats
+
+    def _warm_up(self) -> None:
+        """Run the stage's ``warm_up`` before joining the group. A failure is logged with its
+        traceback and the runner goes on: the handlers build what they need on first use and
+        meet (and report) the same error there, per file."""
+        if self.stage.warm_up is None:
+            return
+        t0 = time.monotonic()
+        try:
+            self.stage.warm_up()
+        except Exception:  # noqa: BLE001 - an optimisation; the handlers' own path raises it again
+            log.warning(
+                "stage %s: warm-up failed; building on first use", self.stage.name, exc_info=True
+            )
+            return
+        log.info("stage %s: warm in %.1f s", self.stage.name, time.monotonic() - t0)
 
     # -- the loop's steps --------------------------------------------------------------------
     def _next_batch(self) -> list[Any]:
@@ -275,7 +295,11 @@ class StageRunner:
             sorted((p.topic, p.partition) for p in partitions),
             self._busy,
         )
-        consumer.assign(partitions)
+        if self._settings.kafka.assignment_strategy == "cooperative-sticky":
+            # Cooperative protocol: assignments are incremental and a full assign() is refused.
+            consumer.incremental_assign(partitions)
+        else:
+            consumer.assign(partitions)
         if not partitions:
             return
         # librdkafka keeps a partition's pause flag across revoke and re-assign (librdkafka issue
@@ -311,7 +335,8 @@ def build_runner(
 ) -> StageRunner:
     """Wire a stage: create the topic plan (idempotent), the consumer, the producer and the codec
     (schemas from ``settings.paths.schemas_dir``). Consumer group ``<topic_prefix>.<stage.name>``;
-    client id ``client_id``, default ``ferry-<stage.name>``.
+    client id ``client_id``, default ``ferry-<stage.name>-<pid>`` (the pid tells the instances
+    of one stage apart in the group's member list: ``ferry ps`` health).
 
     Raises:
         TransientError: the broker did not answer the topic creation in time.
@@ -319,7 +344,7 @@ def build_runner(
     """
     kafka = settings.kafka
     ensure_topics(build_admin(kafka), kafka)
-    cid = client_id or f"ferry-{stage.name}"
+    cid = client_id or f"ferry-{stage.name}-{os.getpid()}"
     return StageRunner(
         stage,
         deps,

@@ -92,7 +92,28 @@ class KafkaSettings(_Frozen):
         default=300_000,
         description="Consumer max.poll.interval.ms, ms; long handlers pause the partition instead.",
     )
-    session_timeout_ms: int = Field(default=45_000, description="Consumer session.timeout.ms, ms.")
+    session_timeout_ms: int = Field(
+        default=10_000,
+        description=(
+            "Consumer session.timeout.ms, ms: how long the group coordinator waits for a member "
+            "that stopped heartbeating (SIGKILL, host gone) before its partitions move to the "
+            "other instances of the stage. Bounds the failover of a hot standby "
+            "(docs/operations.md, 'Supervision and hot standby'); the broker accepts 6000 to "
+            "300000 (group.min/max.session.timeout.ms). Heartbeats come from librdkafka's own "
+            "thread, so a long Spark job does not stop them."
+        ),
+    )
+    assignment_strategy: Literal["range", "cooperative-sticky"] = Field(
+        default="cooperative-sticky",
+        description=(
+            "Consumer partition.assignment.strategy. cooperative-sticky (default): only the "
+            "partitions that move are revoked, so when one instance of a stage dies the others "
+            "finish and deliver the batch they are running and take its partitions on top; "
+            "range: the classic (eager) protocol, every member gives up all its partitions at "
+            "each rebalance and the batch it is running is done again by the new owner. All "
+            "instances of a stage must use the same value: change it with the stage stopped."
+        ),
+    )
     request_timeout_s: float = Field(
         default=10.0, description="Timeout of one admin/produce/flush call, s."
     )

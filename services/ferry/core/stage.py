@@ -41,6 +41,10 @@ class Stage:
     #: event arrives within ``linger_s`` seconds; when nothing else is waiting it starts at once,
     #: so a lone file pays at most ``linger_s``, never ``batch_wait_s``.
     linger_s: float = 0.2
+    #: Called once by the runner before it joins the consumer group (e.g. build the Spark
+    #: session and reach the Hive metastore), so an instance owns partitions only once it can
+    #: process them at full speed: a hot standby takes over a killed instance's partitions warm.
+    warm_up: Callable[[], None] | None = None
 
     @property
     def batching(self) -> bool:

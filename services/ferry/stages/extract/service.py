@@ -33,6 +33,7 @@ from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import Settings, get_settings
 from ferry.core.errors import ConfigError, PermanentError, StackError, TransientError
 from ferry.core.events import Event, FileFailed, failed, utc_now
+from ferry.core.heartbeat import beat, heartbeat_path, remove
 from ferry.core.kafka import OutboundRecord, build_admin, build_producer
 from ferry.core.publish import encode_events, publish
 from ferry.core.retry import retrying
@@ -80,6 +81,9 @@ class ExtractService:
         self._stop = threading.Event()
         self._stats_lock = threading.Lock()  # handle() runs on several worker threads
         self._move_lock = threading.Lock()
+        # While run() runs: touched after every scan and every file handled (`ferry ps` health,
+        # core/heartbeat.py).
+        self._alive: Path | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -107,6 +111,8 @@ class ExtractService:
         if self._stop.is_set():
             return False
         self.handle(cand)
+        if self._alive is not None:
+            beat(self._alive)
         return True
 
     def handle(self, cand: Candidate) -> None:
@@ -224,11 +230,15 @@ class ExtractService:
             self.settings.paths.nas_dir,
             sorted(self.scanner.datasets),
         )
+        self._alive = alive = heartbeat_path(self.settings, "extract")
         try:
             while not self._stop.is_set():
                 self.run_once()
+                beat(alive)
                 self._stop.wait(self.settings.extract.poll_interval_s)
         finally:
+            remove(alive)
+            self._alive = None
             for s, h in previous.items():
                 signal.signal(s, h)
             self.producer.flush(self.settings.kafka.request_timeout_s)

@@ -31,6 +31,7 @@ def build(settings: Settings | None = None) -> StageRunner:
         {FileTransferred: load_batch},
         batch_size=settings.load.batch_size,
         batch_wait_s=settings.load.batch_wait_s,
+        warm_up=holder.warm,
     )
     return build_runner(stage, deps, settings)
 

@@ -37,6 +37,7 @@ def build(settings: Settings | None = None) -> StageRunner:
         {FileExtracted: transform_batch},
         batch_size=settings.transform.batch_size,
         batch_wait_s=settings.transform.batch_wait_s,
+        warm_up=holder.warm,
     )
     return build_runner(stage, deps, settings)
 

@@ -1,0 +1,102 @@
+"""The runner's consumer-group details for hot standby: the warm-up before joining, the client id
+that tells instances apart, incremental assignment under the cooperative protocol."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from ferry.core.config import Settings
+from ferry.core.events import FileExtracted
+from ferry.core.kafka import consumer_config
+from ferry.core.runner import StageRunner
+from ferry.core.stage import Stage
+
+
+class RecordingConsumer:
+    """Records the calls the runner makes; polls return nothing."""
+
+    def __init__(self, runner_box: dict[str, StageRunner]) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self._box = runner_box
+
+    def subscribe(self, topics: list[str], **_callbacks: Any) -> None:
+        self.calls.append(("subscribe", topics))
+
+    def poll(self, _timeout: float) -> None:
+        self._box["runner"].stop()
+
+    def close(self) -> None:
+        self.calls.append(("close", None))
+
+    def assign(self, parts: list[TopicPartition]) -> None:
+        self.calls.append(("assign", [p.partition for p in parts]))
+
+    def incremental_assign(self, parts: list[TopicPartition]) -> None:
+        self.calls.append(("incremental_assign", [p.partition for p in parts]))
+
+    def pause(self, parts: list[TopicPartition]) -> None:
+        self.calls.append(("pause", [p.partition for p in parts]))
+
+    def resume(self, parts: list[TopicPartition]) -> None:
+        self.calls.append(("resume", [p.partition for p in parts]))
+
+
+class NullProducer:
+    def flush(self, _timeout: float) -> int:
+        return 0
+
+
+def runner(settings: Settings, warm_up: Any = None) -> tuple[StageRunner, RecordingConsumer]:
+    box: dict[str, StageRunner] = {}
+    consumer = RecordingConsumer(box)
+    r = StageRunner(
+        Stage("load", {FileExtracted: lambda e, d: []}, warm_up=warm_up),
+        None,
+        consumer=consumer,
+        producer=NullProducer(),
+        codec=None,  # type: ignore[arg-type]
+        settings=settings,
+    )
+    box["runner"] = r
+    return r, consumer
+
+
+def test_warm_up_runs_before_the_runner_joins_its_group():
+    box: dict[str, RecordingConsumer] = {}
+    r, consumer = runner(Settings(), warm_up=lambda: box["c"].calls.append(("warm", None)))
+    box["c"] = consumer
+    r.run(install_signal_handlers=False)
+    assert [c for c, _ in consumer.calls] == ["warm", "subscribe", "close"]
+
+
+def test_a_failing_warm_up_is_logged_and_the_runner_still_joins(caplog):
+    def boom() -> None:
+        raise RuntimeError("no master")
+
+    r, consumer = runner(Settings(), warm_up=boom)
+    r.run(install_signal_handlers=False)
+    assert [c for c, _ in consumer.calls] == ["subscribe", "close"]
+    assert "stage load: warm-up failed; building on first use" in caplog.text
+
+
+def test_eager_protocol_assigns_the_full_list_cooperative_only_the_added():
+    tp = [TopicPartition("p.extracted", 1), TopicPartition("p.extracted", 2)]
+    eager, ec = runner(Settings(kafka={"assignment_strategy": "range"}))
+    eager._on_assign(ec, tp)
+    coop, cc = runner(Settings(kafka={"assignment_strategy": "cooperative-sticky"}))
+    coop._on_assign(cc, tp)
+    assert ec.calls == [("assign", [1, 2]), ("resume", [1, 2])]
+    assert cc.calls == [("incremental_assign", [1, 2]), ("resume", [1, 2])]
+
+
+def test_consumer_group_settings_for_failover():
+    cfg = consumer_config(Settings().kafka, "ferry.load", f"ferry-load-{os.getpid()}")
+    assert (
+        cfg["session.timeout.ms"],
+        cfg["heartbeat.interval.ms"],
+        cfg["partition.assignment.strategy"],
+        cfg["client.id"],
+    ) == (10_000, 3000, "cooperative-sticky", f"ferry-load-{os.getpid()}")
