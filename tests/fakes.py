@@ -135,6 +135,12 @@ class FakeConsumer:
     def assign(self, parts: list[TopicPartition]) -> None:
         self.log.append(("assign", len(parts)))
 
+    def incremental_assign(self, parts: list[TopicPartition]) -> None:
+        """The cooperative protocol's assign (the default assignor); logged as ``assign``: this
+        fake's one partition is always assigned whole, so the two protocols look alike here
+        (tests/unit/test_runner_group.py tells them apart)."""
+        self.log.append(("assign", len(parts)))
+
     def assignment(self) -> list[TopicPartition]:
         return self.parts
 
