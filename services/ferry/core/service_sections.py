@@ -144,7 +144,6 @@ class TrackerSettings(_Frozen):
     )
 
 
-
 class SuperviseSettings(_Frozen):
     """``ferry up``: the five services under supervisord. Env: ``FERRY_SUPERVISE__<FIELD>``.
 
