@@ -246,7 +246,10 @@ def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
     its partition was revoked); the newcomer leaves without committing; the runner gets both
     partitions back while idle. Every record of both partitions must then be handled.
     """
-    ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update={"partitions": 2})})
+    # The eager (range) protocol this sequence is about: a group's members must all speak the
+    # same one, and the plain newcomer below uses librdkafka's default (range).
+    eager = {"partitions": 2, "assignment_strategy": "range"}
+    ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update=eager)})
     codec = default_codec(ks.paths.schemas_dir)
     ensure_topics(build_admin(ks.kafka), ks.kafka)
     topic = ks.kafka.topic("extracted")
