@@ -145,7 +145,10 @@ def test_failure_between_materialize_and_overwrite_leaves_previous_contents(
     b = stage(spark, tmp_path / "b", [(3, "b", D1)])
     with pytest.raises(RuntimeError, match="injected"):
         load_files(spark, spec, {"b": b})
-    assert seen["scratch"] == [(1, "a", "a", None, D1), (3, "b", "b", None, D1)]  # kept + new of day 1 only
+    assert seen["scratch"] == [
+        (1, "a", "a", None, D1),
+        (3, "b", "b", None, D1),
+    ]  # kept + new of day 1 only
     assertDataFrameEqual(seen["reader"], old)
     assertDataFrameEqual(spark.table(table), old)
     root = hive.rewrite_root(spark, table)
@@ -160,7 +163,10 @@ def test_failure_between_materialize_and_overwrite_leaves_previous_contents(
     # The redelivered batch: its rewrite first re-applies the scratch, then loads b again.
     assert load_files(spark, spec, {"b": b}) == {"b": 1}
     assert hive._Fs(spark).children(root) == []
-    assertDataFrameEqual(spark.table(table), [*old, Row(id=3, kind="b", ferry_file_id="b", ferry_source_path=None, day=D1)])
+    assertDataFrameEqual(
+        spark.table(table),
+        [*old, Row(id=3, kind="b", ferry_file_id="b", ferry_source_path=None, day=D1)],
+    )
 
 
 def test_every_row_carries_its_exact_nas_name_and_an_older_table_gains_the_column(

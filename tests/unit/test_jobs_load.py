@@ -58,7 +58,7 @@ def test_create_table_sql_partitions_by_the_dataset_columns_only(specs):
     data = ", ".join(f"`{c.name}` {c.type.upper()}" for c in specs["flights"].columns)
     assert sql == (
         f"CREATE TABLE IF NOT EXISTS `ferry`.`flights` ({data}, `ferry_file_id` STRING, "
-            "`ferry_source_path` STRING) "
+        "`ferry_source_path` STRING) "
         "PARTITIONED BY (`flight_date` DATE) STORED AS PARQUET "
         "TBLPROPERTIES ('ferry.dataset'='flights')"
     )
@@ -185,7 +185,8 @@ def test_staged_with_other_column_order_loads_by_name(spark, unique_db, tmp_path
     spark.createDataFrame([(D2, "q", 7)], "day date, kind string, id int").write.parquet(p)
     assert load_files(spark, spec, {"f3": p}) == {"f3": 1}
     assertDataFrameEqual(
-        spark.table(spec.hive.full_name), [Row(id=7, kind="q", ferry_file_id="f3", ferry_source_path=None, day=D2)]
+        spark.table(spec.hive.full_name),
+        [Row(id=7, kind="q", ferry_file_id="f3", ferry_source_path=None, day=D2)],
     )
 
 

@@ -52,9 +52,7 @@ def test_loaded_event_has_table_partition_and_manifest(specs: dict[str, DatasetS
         )
     ]
     # Each row of a file is to carry its exact NAS name (the manifest's, not the HDFS-safe one).
-    assert job.sources == [
-        {a.file_id: a.manifest.source_path, b.file_id: b.manifest.source_path}
-    ]
+    assert job.sources == [{a.file_id: a.manifest.source_path, b.file_id: b.manifest.source_path}]
     assert isinstance(la, FileLoaded)
     assert (la.table, dict(la.partition)) == ("ferry.flights", {"ferry_file_id": a.file_id})
     assert dict(la.manifest.uris) == {
