@@ -126,3 +126,6 @@ def test_a_jdbc_client_sees_the_table_as_defined_with_exact_values(first_run, pi
     at = {n: names.index(n) for n in ("time_hour", "origin", "precip")}
     got = [(r[at["time_hour"]], r[at["origin"]], r[at["precip"]]) for r in res.rows]
     assert got == want
+    # Every row names its file: the id, and the exact NAS name the manifest carries.
+    source_at, id_at = names.index("ferry_source_path"), names.index("ferry_file_id")
+    assert {(r[id_at], r[source_at]) for r in res.rows} == {(day.file_id, day.relative)}

@@ -33,12 +33,18 @@ def test_repository_definitions_load_from_settings_dir():
     assert f.csv.null_value == "NA"
     assert f.hive.full_name == "ferry.flights"
     assert [c.name for c in f.table_partition_columns] == ["flight_date"]
-    assert [c.name for c in f.table_columns][-3:] == ["time_hour", "ferry_file_id", "flight_date"]
+    assert [c.name for c in f.table_columns][-4:] == [
+        "time_hour",
+        "ferry_file_id",
+        "ferry_source_path",
+        "flight_date",
+    ]
     w = specs["weather"]
     assert [(c.name, c.type) for c in w.table_partition_columns] == [("obs_date", "date")]
-    assert [(c.name, c.type) for c in w.table_data_columns][-2:] == [
+    assert [(c.name, c.type) for c in w.table_data_columns][-3:] == [
         ("time_hour", "timestamp"),
         ("ferry_file_id", "string"),
+        ("ferry_source_path", "string"),
     ]
     assert w.finished.policy == "stable" and w.finished.stable_polls == 2
 

@@ -44,13 +44,13 @@ def test_batch_touching_two_of_three_partitions_leaves_the_third_untouched(
     assertDataFrameEqual(
         spark.table(table),
         [
-            Row(id=1, kind="a", ferry_file_id="a", day=D1),
-            Row(id=2, kind="a", ferry_file_id="a", day=D2),
-            Row(id=3, kind="a", ferry_file_id="a", day=D3),
-            Row(id=4, kind="b", ferry_file_id="b", day=D3),
-            Row(id=5, kind="c", ferry_file_id="c", day=D1),
-            Row(id=6, kind="c", ferry_file_id="c", day=D2),
-            Row(id=7, kind="c", ferry_file_id="c", day=D2),
+            Row(id=1, kind="a", ferry_file_id="a", ferry_source_path=None, day=D1),
+            Row(id=2, kind="a", ferry_file_id="a", ferry_source_path=None, day=D2),
+            Row(id=3, kind="a", ferry_file_id="a", ferry_source_path=None, day=D3),
+            Row(id=4, kind="b", ferry_file_id="b", ferry_source_path=None, day=D3),
+            Row(id=5, kind="c", ferry_file_id="c", ferry_source_path=None, day=D1),
+            Row(id=6, kind="c", ferry_file_id="c", ferry_source_path=None, day=D2),
+            Row(id=7, kind="c", ferry_file_id="c", ferry_source_path=None, day=D2),
         ],
     )
     parts = [r.partition for r in spark.sql(f"SHOW PARTITIONS {table}").collect()]
@@ -73,13 +73,13 @@ def test_reloads_leave_one_copy_and_replace_a_file_in_every_partition(spark, uni
     assertDataFrameEqual(
         spark.table(table),
         [
-            Row(id=7, kind="X", ferry_file_id="x", day=D1),
-            Row(id=8, kind="X", ferry_file_id="x", day=D2),
-            Row(id=9, kind="X", ferry_file_id="x", day=D3),
-            Row(id=6, kind="X", ferry_file_id="x", day=D3),
-            Row(id=10, kind="y", ferry_file_id="y", day=D1),
-            Row(id=11, kind="y", ferry_file_id="y", day=D1),
-            Row(id=20, kind="z", ferry_file_id="z", day=D2),
+            Row(id=7, kind="X", ferry_file_id="x", ferry_source_path=None, day=D1),
+            Row(id=8, kind="X", ferry_file_id="x", ferry_source_path=None, day=D2),
+            Row(id=9, kind="X", ferry_file_id="x", ferry_source_path=None, day=D3),
+            Row(id=6, kind="X", ferry_file_id="x", ferry_source_path=None, day=D3),
+            Row(id=10, kind="y", ferry_file_id="y", ferry_source_path=None, day=D1),
+            Row(id=11, kind="y", ferry_file_id="y", ferry_source_path=None, day=D1),
+            Row(id=20, kind="z", ferry_file_id="z", ferry_source_path=None, day=D2),
         ],
     )
 
@@ -128,8 +128,8 @@ def test_failure_between_materialize_and_overwrite_leaves_previous_contents(
     spec = tiny_spec(unique_db)
     table = spec.hive.full_name
     old = [
-        Row(id=1, kind="a", ferry_file_id="a", day=D1),
-        Row(id=2, kind="a", ferry_file_id="a", day=D2),
+        Row(id=1, kind="a", ferry_file_id="a", ferry_source_path=None, day=D1),
+        Row(id=2, kind="a", ferry_file_id="a", ferry_source_path=None, day=D2),
     ]
     a = stage(spark, tmp_path / "a", [(1, "a", D1), (2, "a", D2)])
     assert load_files(spark, spec, {"a": a}) == {"a": 2}
@@ -145,7 +145,10 @@ def test_failure_between_materialize_and_overwrite_leaves_previous_contents(
     b = stage(spark, tmp_path / "b", [(3, "b", D1)])
     with pytest.raises(RuntimeError, match="injected"):
         load_files(spark, spec, {"b": b})
-    assert seen["scratch"] == [(1, "a", "a", D1), (3, "b", "b", D1)]  # kept + new of day 1 only
+    assert seen["scratch"] == [
+        (1, "a", "a", None, D1),
+        (3, "b", "b", None, D1),
+    ]  # kept + new of day 1 only
     assertDataFrameEqual(seen["reader"], old)
     assertDataFrameEqual(spark.table(table), old)
     root = hive.rewrite_root(spark, table)
@@ -160,4 +163,37 @@ def test_failure_between_materialize_and_overwrite_leaves_previous_contents(
     # The redelivered batch: its rewrite first re-applies the scratch, then loads b again.
     assert load_files(spark, spec, {"b": b}) == {"b": 1}
     assert hive._Fs(spark).children(root) == []
-    assertDataFrameEqual(spark.table(table), [*old, Row(id=3, kind="b", ferry_file_id="b", day=D1)])
+    assertDataFrameEqual(
+        spark.table(table),
+        [*old, Row(id=3, kind="b", ferry_file_id="b", ferry_source_path=None, day=D1)],
+    )
+
+
+def test_every_row_carries_its_exact_nas_name_and_an_older_table_gains_the_column(
+    spark, unique_db, tmp_path
+):
+    """``ferry_source_path`` is the manifest's NAS name byte for byte (``:`` and non-ASCII kept,
+    not the HDFS-safe name); a table made before the column existed gets it (earlier rows NULL)
+    and keeps its rows."""
+    spec = tiny_spec(unique_db)
+    table = spec.hive.full_name
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {unique_db}")
+    spark.sql(
+        f"CREATE TABLE {table} (id INT, kind STRING, ferry_file_id STRING) "
+        f"PARTITIONED BY (day DATE) STORED AS PARQUET"
+    )
+    spark.sql(f"INSERT INTO {table} PARTITION (day='2013-01-01') VALUES (1, 'old', 'o')")
+    a = stage(spark, tmp_path / "a", [(2, "a", D1), (3, "a", D2)])
+    b = stage(spark, tmp_path / "b", [(4, "b", D2)])
+    names = {"a": "tiny/orders_2024-05-01T12:30.csv", "b": "tiny/été [1].csv"}
+    assert load_files(spark, spec, {"a": a, "b": b}, sources=names) == {"a": 2, "b": 1}
+    assert spark.table(table).columns == ["id", "kind", "ferry_file_id", "ferry_source_path", "day"]
+    assertDataFrameEqual(
+        spark.table(table),
+        [
+            Row(id=1, kind="old", ferry_file_id="o", ferry_source_path=None, day=D1),
+            Row(id=2, kind="a", ferry_file_id="a", ferry_source_path=names["a"], day=D1),
+            Row(id=3, kind="a", ferry_file_id="a", ferry_source_path=names["a"], day=D2),
+            Row(id=4, kind="b", ferry_file_id="b", ferry_source_path=names["b"], day=D2),
+        ],
+    )

@@ -57,7 +57,8 @@ def test_create_table_sql_partitions_by_the_dataset_columns_only(specs):
     sql = create_table_sql(specs["flights"])
     data = ", ".join(f"`{c.name}` {c.type.upper()}" for c in specs["flights"].columns)
     assert sql == (
-        f"CREATE TABLE IF NOT EXISTS `ferry`.`flights` ({data}, `ferry_file_id` STRING) "
+        f"CREATE TABLE IF NOT EXISTS `ferry`.`flights` ({data}, `ferry_file_id` STRING, "
+        "`ferry_source_path` STRING) "
         "PARTITIONED BY (`flight_date` DATE) STORED AS PARQUET "
         "TBLPROPERTIES ('ferry.dataset'='flights')"
     )
@@ -71,7 +72,7 @@ def test_create_table_sql_without_partition_columns_is_unpartitioned(specs):
     sql = create_table_sql(spec)
     assert "PARTITIONED BY" not in sql
     assert sql.endswith(
-        "`obs_date` DATE, `ferry_file_id` STRING) STORED AS PARQUET "
+        "`obs_date` DATE, `ferry_file_id` STRING, `ferry_source_path` STRING) STORED AS PARQUET "
         "TBLPROPERTIES ('ferry.dataset'='weather')"
     )
 
@@ -127,6 +128,7 @@ def test_ensure_table_creates_then_detects_a_drifted_table(spark, unique_db):
         ("id", "int"),
         ("kind", "string"),
         ("ferry_file_id", "string"),
+        ("ferry_source_path", "string"),
         ("day", "date"),
     ]
     assert [f.name for f in schema] == [f.name for f in table_schema(spec)]
@@ -153,10 +155,10 @@ def test_load_three_times_leaves_one_copy_and_other_files_untouched(spark, uniqu
     assertDataFrameEqual(
         spark.table(spec.hive.full_name),
         [
-            Row(id=1, kind="a", ferry_file_id="f1", day=D1),
-            Row(id=2, kind="b", ferry_file_id="f1", day=D1),
-            Row(id=3, kind="c", ferry_file_id="f1", day=D2),
-            Row(id=10, kind="z", ferry_file_id="f2", day=D1),
+            Row(id=1, kind="a", ferry_file_id="f1", ferry_source_path=None, day=D1),
+            Row(id=2, kind="b", ferry_file_id="f1", ferry_source_path=None, day=D1),
+            Row(id=3, kind="c", ferry_file_id="f1", ferry_source_path=None, day=D2),
+            Row(id=10, kind="z", ferry_file_id="f2", ferry_source_path=None, day=D1),
         ],
     )
     parts = [r.partition for r in spark.sql(f"SHOW PARTITIONS {spec.hive.full_name}").collect()]
@@ -183,7 +185,8 @@ def test_staged_with_other_column_order_loads_by_name(spark, unique_db, tmp_path
     spark.createDataFrame([(D2, "q", 7)], "day date, kind string, id int").write.parquet(p)
     assert load_files(spark, spec, {"f3": p}) == {"f3": 1}
     assertDataFrameEqual(
-        spark.table(spec.hive.full_name), [Row(id=7, kind="q", ferry_file_id="f3", day=D2)]
+        spark.table(spec.hive.full_name),
+        [Row(id=7, kind="q", ferry_file_id="f3", ferry_source_path=None, day=D2)],
     )
 
 
@@ -202,5 +205,6 @@ def test_read_staged_empty_directory_gives_no_rows(spark, unique_db, tmp_path):
     spec = tiny_spec(unique_db)
     (tmp_path / "empty").mkdir()
     df = read_staged(spark, spec, {"f5": str(tmp_path / "empty")})
-    assert df.columns == ["id", "kind", "day", "ferry_file_id"] and df.count() == 0
+    assert df.columns == ["id", "kind", "day", "ferry_file_id", "ferry_source_path"]
+    assert df.count() == 0
     assert load_files(spark, spec, {"f5": str(tmp_path / "empty")}) == {"f5": 0}

@@ -21,10 +21,14 @@ class Job:
         self.rows = dict(rows or {})
         self.error = error
         self.calls: list[tuple[Any, str, dict[str, str]]] = []
+        self.sources: list[dict[str, str]] = []
         self.resets = 0
 
-    def load_files(self, spark: Any, spec: DatasetSpec, files: Mapping[str, str]) -> dict[str, int]:
+    def load_files(
+        self, spark: Any, spec: DatasetSpec, files: Mapping[str, str], sources: Mapping[str, str]
+    ) -> dict[str, int]:
         self.calls.append((spark, spec.name, dict(files)))
+        self.sources.append(dict(sources))
         if self.error is not None:
             raise self.error
         return {fid: self.rows[fid] for fid in files if fid in self.rows}
@@ -47,6 +51,8 @@ def test_loaded_event_has_table_partition_and_manifest(specs: dict[str, DatasetS
             {a.file_id: a.manifest.uris["incoming"], b.file_id: b.manifest.uris["incoming"]},
         )
     ]
+    # Each row of a file is to carry its exact NAS name (the manifest's, not the HDFS-safe one).
+    assert job.sources == [{a.file_id: a.manifest.source_path, b.file_id: b.manifest.source_path}]
     assert isinstance(la, FileLoaded)
     assert (la.table, dict(la.partition)) == ("ferry.flights", {"ferry_file_id": a.file_id})
     assert dict(la.manifest.uris) == {
@@ -94,7 +100,7 @@ def test_permanent_error_applies_to_each_file_of_that_dataset_only(
 
     class Partial(Job):
         def load_files(
-            self, spark: Any, spec: DatasetSpec, files: Mapping[str, str]
+            self, spark: Any, spec: DatasetSpec, files: Mapping[str, str], sources: Any
         ) -> dict[str, int]:
             self.calls.append((spark, spec.name, dict(files)))
             if spec.name == "flights":

@@ -23,8 +23,10 @@ def test_compact_keeps_rows_exactly_and_reduces_files(spark, unique_db):
     table = spec.hive.full_name
     ensure_table(spark, spec)
     for i in range(4):  # four appends: four small files in day 1, one in day 2
-        spark.sql(f"INSERT INTO {table} PARTITION (day='2013-01-01') VALUES ({i}, 'k', 'f{i}')")
-    spark.sql(f"INSERT INTO {table} PARTITION (day='2013-01-02') VALUES (9, 'k', 'f9')")
+        spark.sql(
+            f"INSERT INTO {table} PARTITION (day='2013-01-01') VALUES ({i}, 'k', 'f{i}', NULL)"
+        )
+    spark.sql(f"INSERT INTO {table} PARTITION (day='2013-01-02') VALUES (9, 'k', 'f9', NULL)")
     before = sorted(map(tuple, spark.table(table).collect()))
     report = compact(spark, spec, target_file_bytes=128 * MB)
     assert {p: (s.files, report.after[p].files) for p, s in report.before.items()} == {
@@ -103,7 +105,9 @@ def test_unload_removes_only_that_files_rows_and_empty_partitions(spark, unique_
     b = stage(spark, tmp_path / "b", [(3, "b", D1)])
     load_files(spark, spec, {"a": a, "b": b})
     assert unload(spark, spec, ["a", "zz"], target_file_bytes=MB) == {"a": 2, "zz": 0}
-    assertDataFrameEqual(spark.table(table), [Row(id=3, kind="b", ferry_file_id="b", day=D1)])
+    assertDataFrameEqual(
+        spark.table(table), [Row(id=3, kind="b", ferry_file_id="b", ferry_source_path=None, day=D1)]
+    )
     parts = [r.partition for r in spark.sql(f"SHOW PARTITIONS {table}").collect()]
     assert parts == ["day=2013-01-01"]
 

@@ -3,6 +3,7 @@ pure-Python checks on a file's first bytes (:mod:`ferry.datasets.precheck`)."""
 
 from ferry.datasets.spec import (
     FILE_ID_COLUMN,
+    SOURCE_PATH_COLUMN,
     ColumnSpec,
     CsvOptions,
     DatasetSpec,
@@ -19,6 +20,7 @@ from ferry.datasets.spec import (
 
 __all__ = [
     "FILE_ID_COLUMN",
+    "SOURCE_PATH_COLUMN",
     "ColumnSpec",
     "CsvOptions",
     "DatasetSpec",

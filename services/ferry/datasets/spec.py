@@ -33,6 +33,10 @@ from ferry.core.errors import ConfigError
 #: Column added by load to every row: the ``file_id`` of the source file; the table's last data
 #: column (not a partition column: a partition per file does not scale, docs/hive-layout.md).
 FILE_ID_COLUMN = "ferry_file_id"
+#: Column added by load to every row: the file's exact name on the NAS, relative to the NAS root
+#: (the manifest's ``source_path``, never the HDFS-safe name); the table's last data column.
+#: NULL for rows loaded before the column existed (load adds it to such a table: ALTER TABLE).
+SOURCE_PATH_COLUMN = "ferry_source_path"
 
 #: Spark SQL / Hive type names a column may have (lower case), plus ``decimal(p,s)``.
 _SIMPLE_TYPES = frozenset(
@@ -281,10 +285,11 @@ class DatasetSpec(_Frozen):
     @property
     def table_data_columns(self) -> tuple[ColumnSpec, ...]:
         """Non-partition columns of the Hive table, in table order, ending with
-        ``ferry_file_id string``."""
+        ``ferry_file_id string, ferry_source_path string``."""
         return (
             *(c for c in self.all_columns if c.name not in self.hive.partition_by),
             ColumnSpec.model_construct(name=FILE_ID_COLUMN, type="string"),
+            ColumnSpec.model_construct(name=SOURCE_PATH_COLUMN, type="string"),
         )
 
     @property

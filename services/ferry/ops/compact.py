@@ -232,13 +232,20 @@ def _migrate(
         raise LayoutError(f"{old.hive.full_name} exists: drop it or rename it first")
     spark.sql(f"DROP TABLE IF EXISTS {new.hive.full_name}")  # a refused earlier attempt
     spark.sql(create_table_sql(new))
-    names = [c.name for c in spec.table_columns]
+    from pyspark.sql import functions as F
+
     source: DataFrame = spark.table(table)
+    have = {f.name.lower() for f in source.schema.fields}
+    # A column the old table never had (ferry_source_path, added later) migrates as NULL.
+    columns = [
+        F.col(f"`{c.name}`") if c.name.lower() in have else F.lit(None).cast(c.type).alias(c.name)
+        for c in spec.table_columns
+    ]
     before = count_by(source, FILE_ID_COLUMN)
     rewrite_partitions(
         spark,
         new.hive.full_name,
-        source.select(*[f"`{n}`" for n in names]),
+        source.select(*columns),
         target_file_bytes=target_file_bytes,
         description=f"ferry migrate-layout {table}",
     )

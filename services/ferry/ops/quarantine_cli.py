@@ -14,6 +14,8 @@ from ferry.core.errors import FerryError
 from ferry.ops.quarantine import QuarantineEntry, QuarantineRead
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ferry.core.avro import EventCodec
     from ferry.core.config import Settings
 
@@ -61,6 +63,15 @@ def _load() -> tuple[QuarantineRead, Settings, EventCodec]:
     return read_quarantine(settings, codec), settings, codec
 
 
+def _load_or_exit(console: Console) -> tuple[QuarantineRead, Settings, EventCodec]:
+    """:func:`_load`, or its error printed in red on ``console`` and exit status 1."""
+    try:
+        return _load()
+    except FerryError as exc:
+        console.print(f"{exc}", style="red")
+        raise typer.Exit(1) from exc
+
+
 @app.command("list")
 def list_(
     all_: bool = typer.Option(
@@ -69,11 +80,7 @@ def list_(
 ) -> None:
     """Every quarantined file (its latest failure) as a table; empty files are marked."""
     console = literal_console()
-    try:
-        read, settings, _codec = _load()
-    except FerryError as exc:
-        console.print(f"{exc}", style="red")
-        raise typer.Exit(1) from exc
+    read, settings, _codec = _load_or_exit(console)
     topic = settings.kafka.topic("failed")
     held = read.quarantined
     empty = sum(e.empty for e in held)
@@ -94,11 +101,7 @@ def show(
 ) -> None:
     """Every field of one file's latest failure."""
     console = literal_console()
-    try:
-        read, _settings, _codec = _load()
-    except FerryError as exc:
-        console.print(f"{exc}", style="red")
-        raise typer.Exit(1) from exc
+    read, _settings, _codec = _load_or_exit(console)
     entry = read.get(file_id)
     if entry is None:
         console.print(f"{file_id} is not in the quarantine", style="red")

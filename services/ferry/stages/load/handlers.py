@@ -32,8 +32,9 @@ class LoadDeps:
     datasets: Mapping[str, DatasetSpec]
     spark: Callable[[], Any]
     reset_spark: Callable[[], None]
-    #: (spark, spec, {file_id: incoming dir URI}) → {file_id: rows now in the table}
-    load_files: Callable[[Any, DatasetSpec, Mapping[str, str]], Mapping[str, int]]
+    #: (spark, spec, {file_id: incoming dir URI}, sources={file_id: NAS source_path})
+    #: → {file_id: rows now in the table}
+    load_files: Callable[..., Mapping[str, int]]
 
 
 def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchResult]:
@@ -42,8 +43,9 @@ def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchR
     for name, idx in by_dataset.items():
         spec = deps.datasets[name]
         files = {events[i].file_id: events[i].manifest.uris["incoming"] for i in idx}
+        sources = {events[i].file_id: events[i].manifest.source_path for i in idx}
         try:
-            loaded = deps.load_files(deps.spark(), spec, files)
+            loaded = deps.load_files(deps.spark(), spec, files, sources=sources)
         except (PermanentError, TransientError) as exc:
             for i in idx:
                 results[i] = exc

@@ -3,7 +3,8 @@
 Order of calls (what :func:`load_files` does)::
 
     ensure_table(spark, spec)                    (CREATE DATABASE/TABLE IF NOT EXISTS, then check)
-    df = read_staged(spark, spec, files)         (one scan; adds ferry_file_id per file)
+    df = read_staged(spark, spec, files, sources) (one scan; adds ferry_file_id and
+                                                  ferry_source_path per file)
     aligned = align_to_table(df, table_schema)   (by name, table order; C12: fail before writing)
     touched = partitions of the new rows         (one small job)
     rewrite_partitions(table, kept ∪ new)        (ferry.clusters.hive: materialize, then ONE
@@ -41,7 +42,7 @@ from ferry.clusters.spark_jobs import (
     struct_for,
 )
 from ferry.core.errors import PermanentError
-from ferry.datasets import FILE_ID_COLUMN, DatasetSpec
+from ferry.datasets import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -88,7 +89,9 @@ def schema_differences(actual: StructType, expected: StructType) -> list[str]:
 
 
 def ensure_table(spark: SparkSession, spec: DatasetSpec) -> StructType:
-    """Create the database and table if missing; return the table's schema.
+    """Create the database and table if missing; return the table's schema. A table created
+    before ``ferry_source_path`` existed gets it (``ALTER TABLE … ADD COLUMNS``: its earlier rows
+    read NULL there) when that is its only difference; any other difference is refused.
 
     Raises:
         PermanentError(reason="schema_mismatch"): the existing table's columns differ from the
@@ -99,6 +102,12 @@ def ensure_table(spark: SparkSession, spec: DatasetSpec) -> StructType:
     name = spec.hive.full_name
     schema = spark.table(name).schema
     problems = schema_differences(schema, table_schema(spec))
+    if problems == [f"missing column {SOURCE_PATH_COLUMN!r} (string)"]:
+        # The one difference a table made before the column existed has: add it, nothing else.
+        spark.sql(f"ALTER TABLE {name} ADD COLUMNS (`{SOURCE_PATH_COLUMN}` STRING)")
+        spark.catalog.refreshTable(name)
+        schema = spark.table(name).schema
+        problems = schema_differences(schema, table_schema(spec))
     parts = [c.name for c in spark.catalog.listColumns(name) if c.isPartition]
     want_parts = [c.name for c in spec.table_partition_columns]
     if parts != want_parts:
@@ -137,9 +146,16 @@ def align_to_table(df: DataFrame, schema: StructType, *, table: str = "the table
     return df.select(*[F.col(f"`{by_lower[f.name.lower()]}`").alias(f.name) for f in schema.fields])
 
 
-def read_staged(spark: SparkSession, spec: DatasetSpec, files: Mapping[str, str]) -> DataFrame:
-    """Rows of several staged files (``{file_id: staged directory}``) in one scan, with a
-    ``ferry_file_id`` column (string) last. The Parquet schema is read from the files (merged), so
+def read_staged(
+    spark: SparkSession,
+    spec: DatasetSpec,
+    files: Mapping[str, str],
+    sources: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """Rows of several staged files (``{file_id: staged directory}``) in one scan, with the
+    columns ``ferry_file_id`` and ``ferry_source_path`` (strings) last: the file id, and its NAS
+    name from ``sources`` (``{file_id: manifest source_path}``; NULL for a file not in it). The
+    Parquet schema is read from the files (merged), so
     :func:`align_to_table` sees what was really staged; a batch of only empty directories (files
     whose rows were all rejected) yields an empty frame of :func:`staged_schema`.
 
@@ -161,10 +177,17 @@ def read_staged(spark: SparkSession, spec: DatasetSpec, files: Mapping[str, str]
         if "UNABLE_TO_INFER_SCHEMA" not in str(exc):
             raise
         empty = spark.createDataFrame([], staged_schema(spec))
-        return empty.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string"))
+        return empty.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string")).withColumn(
+            SOURCE_PATH_COLUMN, F.lit(None).cast("string")
+        )
     pairs = [x for fid, d in files.items() for x in (F.lit(path_key(d)), F.lit(fid))]
     parent = F.regexp_replace(source_key_column(F.col("_metadata.file_path")), "/[^/]*$", "")
-    return df.withColumn(FILE_ID_COLUMN, F.create_map(*pairs)[parent])
+    df = df.withColumn(FILE_ID_COLUMN, F.create_map(*pairs)[parent])
+    known = {fid: path for fid, path in (sources or {}).items() if fid in files}
+    if not known:
+        return df.withColumn(SOURCE_PATH_COLUMN, F.lit(None).cast("string"))
+    names = [x for fid, path in known.items() for x in (F.lit(fid), F.lit(path))]
+    return df.withColumn(SOURCE_PATH_COLUMN, F.create_map(*names)[F.col(FILE_ID_COLUMN)])
 
 
 def rows_loaded(
@@ -196,8 +219,11 @@ def load_files(
     *,
     target_file_mb: float = DEFAULT_TARGET_FILE_MB,
     locks: TableLocks | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
-    """Load staged files (``{file_id: directory on cluster A}``) into the dataset's Hive table;
+    """Load staged files (``{file_id: directory on cluster A}``) into the dataset's Hive table,
+    each row carrying its ``ferry_file_id`` and ``ferry_source_path`` (``sources``: ``{file_id:
+    the manifest's source_path}``, the exact NAS name; NULL without it);
     the load service's one call. Idempotent per file (C13): the partitions the files' rows fall in
     are rewritten as (their rows minus these files' rows) plus these files' rows, in files of about
     ``target_file_mb`` MiB, holding the table's lock (``locks``) while rewriting. Returns
@@ -213,7 +239,7 @@ def load_files(
     schema = ensure_table(spark, spec)
     table = spec.hive.full_name
     spark.catalog.refreshTable(table)  # the session's file listing may predate other writers
-    new = align_to_table(read_staged(spark, spec, files), schema, table=table)
+    new = align_to_table(read_staged(spark, spec, files, sources), schema, table=table)
     pcols = list(spec.hive.partition_by)
     touched = distinct_partitions(new, pcols)
     if touched:
