@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -182,3 +183,25 @@ def test_the_service_takes_a_renamed_file_on_the_event_not_the_clock(
     assert list(hdfs.files.values()) == [DATA]
     assert (nas / ".ferry" / "archive" / "flights" / "flights_9.csv").read_bytes() == DATA
     assert svc.stats.scans == 2
+
+
+def test_a_closed_file_is_taken_once_its_settle_time_passed(
+    tmp_path: Path, flights: DatasetSpec
+) -> None:
+    (tmp_path / "flights").mkdir()
+    scanner = NasScanner(tmp_path, {"flights": flights})
+    watcher = NasWatcher(scanner, Wakes(), close_settle_s=0.3)
+    watcher.start()
+    try:
+        path = tmp_path / "flights" / "flights_10.csv"
+        path.write_bytes(DATA)
+        wait_for(lambda: scanner.is_marked(path), "flights_10.csv marked on close", 10)
+        now = time.monotonic()
+        due = scanner.next_due(now)
+        assert due is not None and now < due <= now + 0.3
+        assert scanner.scan(now) == []  # still settling (and first sight for the stable check)
+        assert scanner.next_due(due) is None
+        assert [c.path for c in scanner.scan(due)] == [path]  # due: taken without the 4 s wait
+    finally:
+        watcher.stop()
+    assert decisions(watcher) == [("complete", "flights_10.csv")]

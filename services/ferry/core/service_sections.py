@@ -60,6 +60,15 @@ class ExtractSettings(_Frozen):
             "made on another host raise no event (ferry.stages.extract.watcher)."
         ),
     )
+    close_settle_s: float = Field(
+        default=0.5,
+        ge=0,
+        description=(
+            "Under inotify detection, seconds a file closed after writing must stay unwritten "
+            "before it is taken (a writer that reopens it at once is not cut between rounds); "
+            "a file renamed from a hidden name is taken at once."
+        ),
+    )
     chunk_bytes: int = Field(default=1 << 20, description="Read/upload chunk size, bytes.")
     workers: int = Field(
         default=4,

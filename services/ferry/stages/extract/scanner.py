@@ -10,7 +10,8 @@ The scanner is pure bookkeeping over ``os.stat`` results; it keeps its observati
 so after a restart a file needs ``stable_polls`` new scans before it is taken again. Under the
 ``stable`` policy a file that :meth:`NasScanner.mark_complete` marked (the OS reported it closed
 after writing, or renamed into place from a hidden name: :mod:`ferry.stages.extract.watcher`) is
-taken on the next scan without the wait, while its size and mtime are those it had when marked.
+taken without the stable wait (after the mark's settle time), while its size and mtime are those
+it had when marked.
 
 A file-system error on one path (a symlink loop, a plain file where a dataset sub-directory
 should be, a permission error, a stale NFS handle) never ends a scan: the path is skipped and
@@ -26,6 +27,7 @@ import logging
 import os
 import stat
 import threading
+import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,14 +77,15 @@ class NasScanner:
         self._notes: set[tuple[Path, str]] = set()
         #: files an OS event showed complete: (size, mtime_ns) when marked; set from the
         #: watcher's thread, hence the lock
-        self._complete: dict[Path, tuple[int, int]] = {}
+        self._complete: dict[Path, tuple[int, int, float]] = {}
         self._complete_lock = threading.Lock()
 
-    def mark_complete(self, path: Path) -> bool:
-        """Mark ``path`` complete (its writer closed it, or it was renamed into place): the next
-        scan takes it at once if its size and mtime are still those read now. Returns False
-        (nothing marked) when it is not a regular file of a dataset's pattern under the
-        ``stable`` policy, or cannot be read."""
+    def mark_complete(self, path: Path, settle_s: float = 0.0) -> bool:
+        """Mark ``path`` complete (its writer closed it, or it was renamed into place): a scan
+        from ``settle_s`` seconds on (monotonic clock; 0: the next scan) takes it without the
+        stable wait if its size and mtime are still those read now. Returns False (nothing
+        marked) when it is not a regular file of a dataset's pattern under the ``stable``
+        policy, or cannot be read."""
         spec = self._spec_of(path)
         if spec is None or spec.finished.policy != "stable":
             return False
@@ -92,9 +95,16 @@ class NasScanner:
             return False
         if not stat.S_ISREG(st.st_mode):
             return False
+        due = time.monotonic() + settle_s if settle_s > 0 else float("-inf")
         with self._complete_lock:
-            self._complete[path] = (st.st_size, st.st_mtime_ns)
+            self._complete[path] = (st.st_size, st.st_mtime_ns, due)
         return True
+
+    def next_due(self, now_mono: float) -> float | None:
+        """The earliest monotonic time after ``now_mono`` at which a mark becomes due, or None
+        (no mark still settling)."""
+        with self._complete_lock:
+            return min((d for _, _, d in self._complete.values() if d > now_mono), default=None)
 
     def unmark(self, path: Path) -> bool:
         """Withdraw ``path``'s complete mark (it was written again); True if it had one."""
@@ -115,9 +125,10 @@ class NasScanner:
                 return spec
         return None
 
-    def _marked_as(self, path: Path, size: int, mtime_ns: int) -> bool:
+    def _marked_as(self, path: Path, size: int, mtime_ns: int, now_mono: float) -> bool:
         with self._complete_lock:
-            return self._complete.get(path) == (size, mtime_ns)
+            mark = self._complete.get(path)
+        return mark is not None and mark[:2] == (size, mtime_ns) and now_mono >= mark[2]
 
     def scan(self, now_mono: float) -> list[Candidate]:
         """One scan at monotonic time ``now_mono`` (s). Returns files finished by their policy,
@@ -168,7 +179,7 @@ class NasScanner:
                             Candidate(path, spec, relative, st.st_size, st.st_mtime_ns, marker)
                         )
                     continue
-                if self._marked_as(path, st.st_size, st.st_mtime_ns):
+                if self._marked_as(path, st.st_size, st.st_mtime_ns, now_mono):
                     out.append(Candidate(path, spec, relative, st.st_size, st.st_mtime_ns))
                     continue
                 seen = self._seen.get(path)

@@ -105,7 +105,7 @@ class ExtractService:
         if choose_detection(setting, self.settings.paths.nas_dir) != "inotify":
             log.info("extract: polling the NAS every %ss", self.settings.extract.poll_interval_s)
             return None
-        watcher = NasWatcher(self.scanner, self.wake)
+        watcher = NasWatcher(self.scanner, self.wake, self.settings.extract.close_settle_s)
         try:
             watcher.start()
         except ConfigError:
@@ -266,7 +266,11 @@ class ExtractService:
             while not self._stop.is_set():
                 self._wake.clear()  # a file completed while scanning wakes the next wait
                 self.run_once()
-                self._wake.wait(self.settings.extract.poll_interval_s)
+                wait = self.settings.extract.poll_interval_s
+                now = time.monotonic()
+                if (due := self.scanner.next_due(now)) is not None:  # a mark still settling
+                    wait = min(wait, due - now + 0.01)
+                self._wake.wait(wait)
         finally:
             if watcher is not None:
                 watcher.stop()

@@ -3,16 +3,19 @@
 Where the OS reports file events for the NAS directory (inotify on a local Linux file system),
 a file is complete as soon as:
 
-* its writer closed it after writing (``IN_CLOSE_WRITE``, watchdog's ``FileClosedEvent``), or
+* its writer closed it after writing (``IN_CLOSE_WRITE``, watchdog's ``FileClosedEvent``) and
+  ``extract.close_settle_s`` passed without a further write (a writer that reopens the file at
+  once, ``cat a > x; cat b >> x``, is not cut between its rounds), or
 * it appeared by a rename from a hidden name (``.x.csv.tmp`` → ``x.csv``; watchdog's
   ``FileMovedEvent``): the upstream wrote it whole under the hidden name first.
 
 Either marks the file complete in :class:`~ferry.stages.extract.scanner.NasScanner` with its
-size and mtime at that moment, and wakes the extract loop, which scans at once: the file is
-taken on that scan, without the stable-size wait. A later write to it (``FileModifiedEvent``)
-withdraws the mark, so a writer that reopens the file is waited for again. Polling stays as the
-safety net (files present at start, an event queue overflow): every ``poll_interval_s`` the
-scan runs anyway, with the stable-size check for files no event marked.
+size and mtime at that moment, and wakes the extract loop, which scans when the mark is due:
+the file is taken on that scan, without the stable-size wait. A later write to it
+(``FileModifiedEvent``) withdraws the mark, so a writer that reopens the file is waited for
+again. Polling stays as the safety net (files present at start, an event queue overflow):
+every ``poll_interval_s`` the scan runs anyway, with the stable-size check for files no event
+marked.
 
 NFS and SMB mounts do not raise inotify events for writes made on another host, so under
 ``detection: auto`` (the default) such mounts are polled; ``inotify`` and ``poll`` force one way.
@@ -88,8 +91,15 @@ class CompletionHandler(FileSystemEventHandler):
     Hidden names are never marked (they are not candidates).
     """
 
-    def __init__(self, scanner: NasScanner, dirs: set[Path], wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        scanner: NasScanner,
+        dirs: set[Path],
+        wake: Callable[[], None],
+        close_settle_s: float = 0.0,
+    ) -> None:
         self.scanner = scanner
+        self.close_settle_s = close_settle_s
         self.dirs = dirs
         self.wake = wake
         self.decisions: list[tuple[str, str]] = []
@@ -107,7 +117,11 @@ class CompletionHandler(FileSystemEventHandler):
 
     def on_closed(self, event: FileSystemEvent) -> None:
         path = self._watched(event.src_path)
-        if isinstance(event, FileClosedEvent) and path and self.scanner.mark_complete(path):
+        if (
+            isinstance(event, FileClosedEvent)
+            and path
+            and self.scanner.mark_complete(path, self.close_settle_s)
+        ):
             self._note("complete", path)
             self.wake()
 
@@ -137,11 +151,13 @@ class NasWatcher:
             reached); under ``auto`` the caller polls instead.
     """
 
-    def __init__(self, scanner: NasScanner, wake: Callable[[], None]) -> None:
+    def __init__(
+        self, scanner: NasScanner, wake: Callable[[], None], close_settle_s: float = 0.0
+    ) -> None:
         self.scanner = scanner
         dirs = {scanner.nas_dir / s.nas.subdir for s in scanner.datasets.values()}
         self.dirs = {d for d in dirs if d.is_dir()}
-        self.handler = CompletionHandler(scanner, self.dirs, wake)
+        self.handler = CompletionHandler(scanner, self.dirs, wake, close_settle_s)
         self._observer: object | None = None
 
     def start(self) -> None:
