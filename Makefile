@@ -11,7 +11,7 @@ JARS_STAMP := var/jars/.ferry-installed
 PYTEST     := $(PY) -m pytest
 
 .PHONY: help install up down status demo test test-unit test-integration test-e2e test-compose \
-        lint bench bench-transform bench-hdfs bench-load bench-tracker beeline compose-up \
+        lint bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker beeline compose-up \
         compose-down compose-test clean browser
 
 help: ## List the targets
@@ -85,6 +85,9 @@ bench-hdfs: install ## Copy throughput B -> A over WebHDFS, direct and through t
 
 bench-load: install ## Load job on 10,000 small files: s per batch, Hive partitions, exact rows (starts hive, spark; LAYOUT=old: before)
 	$(PY) bench/bench_load.py --layout $(or $(LAYOUT),new)
+
+bench-pipeline: install ## Ferry vs one spark-submit per file, the year, big files, the floor, RSS: one table (starts the stack; PARTS=ferry,big …)
+	$(PY) bench/bench_pipeline.py $(if $(PARTS),--parts $(PARTS))
 
 compose-up: ## docker compose up (needs a Docker engine); see docs/compose.md
 	@# The NAS bind mount: created here so Docker does not create it root-owned; the stages run as uid 10001.
