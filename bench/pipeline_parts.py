@@ -272,6 +272,7 @@ def floor(dataset: str, csvs: Sequence[Path], out: Path, log: Path) -> float:
             check=True,
         )
     shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(f"{out}-warm-up", ignore_errors=True)
     line = [ln for ln in proc.stdout.decode().splitlines() if ln.startswith("{")][-1]
     return float(json.loads(line)["read_write_s"])
 
