@@ -11,8 +11,8 @@ JARS_STAMP := var/jars/.ferry-installed
 PYTEST     := $(PY) -m pytest
 
 .PHONY: help install up down ps status demo test test-unit test-integration test-e2e test-compose \
-        lint bench bench-transform bench-hdfs bench-load bench-tracker beeline compose-up \
-        compose-down compose-test clean browser
+        lint bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker beeline \
+        compose-up compose-down compose-test clean browser
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -87,6 +87,9 @@ bench-hdfs: install ## Copy throughput B -> A over WebHDFS, direct and through t
 
 bench-load: install ## Load job on 10,000 small files: s per batch, Hive partitions, exact rows (starts hive, spark; LAYOUT=old: before)
 	$(PY) bench/bench_load.py --layout $(or $(LAYOUT),new)
+
+bench-pipeline: install ## Ferry vs one spark-submit per file, the year, big files, the floor, RSS: one table (starts the stack; PARTS=ferry,big …)
+	$(PY) bench/bench_pipeline.py $(if $(PARTS),--parts $(PARTS))
 
 compose-up: ## docker compose up (needs a Docker engine); see docs/compose.md
 	@# The NAS bind mount: created here so Docker does not create it root-owned; the stages run as uid 10001.

@@ -91,6 +91,9 @@ class TimedFs:
     def read_head(self, path: str, nbytes: int) -> bytes:
         return bytes(self._timed("read_head", path, nbytes))
 
+    def size(self, path: str) -> int:
+        return int(self._timed("size", path))
+
 
 def _chunks(path: Path, size: int = 1 << 16) -> Iterator[bytes]:
     with path.open("rb") as fh:

@@ -47,6 +47,15 @@ def session_conf(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # progress bars only clutter the service logs
         "spark.sql.shuffle.partitions": "4",
+        # A batch reads one path per file (256): over 32 paths Spark lists them with a Spark job
+        # of one task per path (HadoopFSUtils.parallelListLeafFiles), 11.6 s for a 256-file
+        # transform batch (bench/profile_batch.py); listed on the driver it is one NameNode call
+        # per path.
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
+        # Adaptive execution coalesced the ~2 MB shuffle before a batch's partitionBy write into
+        # ONE task, which then wrote the batch's 256 Parquet files one after another (24.7 s,
+        # bench/profile_batch.py); the writes are HDFS round trips, not CPU: keep the 4 tasks.
+        "spark.sql.adaptive.coalescePartitions.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.hadoop.fs.defaultFS": cs.fs_url,
         # One DataNode per cluster: never look for a replacement DataNode in the write pipeline.

@@ -107,6 +107,7 @@ class FileSystemOps(Protocol):
     def mkdirs(self, path: str) -> None: ...
     def delete(self, path: str, recursive: bool = True) -> None: ...
     def read_head(self, path: str, nbytes: int) -> bytes: ...
+    def size(self, path: str) -> int: ...
 
 
 class HadoopFileSystem:
@@ -148,6 +149,11 @@ class HadoopFileSystem:
         fs, p = self._fs_path(path)
         if fs.exists(p) and not fs.delete(p, recursive):
             raise TransientError(f"delete {path} failed")
+
+    def size(self, path: str) -> int:
+        """Length of file ``path``, bytes (one NameNode call)."""
+        fs, p = self._fs_path(path)
+        return int(fs.getFileStatus(p).getLen())
 
     def read_head(self, path: str, nbytes: int) -> bytes:
         fs, p = self._fs_path(path)

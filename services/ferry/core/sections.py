@@ -186,8 +186,9 @@ class SparkSettings(_Frozen):
     worker_cores: int = Field(
         default=8,
         description=(
-            "Core slots the worker offers. Each Ferry application takes spark.cores.max=1, and "
-            "transform, load and a verifying session (demo, tests) run at once; slots are not CPU "
+            "Core slots the worker offers. Each Ferry application takes up to spark.cores.max "
+            "(app_cores_max, 2), and transform, load and a verifying session (demo, tests) run at "
+            "once; slots are not CPU "
             "reservations, so 8 slots on 2 cores is fine for this I/O-bound work and leaves room "
             "for a standby instance of each Spark stage."
         ),
@@ -205,7 +206,13 @@ class SparkSettings(_Frozen):
         default=None, description="Any Spark master URL (e.g. yarn, local[2])."
     )
     app_cores_max: int = Field(
-        default=1, description="spark.cores.max of each Ferry application, cores."
+        default=2,
+        description=(
+            "spark.cores.max of each Ferry application, cores (executors of one core each). Two "
+            "let a big file's splits and a batch's scan run on both cores of the development "
+            "machine (bench/profile_batch.py); transform and load then hold 4 of the worker's 8 "
+            "slots, and an application started when fewer slots are free gets what is free."
+        ),
     )
     executor_memory_mb: int = Field(default=640, description="spark.executor.memory, MiB.")
     driver_memory_mb: int = Field(default=768, description="Driver JVM heap, MiB.")

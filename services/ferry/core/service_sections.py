@@ -50,6 +50,25 @@ class ExtractSettings(_Frozen):
             "restart; harmless, every stage is idempotent on file_id)."
         ),
     )
+    detection: Literal["auto", "inotify", "poll"] = Field(
+        default="auto",
+        description=(
+            "How extract learns that a NAS file is finished (case C09): inotify events (a file "
+            "closed after writing, or renamed from a hidden name, is taken at once; polling goes "
+            "on as the safety net), or polling alone with the dataset's stable-size check. auto: "
+            "inotify on a local Linux file system, polling on NFS/SMB/FUSE mounts, where writes "
+            "made on another host raise no event (ferry.stages.extract.watcher)."
+        ),
+    )
+    close_settle_s: float = Field(
+        default=0.5,
+        ge=0,
+        description=(
+            "Under inotify detection, seconds a file closed after writing must stay unwritten "
+            "before it is taken (a writer that reopens it at once is not cut between rounds); "
+            "a file renamed from a hidden name is taken at once."
+        ),
+    )
     chunk_bytes: int = Field(default=1 << 20, description="Read/upload chunk size, bytes.")
     workers: int = Field(
         default=4,

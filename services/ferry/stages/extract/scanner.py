@@ -7,7 +7,11 @@ Hidden names (starting with ``.``) and in-flight temp names are never candidates
 write-then-rename upstream is seen only at its final name.
 
 The scanner is pure bookkeeping over ``os.stat`` results; it keeps its observations in memory,
-so after a restart a file needs ``stable_polls`` new scans before it is taken again.
+so after a restart a file needs ``stable_polls`` new scans before it is taken again. Under the
+``stable`` policy a file that :meth:`NasScanner.mark_complete` marked (the OS reported it closed
+after writing, or renamed into place from a hidden name: :mod:`ferry.stages.extract.watcher`) is
+taken without the stable wait (after the mark's settle time), while its size and mtime are those
+it had when marked.
 
 A file-system error on one path (a symlink loop, a plain file where a dataset sub-directory
 should be, a permission error, a stale NFS handle) never ends a scan: the path is skipped and
@@ -22,6 +26,8 @@ import fnmatch
 import logging
 import os
 import stat
+import threading
+import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +75,60 @@ class NasScanner:
         #: (path, message) already warned about, and those seen in the current scan
         self._warned: set[tuple[Path, str]] = set()
         self._notes: set[tuple[Path, str]] = set()
+        #: files an OS event showed complete: (size, mtime_ns) when marked; set from the
+        #: watcher's thread, hence the lock
+        self._complete: dict[Path, tuple[int, int, float]] = {}
+        self._complete_lock = threading.Lock()
+
+    def mark_complete(self, path: Path, settle_s: float = 0.0) -> bool:
+        """Mark ``path`` complete (its writer closed it, or it was renamed into place): a scan
+        from ``settle_s`` seconds on (monotonic clock; 0: the next scan) takes it without the
+        stable wait if its size and mtime are still those read now. Returns False (nothing
+        marked) when it is not a regular file of a dataset's pattern under the ``stable``
+        policy, or cannot be read."""
+        spec = self._spec_of(path)
+        if spec is None or spec.finished.policy != "stable":
+            return False
+        try:
+            st = path.stat()
+        except OSError:
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        due = time.monotonic() + settle_s if settle_s > 0 else float("-inf")
+        with self._complete_lock:
+            self._complete[path] = (st.st_size, st.st_mtime_ns, due)
+        return True
+
+    def next_due(self, now_mono: float) -> float | None:
+        """The earliest monotonic time after ``now_mono`` at which a mark becomes due, or None
+        (no mark still settling)."""
+        with self._complete_lock:
+            return min((d for _, _, d in self._complete.values() if d > now_mono), default=None)
+
+    def unmark(self, path: Path) -> bool:
+        """Withdraw ``path``'s complete mark (it was written again); True if it had one."""
+        with self._complete_lock:
+            return self._complete.pop(path, None) is not None
+
+    def is_marked(self, path: Path) -> bool:
+        """True while ``path`` carries a complete mark."""
+        with self._complete_lock:
+            return path in self._complete
+
+    def _spec_of(self, path: Path) -> DatasetSpec | None:
+        for spec in self.datasets.values():
+            if path.parent == self.nas_dir / spec.nas.subdir and fnmatch.fnmatchcase(
+                unicodedata.normalize("NFC", path.name),
+                unicodedata.normalize("NFC", spec.nas.pattern),
+            ):
+                return spec
+        return None
+
+    def _marked_as(self, path: Path, size: int, mtime_ns: int, now_mono: float) -> bool:
+        with self._complete_lock:
+            mark = self._complete.get(path)
+        return mark is not None and mark[:2] == (size, mtime_ns) and now_mono >= mark[2]
 
     def scan(self, now_mono: float) -> list[Candidate]:
         """One scan at monotonic time ``now_mono`` (s). Returns files finished by their policy,
@@ -119,6 +179,9 @@ class NasScanner:
                             Candidate(path, spec, relative, st.st_size, st.st_mtime_ns, marker)
                         )
                     continue
+                if self._marked_as(path, st.st_size, st.st_mtime_ns, now_mono):
+                    out.append(Candidate(path, spec, relative, st.st_size, st.st_mtime_ns))
+                    continue
                 seen = self._seen.get(path)
                 if seen is None or (seen.size, seen.mtime_ns) != (st.st_size, st.st_mtime_ns):
                     self._seen[path] = _Seen(st.st_size, st.st_mtime_ns, now_mono, 1)
@@ -134,6 +197,10 @@ class NasScanner:
             del self._seen[gone]
         for gone in set(self._done) - present:
             del self._done[gone]
+        with self._complete_lock:  # a mark set after the listing is kept while the file exists
+            for gone in set(self._complete) - present:
+                if not os.path.lexists(gone):
+                    del self._complete[gone]
         self._warned &= self._notes  # a path that is fine again is warned about anew next time
         return out
 
@@ -183,11 +250,13 @@ class NasScanner:
         """Drop what is known of ``path`` (after it was extracted and moved away)."""
         self._seen.pop(path, None)
         self._done.pop(path, None)
+        self.unmark(path)
 
     def done(self, cand: Candidate) -> None:
         """Remember that ``cand`` was handled but stays in the drop directory (``keep``): it is
         not returned again while its size and mtime are unchanged (until a restart)."""
         self._seen.pop(cand.path, None)
+        self.unmark(cand.path)
         self._done[cand.path] = (cand.size, cand.mtime_ns)
 
 

@@ -1,7 +1,9 @@
-"""The extract service: poll the NAS, land finished files on HDFS B, emit ``FileExtracted``.
+"""The extract service: watch the NAS, land finished files on HDFS B, emit ``FileExtracted``.
 
-Thin loop: scan → :func:`~ferry.stages.extract.handlers.extract_file` under the retry
-policy → produce and wait for the broker's ack → only then archive/delete the NAS file. A crash
+Thin loop: scan (every ``poll_interval_s``, and at once when the watcher of
+:mod:`ferry.stages.extract.watcher` reports a file complete) →
+:func:`~ferry.stages.extract.handlers.extract_file` under the retry policy → produce and wait
+for the broker's ack → only then archive/delete the NAS file. A crash
 anywhere before the ack leaves the NAS file in place, so it is extracted again (same ``file_id``,
 idempotent downstream); nothing is lost. A file that still fails after the retry ceiling goes to
 ``ferry.failed`` and is moved under ``<nas>/.ferry/failed/`` so it is not retried forever.
@@ -42,6 +44,7 @@ from ferry.core.topics import ensure_topics
 from ferry.datasets import load_datasets
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
+from ferry.stages.extract.watcher import NasWatcher, choose_detection
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,9 @@ class ExtractService:
         self.codec = codec
         self.stats = ExtractStats()
         self._stop = threading.Event()
+        #: set by the watcher (a file completed) or stop(): the loop scans without waiting
+        self._wake = threading.Event()
+        self.detection = "poll"
         self._stats_lock = threading.Lock()  # handle() runs on several worker threads
         self._move_lock = threading.Lock()
         # While run() runs: touched after every scan and every file handled (`ferry ps` health,
@@ -87,6 +93,32 @@ class ExtractService:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Scan now (called from the watcher's thread when a file is complete)."""
+        self._wake.set()
+
+    def _start_watcher(self) -> NasWatcher | None:
+        """The inotify watcher per ``settings.extract.detection``, or None (polling alone).
+
+        Raises:
+            ConfigError: ``detection: inotify`` and the OS refused the watches.
+        """
+        setting = self.settings.extract.detection
+        if choose_detection(setting, self.settings.paths.nas_dir) != "inotify":
+            log.info("extract: polling the NAS every %ss", self.settings.extract.poll_interval_s)
+            return None
+        watcher = NasWatcher(self.scanner, self.wake, self.settings.extract.close_settle_s)
+        try:
+            watcher.start()
+        except ConfigError:
+            if setting == "inotify":
+                raise
+            log.warning("extract: inotify unavailable; polling the NAS instead", exc_info=True)
+            return None
+        self.detection = "inotify"
+        return watcher
 
     def run_once(self) -> int:
         """One scan; land its finished files, ``settings.extract.workers`` at a time.
@@ -219,7 +251,12 @@ class ExtractService:
             self.scanner.done(cand)
 
     def run(self) -> ExtractStats:
-        """Poll every ``settings.extract.poll_interval_s`` until stopped (SIGTERM/SIGINT)."""
+        """Scan every ``settings.extract.poll_interval_s``, and at once when the watcher reports
+        a complete file (``settings.extract.detection``), until stopped (SIGTERM/SIGINT).
+
+        Raises:
+            ConfigError: ``detection: inotify`` and the OS refused the watches.
+        """
         previous = {}
         if threading.current_thread() is threading.main_thread():
             previous = {
@@ -231,14 +268,22 @@ class ExtractService:
             sorted(self.scanner.datasets),
         )
         self._alive = alive = heartbeat_path(self.settings, "extract")
+        watcher = self._start_watcher()
         try:
             while not self._stop.is_set():
+                self._wake.clear()  # a file completed while scanning wakes the next wait
                 self.run_once()
+                wait = self.settings.extract.poll_interval_s
+                now = time.monotonic()
+                if (due := self.scanner.next_due(now)) is not None:  # a mark still settling
+                    wait = min(wait, due - now + 0.01)
                 beat(alive)
-                self._stop.wait(self.settings.extract.poll_interval_s)
+                self._wake.wait(wait)
         finally:
             remove(alive)
             self._alive = None
+            if watcher is not None:
+                watcher.stop()
             for s, h in previous.items():
                 signal.signal(s, h)
             self.producer.flush(self.settings.kafka.request_timeout_s)

@@ -4,7 +4,8 @@ One Spark application serves many batches; one batch of files of ONE dataset is 
 scan (no JVM and no job per file). Order of calls (what :func:`run_batch` does)::
 
     heads  → classify_empty / check_header      (pure Python, per file, on the first 64 KiB)
-    df     = read_csv(spark, paths, spec)         (PERMISSIVE, corrupt-record column, source path)
+    df     = read_csv(spark, paths, spec)         (PERMISSIVE, corrupt-record column, source path;
+                                                   big quote-free files line-split: splits.py)
     c      = classify(df, spec)                   (derived columns + reject_reason; pure)
     valid, rejects = split(c)                     (transform(df, spec) = split(classify(df, spec)))
     counts = file_counts(c, paths)                (rows_in = rows_out + rows_rejected per file)
@@ -48,6 +49,7 @@ from ferry.stages.transform.rows import (
     split,
     transform,
 )
+from ferry.stages.transform.splits import parallel_paths, read_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -221,9 +223,11 @@ def run_batch(
         check_file_id(fid)
     reader = fs
 
+    heads: dict[str, bytes] = {}
+
     def precheck(path: str) -> tuple[str | None, str | None]:
         """(empty kind, header problem) from the file's first HEAD_BYTES (only these in memory)."""
-        head = reader.read_head(path, HEAD_BYTES)
+        head = heads[path] = reader.read_head(path, HEAD_BYTES)
         kind = classify_empty(head, header=spec.csv.header)
         return kind, None if kind is not None else check_header(head, spec)
 
@@ -245,7 +249,8 @@ def run_batch(
         to_read[path] = fid
     if not to_read:
         return results
-    classified = classify(read_csv(spark, list(to_read), spec), spec).persist(
+    parallel = parallel_paths(spark, spec, {p: heads[p] for p in to_read}, fs, HEAD_BYTES)
+    classified = classify(read_batch(spark, list(to_read), spec, parallel), spec).persist(
         StorageLevel.MEMORY_AND_DISK
     )
     try:

@@ -1,0 +1,375 @@
+"""Ferry against the per-file design it replaces, on the same stack in one run: one table.
+
+Parts (``--parts``, comma separated; default all, in this order):
+
+* ``baseline``: the per-file design on a sample of ``--sample`` daily files (every k-th of the
+  demo's 729): per file one ``spark-submit`` (pyspark's, against the stack's Spark masters) that
+  transforms it on B and stages it on A, then one that loads it into Hive (bench/baseline_job.py,
+  the same dataset definitions and job code); seconds per file, extrapolated to 729 files;
+* ``ferry``: the four stage services on the same sample, then on all 729 files (dropped the
+  demo's way), wall time, files/min, per-hop median/p95, ratio to the baseline; then
+  ``--lone`` single files each dropped on the idle, warm pipeline: drop → Hive p50/p95;
+* ``big``: files of ``--big-mb`` MB (the year's flights repeated) through the services, per hop
+  seconds and MB/s;
+* ``stream``: the first big file landed by extract's handler (WebHDFS, sha256) and copied B → A by
+  transfer's copy, beside ``hdfs dfs -put`` and ``-cp`` of the same file (the stack's Hadoop jars);
+* ``floor``: plain Spark ``local[2]`` CSV → Parquet over the same bytes (the year; each big file).
+
+Peak RSS of every stack component and service is sampled throughout (psutil, 0.5 s).
+MB = 10^6 bytes. Usage: ``python bench/bench_pipeline.py [--parts ferry,big] [--sample 20]
+[--big-mb 300,1000] [--lone 5]``. Starts the stack if needed and stops it at the end unless
+``--keep-up``. Prints figures; asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import pickle
+import signal
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pipeline_parts import (
+    BaselineResult,
+    FerryRun,
+    RssSampler,
+    big_file,
+    floor,
+    fs_shell,
+    pct,
+    run_baseline,
+    run_ferry,
+)
+from rich.console import Console
+from rich.table import Table
+
+from ferry.clusters.hdfs import WebHdfs
+from ferry.core.config import Settings, get_settings
+from ferry.core.events import FileExtracted
+from ferry.core.kafka import build_admin
+from ferry.core.topics import ensure_topics
+from ferry.datasets import load_datasets
+from ferry.demo_data import write_demo_files
+from ferry.pipeline import ServiceGroup
+from ferry.stack.manager import Stack
+from ferry.stages.extract.handlers import ExtractDeps, extract_file
+from ferry.stages.extract.scanner import Candidate
+from ferry.stages.transfer.copy import copy_between
+
+PARTS = ("baseline", "ferry", "big", "stream", "floor")
+YEAR = 729
+console = Console(width=160)
+
+
+@contextlib.contextmanager
+def guard(part: str, rows: list[tuple[str, ...]]) -> Iterator[None]:
+    """Run a part; an exception becomes a FAILED row (traceback printed) and the next part runs."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - a benchmark reports a failed part and goes on
+        console.print_exception()
+        rows.append((part, "FAILED", "", f"{type(exc).__name__}: {str(exc)[:90]}", ""))
+
+
+def lone_file(src: Path, dest: Path) -> Path:
+    """``src`` without its last data row at ``dest``: a file no earlier run loaded (own id)."""
+    lines = src.read_bytes().splitlines(keepends=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(b"".join(lines[:-1]))
+    return dest
+
+
+def baseline_part(
+    settings: Settings, sample: list[Any], work: Path, rows: list[tuple[str, ...]]
+) -> BaselineResult:
+    say(f"baseline: {len(sample)} files, 2 spark-submit each …")
+    base = run_baseline(settings, sample, work / "baseline.log", say)
+    per = statistics.mean(base.per_file_s)
+    med = statistics.median
+    rows.append(
+        (
+            "baseline",
+            f"per-file spark-submit ×2, {len(sample)} files",
+            f"{sum(base.per_file_s):.0f}",
+            f"{per:.1f} s/file (median {med(base.per_file_s):.1f}: "
+            f"transform {med(base.transform_s):.1f} + load {med(base.load_s):.1f})",
+            "",
+        )
+    )
+    rows.append(
+        (
+            "baseline",
+            f"extrapolated to {YEAR} files",
+            f"{per * YEAR:.0f}",
+            f"{60 / per:.1f} files/min",
+            "",
+        )
+    )
+    return base
+
+
+def lone_part(
+    settings: Settings,
+    demo: list[Any],
+    work: Path,
+    count: int,
+    group: ServiceGroup,
+    rows: list[tuple[str, ...]],
+) -> None:
+    """``count`` files no run loaded before, each dropped alone on the idle pipeline."""
+    say(f"ferry: {count} lone files on the idle pipeline …")
+    nas = settings.paths.nas_dir
+    flights = [f for f in demo if f.dataset == "flights"]
+    lone: list[float] = []
+    per_hop: dict[str, list[float]] = {}
+    for i, f in enumerate(flights[:count]):
+        src = lone_file(f.path, work / "lone" / f"flights_lone_{i}_{uuid.uuid4().hex[:6]}.csv")
+        r = run_ferry(
+            settings, [("flights", src, nas / "flights" / src.name)], 120, group, slow_every=0
+        )
+        lone.append(r.hops["drop → loaded"][0] if r.hops["drop → loaded"] else float("nan"))
+        hops = ", ".join(f"{h} {v[0]:.1f}" for h, v in r.latencies.items())
+        say(f"lone {src.name}: {lone[-1]:.1f}s ({hops})")
+        for hop, (med, _) in r.latencies.items():
+            per_hop.setdefault(hop, []).append(med)
+    rows.append(
+        (
+            "ferry",
+            f"one file NAS → Hive, idle warm pipeline (×{len(lone)})",
+            f"p50 {pct(lone, 0.5):.1f}",
+            f"p95 {pct(lone, 0.95):.1f}, max {max(lone):.1f}",
+            "target p50 < 8, p95 < 12",
+        )
+    )
+    for hop, vals in per_hop.items():
+        rows.append(("ferry", f"  lone: {hop} (median)", f"{statistics.median(vals):.1f}", "", ""))
+
+
+def floor_part(
+    year: list[Any], bigs: list[Path], big_mb: list[int], work: Path, rows: list[tuple[str, ...]]
+) -> None:
+    say("floor: plain Spark local[2] …")
+    out, log = work / "floor-out", work / "floor.log"
+    secs = sum(
+        floor(ds, [f.path for f in year if f.dataset == ds], out, log)
+        for ds in sorted({f.dataset for f in year})
+    )
+    nb = sum(f.path.stat().st_size for f in year)
+    rows.append(
+        (
+            "floor",
+            f"Spark local[2] CSV → Parquet, the {len(year)} files (one job per dataset)",
+            f"{secs:.1f}",
+            f"{nb / secs / 1e6:.1f} MB/s",
+            "",
+        )
+    )
+    for path, m in zip(bigs, big_mb, strict=True):
+        secs = floor("flights", [path], out, log)
+        rate = f"{path.stat().st_size / secs / 1e6:.1f} MB/s"
+        rows.append(
+            ("floor", f"Spark local[2] CSV → Parquet, {m} MB file", f"{secs:.1f}", rate, "")
+        )
+
+
+def demo_files(work: Path, specs: Any) -> list[Any]:
+    """The demo's 729 daily files under ``work/source``: written once, then reused (their list
+    kept in ``work/source.pickle``) while every file is still there."""
+    saved = work / "source.pickle"
+    if saved.exists():
+        files = pickle.loads(saved.read_bytes())  # noqa: S301 - our own file
+        if all(f.path.exists() for f in files):
+            return list(files)
+    files = list(write_demo_files(work / "source", specs).files)
+    saved.write_bytes(pickle.dumps(files))
+    return files
+
+
+def say(text: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}", soft_wrap=True)
+
+
+def stream(settings: Settings, path: Path, rows: list[tuple[str, ...]]) -> None:
+    """Extract's landing and transfer's copy of ``path``, then ``hdfs dfs -put``/``-cp``."""
+    spec = load_datasets(settings.paths.datasets_dir)["flights"]
+    b, a = settings.cluster("b"), settings.cluster("a")
+    hb, ha = WebHdfs.for_cluster("b", settings), WebHdfs.for_cluster("a", settings)
+    root = f"/bench/stream-{uuid.uuid4().hex[:8]}"
+    mb = path.stat().st_size / 1e6
+    st = path.stat()
+    cand = Candidate(path, spec, f"flights/{path.name}", st.st_size, st.st_mtime_ns)
+    try:
+        deps = ExtractDeps(hb, f"{root}/landing", b.fs_url, settings.extract.chunk_bytes)
+        t0 = time.perf_counter()
+        [ev] = extract_file(cand, deps)
+        s = time.perf_counter() - t0
+        assert isinstance(ev, FileExtracted)
+        rows.append(
+            (
+                "stream",
+                f"extract landing {mb:.0f} MB (sha256)",
+                f"{s:.1f}",
+                f"{mb / s:.0f} MB/s",
+                "",
+            )
+        )
+        landed = ev.manifest.uris["landing"].removeprefix(b.fs_url)
+        t0 = time.perf_counter()
+        copy_between(hb, landed, ha, f"{root}/copy/f", retry=settings.retry)
+        s = time.perf_counter() - t0
+        rows.append(
+            (
+                "stream",
+                f"transfer copy B→A {mb:.0f} MB (sha256, verified)",
+                f"{s:.1f}",
+                f"{mb / s:.0f} MB/s",
+                "",
+            )
+        )
+        s = fs_shell(settings, "b", ["-put", str(path), f"{b.fs_url}{root}/put/f"])
+        rows.append(
+            (
+                "stream",
+                f"hdfs dfs -put {mb:.0f} MB to B (JVM start incl.)",
+                f"{s:.1f}",
+                f"{mb / s:.0f} MB/s",
+                "",
+            )
+        )
+        s = fs_shell(settings, "b", ["-cp", f"{b.fs_url}{root}/put/f", f"{a.fs_url}{root}/cp/f"])
+        rows.append(
+            (
+                "stream",
+                f"hdfs dfs -cp {mb:.0f} MB B→A (JVM start incl.)",
+                f"{s:.1f}",
+                f"{mb / s:.0f} MB/s",
+                "",
+            )
+        )
+    finally:
+        for port in (hb, ha):
+            port.delete(root, recursive=True)
+            port.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"of {','.join(PARTS)}")
+    ap.add_argument("--sample", type=int, default=20, help="files of the per-file baseline (>=20)")
+    ap.add_argument("--year", type=int, default=YEAR, help="files of the full Ferry run (<=729)")
+    ap.add_argument("--big-mb", default="300,1000", help="sizes of the big files, MB")
+    ap.add_argument("--lone", type=int, default=5, help="single files dropped on the idle pipeline")
+    ap.add_argument("--keep-up", action="store_true", help="leave the stack running")
+    args = ap.parse_args()
+    # SIGTERM (a timeout) unwinds like Ctrl-C: the services are stopped, the stack taken down
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    parts = [p for p in args.parts.split(",") if p]
+    if unknown := set(parts) - set(PARTS):
+        ap.error(f"unknown parts {sorted(unknown)}; known: {PARTS}")
+    big_mb = [int(x) for x in args.big_mb.split(",") if x]
+    settings = get_settings()
+    specs = load_datasets(settings.paths.datasets_dir)
+    work = settings.var_dir / "bench-pipeline"
+    t_all = time.monotonic()
+    say("writing the demo's daily files …")
+    demo = demo_files(work, specs)
+    step = max(1, len(demo) // args.sample)
+    sample = list(demo[::step][: args.sample])
+    year = list(demo[: args.year])
+    bigs = [big_file(demo, work / "big" / f"flights_big{m}mb.csv", m * 10**6) for m in big_mb]
+    rows: list[tuple[str, ...]] = []
+    stack = Stack(settings)
+    stack.up(deadline_s=300)
+    ensure_topics(build_admin(settings.kafka), settings.kafka)
+    rss = RssSampler(settings)
+    rss.start()
+    base: BaselineResult | None = None
+    group: ServiceGroup | None = None
+    nas = settings.paths.nas_dir
+    try:
+        if "baseline" in parts:
+            with guard("baseline", rows):
+                base = baseline_part(settings, sample, work, rows)
+        if "ferry" in parts or "big" in parts:
+            group = ServiceGroup({}, work / "logs")
+            group.start()
+            for name, proc in group.procs.items():
+                rss.services[name] = proc.pid
+        if "ferry" in parts:
+            assert group is not None
+            runs = [
+                (f"{len(sample)} sample files", sample),
+                (f"{len(year)} files (the year)", year),
+            ]
+            for label, fs in runs:
+                with guard("ferry", rows):
+                    say(f"ferry: {label} …")
+                    drops = [(f.dataset, f.path, nas / f.relative_path) for f in fs]
+                    r = run_ferry(settings, drops, 900, group)
+                    ratio = ""
+                    if base is not None:
+                        x = statistics.mean(base.per_file_s) * r.files / r.wall_s
+                        ratio = f"{x:.1f}× the per-file design"
+                    rate = f"{r.files / r.wall_s * 60:.0f} files/min"
+                    rate += f", {r.nbytes / r.wall_s / 1e6:.2f} MB/s"
+                    failed = f", {r.failed} failed" if r.failed else ""
+                    rows.append(("ferry", label + failed, f"{r.wall_s:.1f}", rate, ratio))
+                    _hop_rows(rows, r, "ferry")
+            with guard("lone", rows):
+                lone_part(settings, demo, work, args.lone, group, rows)
+        if "big" in parts:
+            assert group is not None
+            for path, m in zip(bigs, big_mb, strict=True):
+                with guard("big", rows):
+                    say(f"big: {path.name} ({path.stat().st_size / 1e6:.0f} MB) …")
+                    drops = [("flights", path, nas / "flights" / path.name)]
+                    r = run_ferry(settings, drops, 900, group, slow_every=0)
+                    rate = f"{r.nbytes / r.wall_s / 1e6:.1f} MB/s"
+                    rows.append(("big", f"{m} MB file NAS → Hive", f"{r.wall_s:.1f}", rate, ""))
+                    _hop_rows(rows, r, "big", mb=r.nbytes / 1e6)
+    finally:
+        if group is not None:
+            group.stop()
+    try:
+        if "stream" in parts and bigs:
+            with guard("stream", rows):
+                say("stream: extract, transfer, hdfs dfs …")
+                stream(settings, bigs[0], rows)
+    finally:
+        rss.stop()
+        if not args.keep_up:
+            say("stopping the stack …")
+            stack.down()
+    if "floor" in parts:
+        with guard("floor", rows):
+            floor_part(year, bigs, big_mb, work, rows)
+    for name, peak in sorted(rss.peak.items()):
+        rows.append(("rss", f"peak RSS {name}", "", f"{peak / 2**20:.0f} MiB", ""))
+    rows.append(("rss", "peak RSS, stack (sum)", "", f"{rss.peak_stack / 2**20:.0f} MiB", ""))
+    rows.append(("rss", "peak RSS, services (sum)", "", f"{rss.peak_services / 2**20:.0f} MiB", ""))
+    table = Table(
+        title=f"Ferry vs the per-file design — bench_pipeline ({time.strftime('%Y-%m-%d %H:%M')})"
+    )
+    for col in ("part", "work", "seconds", "rate", "ratio / target"):
+        table.add_column(col, justify="right" if col == "seconds" else "left")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"whole run: {time.monotonic() - t_all:.0f} s wall")
+    return 0
+
+
+def _hop_rows(rows: list[tuple[str, ...]], r: FerryRun, part: str, mb: float | None = None) -> None:
+    for hop, (med, p95) in r.latencies.items():
+        rate = f"{mb / med:.1f} MB/s" if mb and med == med and med > 0 else f"p95 {p95:.1f}"
+        rows.append((part, f"  {hop} (median)", f"{med:.1f}", rate, ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
