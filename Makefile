@@ -12,7 +12,8 @@ PYTEST     := $(PY) -m pytest
 
 .PHONY: help install up down ps status demo test test-unit test-integration test-e2e test-compose \
         lint bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker beeline \
-        compose-up compose-down compose-test clean browser
+        compose-up compose-down compose-test compose-engine compose-context compose-build clean \
+        browser
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -52,7 +53,8 @@ test: install browser ## Set up and run every test tier (the stack starts and st
 	@# Two pytest processes: pyspark allows one SparkContext per process, and the unit tier uses a
 	@# local Spark while integration/e2e use the standalone cluster.
 	$(PYTEST) tests/unit
-	$(PYTEST) tests/integration tests/e2e tests/compose
+	$(PYTEST) tests/integration tests/e2e
+	$(MAKE) compose-test
 
 browser: ## Headless Chromium for the tracker status-page test (apt-get, Debian/Ubuntu)
 	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || \
@@ -91,15 +93,40 @@ bench-load: install ## Load job on 10,000 small files: s per batch, Hive partiti
 bench-pipeline: install ## Ferry vs one spark-submit per file, the year, big files, the floor, RSS: one table (starts the stack; PARTS=ferry,big …)
 	$(PY) bench/bench_pipeline.py $(if $(PARTS),--parts $(PARTS))
 
-compose-up: ## docker compose up (needs a Docker engine); see docs/compose.md
-	@# The NAS bind mount: created here so Docker does not create it root-owned; the stages run as uid 10001.
+# --- Docker Compose: both clusters in containers from one image (docs/compose.md) -----------------
+COMPOSE_CTX := var/compose-context
+COMPOSE     := docker compose --profile test
+
+compose-engine: ## Docker engine, compose v2 plugin, debian:bookworm-slim (installs/starts/makes what is missing)
+	deploy/docker/engine.sh
+
+$(COMPOSE_CTX)/.wheels: pyproject.toml Makefile $(PIP_STAMP)
+	@# pyproject.toml's pinned dependencies as wheels, resolved here (pip's cache makes this fast);
+	@# the image installs exactly these, no index. Ferry itself is installed from source.
+	rm -rf $(COMPOSE_CTX)/wheels && mkdir -p $(COMPOSE_CTX)/wheels
+	$(PY) -m pip wheel -q --wheel-dir $(COMPOSE_CTX)/wheels . 'setuptools>=68,<81' wheel
+	rm -f $(COMPOSE_CTX)/wheels/ferry-*.whl
+	touch $@
+
+compose-context: install $(COMPOSE_CTX)/.wheels ## The image's build context: wheels, the Maven jars of `make install`, the host's extra CA certificates
+	rm -rf $(COMPOSE_CTX)/jars $(COMPOSE_CTX)/ca && mkdir -p $(COMPOSE_CTX)/ca
+	cp -rL var/jars $(COMPOSE_CTX)/jars
+	rm -f $(COMPOSE_CTX)/jars/.ferry-installed
+	@# Extra CAs (Debian's local CA directory, read by update-ca-certificates): HTTPS from the build.
+	-cp /usr/local/share/ca-certificates/*.crt $(COMPOSE_CTX)/ca/ 2>/dev/null
+
+compose-build: compose-engine compose-context ## Build the one runtime image ferry:0.1.0
 	mkdir -p var/compose-nas && chmod 0777 var/compose-nas
-	docker compose up -d --build --wait
+	$(COMPOSE) build
 
-compose-down: ## docker compose down
-	docker compose down -v
+compose-up: compose-build ## Start every server and stage in containers and wait until healthy
+	@# The NAS bind mount: created here so Docker does not create it root-owned; the stages run as uid 10001.
+	docker compose up -d --wait
 
-compose-test: install ## Compose-based integration tests (skip with a reason without a Docker engine)
+compose-down: ## Stop and remove the compose project (containers, networks, volumes)
+	-@command -v docker >/dev/null && COMPOSE_PROFILES=test docker compose down -v -t 10
+
+compose-test: install compose-build ## Compose tests: daily files, then network faults in sequence on one project
 	$(PYTEST) tests/compose
 
 clean: down ## Stop the stack, then remove local state (var/) but keep the jars

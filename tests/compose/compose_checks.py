@@ -255,14 +255,28 @@ def settings_from_env(env: Mapping[str, str]) -> Any:
 
 
 def ferry_services(compose: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Services built from Ferry's Dockerfile."""
-    out = {}
-    for name, svc in (compose.get("services") or {}).items():
-        build = (svc or {}).get("build")
-        dockerfile = build.get("dockerfile") if isinstance(build, dict) else None
-        if dockerfile == FERRY_DOCKERFILE:
-            out[name] = svc
-    return out
+    """Services running Ferry's one image (``ferry:<version>``): every server and every stage."""
+    return {
+        name: svc
+        for name, svc in (compose.get("services") or {}).items()
+        if str((svc or {}).get("image", "")).startswith("ferry:")
+    }
+
+
+def stage_of(svc: Mapping[str, Any]) -> str | None:
+    """The stage a service runs: ``command: [run, <stage>]`` or an entrypoint that execs
+    ``ferry run <stage>``; None for a server (``stack run-one``) or the test driver."""
+    cmd = [str(c) for c in svc.get("command") or []]
+    if cmd[:1] == ["run"] and len(cmd) == 2:
+        return cmd[1]
+    found = re.search(r"\bferry run (\w+)", " ".join(str(e) for e in svc.get("entrypoint") or []))
+    return found.group(1) if found else None
+
+
+def server_component(svc: Mapping[str, Any]) -> str | None:
+    """The stack component a server service runs (``command: [stack, run-one, <component>]``)."""
+    cmd = [str(c) for c in svc.get("command") or []]
+    return cmd[2] if cmd[:2] == ["stack", "run-one"] and len(cmd) == 3 else None
 
 
 # --- topology -------------------------------------------------------------------------------------
@@ -295,8 +309,8 @@ def address_problems(compose: Mapping[str, Any], name: str, settings: Any) -> li
     problems = []
     used = {
         "kafka": _hosts(settings.kafka.bootstrap_servers),
-        "clusters.a": [settings.cluster("a").host],
-        "clusters.b": [settings.cluster("b").host],
+        "clusters.a": [settings.cluster("a").host, settings.cluster("a").datanode_host],
+        "clusters.b": [settings.cluster("b").host, settings.cluster("b").datanode_host],
         "metastore": [settings.metastore.host],
         "zookeeper": [settings.zookeeper.host],
         "spark master": _hosts(settings.spark.master_url),
@@ -305,11 +319,12 @@ def address_problems(compose: Mapping[str, Any], name: str, settings: Any) -> li
         problems += [
             f"{name}: {what} host {h!r} is not a compose service"
             for h in hosts
-            if h not in services
+            if h not in services and h != "0.0.0.0"  # a server binding all its networks
         ]
     closure = depends_closure(compose, name)
-    needs = {"kafka": used["kafka"]}
-    stage = (svc.get("command") or [None, None])[-1]
+    stage = stage_of(svc)
+    # What a stage (or the test driver) needs started first; a server waits only for its own.
+    needs = {"kafka": used["kafka"]} if stage or name == "scenario" else {}
     if stage in ("extract", "transform", "transfer"):
         needs["clusters.b"] = used["clusters.b"]
     if stage in ("transfer", "load"):
@@ -324,11 +339,24 @@ def address_problems(compose: Mapping[str, Any], name: str, settings: Any) -> li
             for h in hosts
             if h in services and h not in closure
         ]
-    if getattr(settings.spark, "host", None) != svc.get("hostname"):
+    spark_host = getattr(settings.spark, "host", None)
+    entry = " ".join(str(e) for e in svc.get("entrypoint") or [])
+    if stage in ("transform", "load") and not svc.get("hostname"):
+        # Scalable (no fixed hostname): the driver advertises its container's own address.
+        if "FERRY_SPARK__HOST=$$(hostname -i)" not in entry or spark_host in services:
+            problems.append(
+                f"{name}: FERRY_SPARK__HOST={spark_host!r}: a replica's Spark driver must "
+                "advertise its own address (entrypoint: FERRY_SPARK__HOST=$(hostname -i))"
+            )
+    elif (stage in ("transform", "load") or name == "scenario") and spark_host != svc.get(
+        "hostname"
+    ):
         problems.append(
-            f"{name}: FERRY_SPARK__HOST={settings.spark.host!r} must be the container's hostname "
+            f"{name}: FERRY_SPARK__HOST={spark_host!r} must be the container's hostname "
             f"{svc.get('hostname')!r} (the Spark driver binds and advertises it)"
         )
+    if stage != "extract" and name != "scenario":
+        return problems  # only extract and the test driver read the NAS
     nas = str(settings.paths.nas_dir)
     targets = [
         str(v).split(":")[1] for v in svc.get("volumes") or [] if isinstance(v, str) and ":" in v
@@ -340,13 +368,12 @@ def address_problems(compose: Mapping[str, Any], name: str, settings: Any) -> li
 
 def depends_on_problems(compose: Mapping[str, Any]) -> list[str]:
     """``depends_on`` uses the long form; a dependency with a health check is waited for healthy;
-    every server (non-Ferry service) has a health check, so ``up --wait`` means 'working'."""
+    every server (``stack run-one``) has a health check, so ``up --wait`` means 'working'."""
     services = compose.get("services") or {}
-    ferry = set(ferry_services(compose))
     problems = []
     for name, svc in services.items():
         svc = svc or {}
-        if name not in ferry and not svc.get("healthcheck"):
+        if server_component(svc) and not svc.get("healthcheck"):
             problems.append(f"service {name}: no healthcheck")
         deps = svc.get("depends_on")
         if deps is None:
@@ -367,46 +394,41 @@ def depends_on_problems(compose: Mapping[str, Any]) -> list[str]:
 
 
 def spark_problems(compose: Mapping[str, Any]) -> list[str]:
-    """Two masters in ZooKeeper recovery mode; the worker and Ferry use ``spark://m1:p,m2:p``."""
+    """Spark clusters of ``stack run-one spark-master-N`` services, grouped by their ZooKeeper
+    recovery path (``FERRY_SPARK__ZOOKEEPER_DIR``; recovery is always ZOOKEEPER,
+    ferry.stack.spark_daemons): the pair of the default path has two masters; each master binds
+    its own hostname; every worker and Spark stage names ``spark://`` + its cluster's masters."""
+    from ferry.core.sections import SparkSettings
+
     services = compose.get("services") or {}
+    default_dir = SparkSettings().zookeeper_dir
     problems = []
-    masters = {}
+    clusters: dict[str, list[str]] = {}
     for name, svc in services.items():
-        cmd = [str(c) for c in (svc or {}).get("command") or []]
-        if "org.apache.spark.deploy.master.Master" in cmd:
-            opts = service_env(svc).get("SPARK_MASTER_OPTS", "")
-            if "-Dspark.deploy.recoveryMode=ZOOKEEPER" not in opts.split():
-                problems.append(
-                    f"{name}: SPARK_MASTER_OPTS lacks -Dspark.deploy.recoveryMode=ZOOKEEPER"
-                )
-            zk = re.search(r"-Dspark\.deploy\.zookeeper\.url=(\S+)", opts)
-            if not zk or any(h not in services for h in _hosts(zk.group(1))):
-                problems.append(
-                    f"{name}: spark.deploy.zookeeper.url must name the compose ZooKeeper"
-                )
-            host = cmd[cmd.index("--host") + 1] if "--host" in cmd else name
-            port = cmd[cmd.index("--port") + 1] if "--port" in cmd else "7077"
-            masters[name] = f"{host}:{port}"
-    if len(masters) != 2:
-        problems.append(f"expected 2 Spark masters, found {sorted(masters)}")
-    url = "spark://" + ",".join(masters[m] for m in sorted(masters))
-    workers = [
-        n
-        for n, s in services.items()
-        if "org.apache.spark.deploy.worker.Worker"
-        in [str(c) for c in (s or {}).get("command") or []]
-    ]
-    if not workers:
-        problems.append("no Spark worker")
-    for w in workers:
-        if str(services[w]["command"][-1]) != url:
+        comp = server_component(svc or {})
+        if not comp or not comp.startswith("spark-master-"):
+            continue
+        env = service_env(svc)
+        if env.get("FERRY_SPARK__HOST") != svc.get("hostname"):
             problems.append(
-                f"{w}: worker points at {services[w]['command'][-1]!r}, expected {url!r}"
+                f"{name}: FERRY_SPARK__HOST must be its hostname {svc.get('hostname')!r}"
             )
-    for name, svc in ferry_services(compose).items():
-        got = service_env(svc).get("FERRY_SPARK__MASTER_URL_OVERRIDE")
-        if got != url:
-            problems.append(f"{name}: FERRY_SPARK__MASTER_URL_OVERRIDE={got!r}, expected {url!r}")
+        zk_dir = env.get("FERRY_SPARK__ZOOKEEPER_DIR", default_dir)
+        clusters.setdefault(zk_dir, []).append(f"{svc.get('hostname')}:7077")
+    if len(clusters.get(default_dir, [])) != 2:
+        problems.append(
+            f"expected 2 Spark masters recovering through {default_dir}, found {clusters}"
+        )
+    urls = {d: "spark://" + ",".join(sorted(m)) for d, m in clusters.items()}
+    for name, svc in services.items():
+        svc = svc or {}
+        if server_component(svc) != "spark-worker" and stage_of(svc) not in ("transform", "load"):
+            continue
+        env = service_env(svc)
+        want = urls.get(env.get("FERRY_SPARK__ZOOKEEPER_DIR", default_dir))
+        got = env.get("FERRY_SPARK__MASTER_URL_OVERRIDE")
+        if got != want:
+            problems.append(f"{name}: FERRY_SPARK__MASTER_URL_OVERRIDE={got!r}, expected {want!r}")
     return problems
 
 
@@ -460,16 +482,17 @@ def _pip_install_targets(run: str) -> list[list[str]]:
 
 
 def dockerfile_problems(text: str, project: Mapping[str, Any]) -> list[str]:
-    """The Ferry image: python:3.11-slim-bookworm, Debian's Java 17 runtime, the project's Python
-    dependencies only through ``pip install .`` (so they are pyproject.toml's), schemas and
-    datasets inside, their settings pointed at them, a non-root user, ``ENTRYPOINT ["ferry"]``."""
+    """The one runtime image: FROM debian:bookworm-slim, Debian's Java 17 runtime and Python 3,
+    Python packages only from the wheelhouse resolved from pyproject.toml (``--no-index``) plus the
+    project itself, the Maven jars of ``make install``, schemas, datasets and the stack's config
+    templates inside, a non-root user, ``ENTRYPOINT ["ferry"]``."""
     from packaging.specifiers import SpecifierSet
 
     ins = dockerfile_instructions(text)
     problems = []
     froms = [a for i, a in ins if i == "FROM"]
-    if not froms or froms[0].split()[0] != "python:3.11-slim-bookworm":
-        problems.append(f"base image must be python:3.11-slim-bookworm, found {froms[:1]}")
+    if not froms or froms[0].split()[0] != "debian:bookworm-slim":
+        problems.append(f"base image must be debian:bookworm-slim, found {froms[:1]}")
     requires = project.get("project", {}).get("requires-python")
     if requires and "3.11" not in SpecifierSet(requires):
         problems.append(f"pyproject requires-python {requires!r} excludes the image's Python 3.11")
@@ -477,31 +500,28 @@ def dockerfile_problems(text: str, project: Mapping[str, Any]) -> list[str]:
     java = re.compile(r"apt-get install[^;&|]*\sopenjdk-17-jre-headless(\s|;|&|$)")
     if not any(java.search(r) for r in runs):
         problems.append(
-            "no `apt-get install ... openjdk-17-jre-headless` (pyspark's driver needs Java 17)"
+            "no `apt-get install ... openjdk-17-jre-headless` (servers and drivers need Java 17)"
         )
     installs = [t for r in runs for t in _pip_install_targets(r)]
-    if not installs:
-        problems.append(
-            "no `pip install .`: the project's dependencies would not come from pyproject.toml"
-        )
+    if not any(a.startswith("/tmp/wheels/") for args in installs for a in args):
+        problems.append("no `pip install` of the wheelhouse resolved from pyproject.toml")
     for args in installs:
         targets = [a for a in args if not a.startswith("-")]
-        opts = [a for a in args if a.startswith("-")]
-        if targets != ["."]:
+        opts = [a.split("=")[0] for a in args if a.startswith("-")]
+        if "--no-index" not in opts:
             problems.append(
-                f"pip installs {targets}, not only the project `.` "
-                "(dependencies must come from pyproject.toml)"
+                f"pip install {args}: without --no-index (only pyproject.toml's wheels)"
             )
-        bad = [
-            o
-            for o in opts
-            if o.split("=")[0]
-            in ("-r", "--requirement", "-c", "--constraint", "--no-deps", "-e", "--editable")
-        ]
-        if bad:
+        bad = [o for o in opts if o in ("-r", "--requirement", "-c", "--constraint")]
+        named = [t for t in targets if not (t.startswith("/tmp/wheels") or t == ".")]
+        if bad or named:
             problems.append(
-                f"pip install uses {bad}: dependencies must be exactly pyproject.toml's"
+                f"pip install uses {bad + named}: dependencies must be exactly pyproject.toml's"
             )
+    copies_all = " ".join(a for i, a in ins if i in ("COPY", "ADD"))
+    for needed in ("var/compose-context/wheels", "var/compose-context/jars", "deploy/local/conf"):
+        if needed not in copies_all:
+            problems.append(f"image does not COPY {needed}")
     copies = " ".join(a for i, a in ins if i in ("COPY", "ADD"))
     for needed in ("pyproject.toml", "services", "schemas", "datasets"):
         if not re.search(rf"(^|\s|/){re.escape(needed)}(\s|/|$)", copies):

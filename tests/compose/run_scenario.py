@@ -1,12 +1,20 @@
-"""Run the end-to-end scenario inside the compose network (the ``scenario`` service).
+"""The test driver inside the compose networks (the ``scenario`` service, docker-compose.yml).
 
-``test_compose_stack.py`` executes ``python -m tests.compose.run_scenario`` in that container, whose
-FERRY_* environment is the stages' own (docker-compose.yml, ``x-ferry-env``), so the scenario
-reaches Kafka, HDFS and the metastore by the same names as the stages. Only ferry, its
-dependencies and the standard library are imported: the image has no pytest.
+``test_compose_stack.py`` runs ``python -m tests.compose.run_scenario <command>`` in that container,
+whose FERRY_* environment is the stages' own, so it reaches Kafka, HDFS and the metastore by the
+same names. Only ferry, its dependencies and the standard library are imported: the image has no
+pytest. Every command prints ONE JSON document on its last stdout line.
 
-Exit code 0 when ``assert_scenario`` holds; 1 with the assertion on stderr otherwise. Prints one
-JSON line with the files and their outcomes either way.
+- ``daily``: the end-to-end scenario of tests/e2e/scenario.py (daily files and field cases);
+  exit 0 when ``assert_scenario`` holds, 1 with the assertion on stderr otherwise.
+- ``drop FIRST COUNT ROWS``: drop COUNT flights slices of ROWS rows (slices FIRST.. of
+  :func:`ferry.testing.chaos.flight_slices`, disjoint between callers) on the NAS;
+  prints ``[{"relative", "file_id", "rows"}]``.
+- ``settle DEADLINE_S ID...``: read the outcome topics until every file is loaded or failed, or
+  DEADLINE_S passes; prints ``{"settled", "loaded": {id: count}, "failed": {id: [reasons]},
+  "stamps": {id: {topic: ms}}}``; exit 0 settled, 1 not.
+- ``hive ID...``: rows per file in the flights table (a local Spark session on the metastore);
+  prints ``{id: rows}``.
 """
 
 from __future__ import annotations
@@ -14,43 +22,56 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 
-def main() -> int:
+def _hive_session() -> Any:
+    from ferry.clusters.spark import build_session
+    from ferry.core.config import get_settings
+
+    # A local driver: the clusters' workers belong to transform and load; Hive metadata and files
+    # are shared.
+    return build_session(
+        get_settings(), "ferry-compose-scenario", "a", hive=True, master="local[1]"
+    )
+
+
+def _hive_rows(spark: Any, table: str, file_ids: list[str]) -> dict[str, int]:
+    from pyspark.sql import functions as F
+
+    spark.catalog.refreshTable(table)  # load rewrote partitions since this session listed them
+    rows = (
+        spark.table(table)
+        .where(F.col("ferry_file_id").isin(file_ids))
+        .groupBy("ferry_file_id")
+        .count()
+        .collect()
+    )
+    return {r["ferry_file_id"]: int(r["count"]) for r in rows}
+
+
+def daily() -> int:
     # The scenario's contract (tests/e2e/scenario.py): run_pipeline_scenario(settings, nas_dir,
     # work, hive_rows, *, deadline_s) -> ScenarioResult, then assert_scenario(result).
     from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
 
-    from ferry.clusters.spark import build_session
     from ferry.core.config import get_settings
 
     settings = get_settings()
-    # Count rows with a local driver: the worker's two cores belong to transform and load, whose
-    # long-lived applications would keep a third one waiting. Hive metadata and files are shared.
-    spark = build_session(settings, "ferry-compose-scenario", "a", hive=True, master="local[1]")
-
-    def hive_rows(table: str, file_ids: list[str]) -> dict[str, int]:
-        from pyspark.sql import functions as F
-
-        spark.catalog.refreshTable(table)  # load rewrote partitions since this session listed them
-        rows = (
-            spark.table(table)
-            .where(F.col("ferry_file_id").isin(file_ids))
-            .groupBy("ferry_file_id")
-            .count()
-            .collect()
-        )
-        return {r["ferry_file_id"]: int(r["count"]) for r in rows}
-
+    spark = _hive_session()
     work = Path(tempfile.mkdtemp(prefix="ferry-compose-scenario-"))
     try:
         result = run_pipeline_scenario(
-            settings, settings.paths.nas_dir, work, hive_rows, deadline_s=900
+            settings,
+            settings.paths.nas_dir,
+            work,
+            lambda table, ids: _hive_rows(spark, table, ids),
+            deadline_s=600,
         )
-        summary = {"files": [d.relative for d in result.dropped], "hive": result.hive}
-        print(json.dumps(summary, default=str))
+        print(json.dumps({"files": [d.relative for d in result.dropped], "hive": result.hive}))
         assert_scenario(result)
     except AssertionError:
         traceback.print_exc()
@@ -60,5 +81,66 @@ def main() -> int:
     return 0
 
 
+def drop(first: int, count: int, rows: int) -> int:
+    from ferry.core.config import get_settings
+    from ferry.pipeline import drop_file
+    from ferry.testing.chaos import flight_slices
+
+    settings = get_settings()
+    work = Path(tempfile.mkdtemp(prefix="ferry-compose-drop-"))
+    files = flight_slices(settings, work, count, rows=rows, first=first)
+    for f in files:
+        drop_file(f.src, settings.paths.nas_dir / f.relative)
+    doc = [{"relative": f.relative, "file_id": f.file_id, "rows": f.rows} for f in files]
+    print(json.dumps(doc))
+    return 0
+
+
+def settle(deadline_s: float, ids: list[str]) -> int:
+    from ferry.core.config import get_settings
+    from ferry.pipeline import Outcomes
+
+    outcomes = Outcomes(get_settings())
+    end = time.monotonic() + deadline_s
+    while not outcomes.settled(ids) and time.monotonic() < end:
+        outcomes.poll(1.0)
+    outcomes.poll(1.0)  # a duplicate FileLoaded right behind the first would show here
+    doc = {
+        "settled": outcomes.settled(ids),
+        "loaded": {i: outcomes.loaded_count[i] for i in ids if i in outcomes.loaded_count},
+        "failed": {i: [f.reason for f in outcomes.failed[i]] for i in ids if i in outcomes.failed},
+        "stamps": {i: outcomes.stamps.get(i, {}) for i in ids},
+    }
+    print(json.dumps(doc))
+    return 0 if doc["settled"] else 1
+
+
+def hive(ids: list[str]) -> int:
+    from ferry.core.config import get_settings
+    from ferry.datasets import load_datasets
+
+    table = load_datasets(get_settings().paths.datasets_dir)["flights"].hive.full_name
+    spark = _hive_session()
+    try:
+        print(json.dumps(_hive_rows(spark, table, ids)))
+    finally:
+        spark.stop()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    cmd, args = (argv[0], argv[1:]) if argv else ("daily", [])
+    if cmd == "daily":
+        return daily()
+    if cmd == "drop":
+        return drop(int(args[0]), int(args[1]), int(args[2]))
+    if cmd == "settle":
+        return settle(float(args[0]), args[1:])
+    if cmd == "hive":
+        return hive(args)
+    print(f"unknown command {cmd!r}: daily | drop | settle | hive", file=sys.stderr)
+    return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

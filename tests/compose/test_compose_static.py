@@ -14,6 +14,7 @@ import copy
 import hashlib
 import importlib.metadata
 import re
+import tempfile
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -58,19 +59,26 @@ def test_image_versions_match_ferry_clients_and_the_local_stack() -> None:
     )
     local = cc.local_stack_versions()
     assert importlib.metadata.version("pyspark") == pins["pyspark"]
-    expected = {
-        # A standalone cluster must run the driver's Spark version.
-        "apache/spark": pins["pyspark"],
-        "apache/kafka": local["kafka.version"],
-        "apache/hadoop": local["hadoop.version"],
-        "ferry": project["project"]["version"],
+    # Every server and stage runs the one image; its Spark, Kafka and Hadoop ARE the local stack's:
+    # the wheelhouse is resolved from pyproject.toml (pyspark's distribution runs the Spark daemons,
+    # ZooKeeper and the metastore) and the jars are deploy/local's poms' (`make install`).
+    assert local["kafka.version"] and local["hadoop.version"]
+    assert cc.version_problems(COMPOSE, {"ferry": project["project"]["version"]}) == []
+    assert {svc["image"] for svc in COMPOSE["services"].values()} == {
+        f"ferry:{project['project']['version']}"
     }
-    assert cc.version_problems(COMPOSE, expected) == []
+    make = (cc.REPO / "Makefile").read_text(encoding="utf-8")
+    assert "pip wheel -q --wheel-dir $(COMPOSE_CTX)/wheels . " in make
+    assert "cp -rL var/jars $(COMPOSE_CTX)/jars" in make
 
 
 def test_one_ferry_service_per_stage_run_by_command() -> None:
-    commands = sorted(tuple(svc["command"]) for name, svc in FERRY.items() if name != "scenario")
-    assert commands == sorted(("run", stage) for stage in cc.STAGES)
+    stages = sorted(s for s in map(cc.stage_of, FERRY.values()) if s)
+    assert stages == sorted(cc.STAGES)
+    servers = sorted(c for c in map(cc.server_component, FERRY.values()) if c)
+    from ferry.stack.components import build_components
+
+    assert set(servers) == {c.name for c in build_components(cc.settings_from_env({}))}
     from ferry.run_cli import Service
 
     assert {s.value for s in Service} == set(cc.STAGES)
@@ -78,10 +86,19 @@ def test_one_ferry_service_per_stage_run_by_command() -> None:
 
 def test_ferry_services_share_one_env_anchor_and_build() -> None:
     anchor = COMPOSE["x-ferry-env"]
+    # What a service may set for itself: a server's own bind address, cluster A's Spark.
+    own = {
+        "FERRY_ZOOKEEPER__HOST",
+        "FERRY_SPARK__MASTER_URL_OVERRIDE",
+        "FERRY_SPARK__ZOOKEEPER_DIR",
+    }
     for name, svc in FERRY.items():
         env = cc.service_env(svc)
-        assert {k: env[k] for k in anchor} == {k: str(v) for k, v in anchor.items()}, name
-        assert svc["build"] == {"context": ".", "dockerfile": cc.FERRY_DOCKERFILE}, name
+        shared = {k: str(v) for k, v in anchor.items() if k not in own}
+        assert {k: env[k] for k in shared} == shared, name
+    builds = [svc["build"] for svc in FERRY.values() if "build" in svc]
+    assert builds == [{"context": ".", "dockerfile": cc.FERRY_DOCKERFILE}]
+    assert set(FERRY) == set(COMPOSE["services"])
 
 
 @pytest.mark.parametrize("service", sorted(FERRY))
@@ -95,27 +112,41 @@ def test_ferry_settings_build_from_the_container_env_and_point_into_the_stack(se
 
     s = cc.settings_from_env(container_env(service))
     assert s.kafka.bootstrap_servers == "kafka:9092"
-    assert s.cluster("b").fs_url == "hdfs://hdfs-b-namenode:8020"
-    assert s.cluster("b").webhdfs_url == "http://hdfs-b-namenode:9870"
-    assert s.cluster("a").fs_url == "hdfs://hdfs-a-namenode:8020"
-    assert s.cluster("a").webhdfs_url == "http://hdfs-a-namenode:9870"
+    assert s.cluster("b").fs_url == "hdfs://namenode-b:8020"
+    assert s.cluster("b").webhdfs_url == "http://namenode-b:9870"
+    assert s.cluster("b").datanode_host == "datanode-b"
+    assert s.cluster("a").fs_url == "hdfs://namenode-a:8020"
+    assert s.cluster("a").webhdfs_url == "http://namenode-a:9870"
+    assert s.cluster("a").datanode_host == "datanode-a"
     assert s.metastore.uri == "thrift://hive-metastore:9083"
-    assert s.spark.master_url == "spark://spark-master-1:7077,spark-master-2:7077"
+    # Cluster A's Spark (load, and the driver that counts Hive rows) or cluster B's pair.
+    spark_a = {"spark-master-a", "spark-worker-a", "load", "scenario"}
+    assert s.spark.master_url == (
+        "spark://spark-master-a:7077"
+        if service in spark_a
+        else "spark://spark-master-1:7077,spark-master-2:7077"
+    )
     assert s.paths.nas_dir == Path("/nas")
     assert cc.address_problems(COMPOSE, service, s) == []
     assert cc.checkout_path_problems(s, REPO_ROOT) == []
 
 
 def test_hive_warehouse_is_where_ferry_writes_it() -> None:
+    from ferry.stack.base import Layout
+    from ferry.stack.servers import hive_metastore
+
     s = cc.settings_from_env(container_env("load"))
-    conf = ElementTree.parse(cc.REPO / "deploy" / "docker" / "hive" / "hive-site.xml").getroot()
-    props = {p.findtext("name"): p.findtext("value") for p in conf.iter("property")}
+    ms = cc.settings_from_env(container_env("hive-metastore"))
+    # The metastore container renders its hive-site.xml with the stack's own code.
+    with tempfile.TemporaryDirectory() as var:
+        hive_metastore(ms, Layout(Path(var))).prepare()
+        conf = ElementTree.parse(Path(var) / "conf" / "hive-metastore" / "hive-site.xml")
+    props = {p.findtext("name"): p.findtext("value") for p in conf.getroot().iter("property")}
     want = f"{s.cluster('a').fs_url}{s.metastore.warehouse_path}"
-    assert props["metastore.warehouse.dir"] == props["hive.metastore.warehouse.dir"] == want
+    assert props["hive.metastore.warehouse.dir"] == want == "hdfs://namenode-a:8020/warehouse"
     hive = COMPOSE["services"]["hive-metastore"]
-    assert cc.service_env(hive)["SERVICE_NAME"] == "metastore"
-    assert "./deploy/docker/hive:/hive-custom-conf:ro" in hive["volumes"]
-    assert cc.service_env(hive)["HIVE_CUSTOM_CONF_DIR"] == "/hive-custom-conf"
+    assert cc.server_component(hive) == "hive-metastore"
+    assert hive["networks"] == ["cluster-a"]
 
 
 def test_depends_on_waits_for_healthy_servers() -> None:
@@ -127,21 +158,31 @@ def test_spark_masters_in_zookeeper_recovery_and_worker_on_both() -> None:
 
 
 def test_each_datanode_advertises_its_own_reachable_name() -> None:
+    from ferry.stack.base import Layout
+    from ferry.stack.servers import hdfs_conf
+
     services = COMPOSE["services"]
     for cluster in ("a", "b"):
-        dn = f"hdfs-{cluster}-datanode"
-        env = cc.service_env(services[dn])
-        assert env["HDFS-SITE.XML_dfs.datanode.hostname"] == services[dn]["hostname"] == dn
-        assert env["HDFS-SITE.XML_dfs.namenode.rpc-address"] == f"hdfs-{cluster}-namenode:8020"
-        nn = cc.service_env(services[f"hdfs-{cluster}-namenode"])
-        assert nn["ENSURE_NAMENODE_DIR"] + "" == nn[
-            "HDFS-SITE.XML_dfs.namenode.name.dir"
-        ].removeprefix("file://")
+        dn, nn = f"datanode-{cluster}", f"namenode-{cluster}"
+        assert cc.server_component(services[dn]) == f"hdfs-{cluster}-datanode"
+        assert cc.server_component(services[nn]) == f"hdfs-{cluster}-namenode"
+        s = cc.settings_from_env(container_env(dn))
+        with tempfile.TemporaryDirectory() as var:
+            d = hdfs_conf(Layout(Path(var)), cluster, s.cluster(cluster))
+            conf = ElementTree.parse(d / "hdfs-site.xml").getroot()
+        props = {p.findtext("name"): p.findtext("value") for p in conf.iter("property")}
+        assert props["dfs.datanode.hostname"] == services[dn]["hostname"] == dn
+        assert props["dfs.datanode.address"] == f"{dn}:9866"
+        assert (
+            props["dfs.namenode.rpc-address"] == f"{nn}:8020" == f"{services[nn]['hostname']}:8020"
+        )
 
 
 def test_nas_is_a_bind_mount_of_var_compose_nas() -> None:
-    for name, svc in FERRY.items():
-        assert "./var/compose-nas:/nas" in svc["volumes"], name
+    readers = {n for n, svc in FERRY.items() if cc.stage_of(svc) == "extract"} | {"scenario"}
+    assert readers == {"extract", "scenario"}
+    for name in readers:
+        assert "./var/compose-nas:/nas" in FERRY[name]["volumes"], name
 
 
 # --- the image ---------------------------------------------------------------------------------
@@ -288,31 +329,37 @@ def test_depends_on_check_rejects_short_form_started_and_missing_healthcheck() -
 
 def test_spark_check_rejects_missing_recovery_and_a_worker_on_one_master() -> None:
     bad = copy.deepcopy(COMPOSE)
-    bad["services"]["spark-master-2"]["environment"]["SPARK_MASTER_OPTS"] = (
-        "-Dspark.deploy.zookeeper.url=zookeeper:2181"
-    )
-    bad["services"]["spark-worker"]["command"][-1] = "spark://spark-master-1:7077"
+    # Master 2 recovering elsewhere leaves the pair without a standby.
+    bad["services"]["spark-master-2"]["environment"] = {
+        **cc.service_env(bad["services"]["spark-master-2"]),
+        "FERRY_SPARK__ZOOKEEPER_DIR": "/elsewhere",
+    }
+    bad["services"]["spark-worker"]["environment"] = {
+        **cc.service_env(bad["services"]["spark-worker"]),
+        "FERRY_SPARK__MASTER_URL_OVERRIDE": "spark://spark-master-a:7077",
+    }
     problems = cc.spark_problems(bad)
-    assert any("spark-master-2" in p and "recoveryMode" in p for p in problems)
-    assert any("spark-worker" in p for p in problems)
+    assert any("expected 2 Spark masters" in p for p in problems), problems
+    assert any("spark-worker" in p for p in problems), problems
 
 
 @pytest.mark.parametrize(
     ("old", "new", "expect"),
     [
         (
-            "pip install --no-cache-dir .",
-            "pip install --no-cache-dir . pyspark==4.1.0",
-            "not only the project",
+            "/tmp/wheels/*.whl;",
+            "/tmp/wheels/*.whl pyspark==4.1.0;",
+            "pyproject.toml's",
         ),
-        ("pip install --no-cache-dir .", "pip install -r requirements.txt .", "pyproject.toml's"),
-        ("pip install --no-cache-dir .", "pip install --no-deps .", "pyproject.toml's"),
-        ("pip install --no-cache-dir .", "echo no install", "no `pip install .`"),
+        ("-q --no-index --find-links", "-q --find-links", "--no-index"),
+        ("/tmp/wheels/*.whl;", "-r requirements.txt;", "pyproject.toml's"),
+        ("pip install -q --no-index --find-links", "echo no install", "the wheelhouse"),
+        ("COPY var/compose-context/jars/", "COPY jars/", "var/compose-context/jars"),
         ("USER ferry", "USER root", "non-root"),
         ("USER ferry", "", "non-root"),
         ('ENTRYPOINT ["ferry"]', "ENTRYPOINT ferry", "ENTRYPOINT"),
         ("openjdk-17-jre-headless", "openjdk-11-jre-headless", "Java 17"),
-        ("FROM python:3.11-slim-bookworm", "FROM python:3.12-slim", "python:3.11-slim-bookworm"),
+        ("FROM debian:bookworm-slim", "FROM python:3.12-slim", "debian:bookworm-slim"),
         ("FERRY_PATHS__SCHEMAS_DIR=", "FERRY_PATHS__SCHEMA_DIR=", "FERRY_PATHS__SCHEMA_DIR"),
         ("COPY datasets ./datasets", "", "COPY datasets"),
     ],

@@ -38,6 +38,13 @@ class HdfsClusterSettings(_Frozen):
         description="DataNode HTTP port; WebHDFS redirects reads/writes here."
     )
     datanode_ipc_port: int = Field(description="DataNode IPC port.")
+    datanode_host_override: str | None = Field(
+        default=None,
+        description=(
+            "Address the DataNode binds and advertises when it is not ``host`` (its own machine, "
+            "e.g. ``datanode-a`` in docker-compose.yml)."
+        ),
+    )
     webhdfs_url_override: str | None = Field(
         default=None,
         description=(
@@ -60,6 +67,11 @@ class HdfsClusterSettings(_Frozen):
         return f"hdfs://{self.host}:{self.namenode_rpc_port}"
 
     @property
+    def datanode_host(self) -> str:
+        """Address of the DataNode: ``datanode_host_override`` or ``host``."""
+        return self.datanode_host_override or self.host
+
+    @property
     def webhdfs_url(self) -> str:
         """``http://host:port`` of the NameNode's WebHDFS endpoint (or its override)."""
         return self.webhdfs_url_override or f"http://{self.host}:{self.namenode_http_port}"
@@ -71,6 +83,13 @@ class KafkaSettings(_Frozen):
     host: str = Field(default="127.0.0.1", description="Address the broker binds and advertises.")
     port: int = Field(default=19092, description="Broker PLAINTEXT listener port.")
     controller_port: int = Field(default=19093, description="KRaft controller listener port.")
+    listen_host_override: str | None = Field(
+        default=None,
+        description=(
+            "Address the broker's listeners bind when not ``host`` (``0.0.0.0`` for a broker on "
+            "two networks, docker-compose.yml); clients are always told ``host``."
+        ),
+    )
     bootstrap_servers_override: str | None = Field(
         default=None, description="Comma-separated bootstrap servers; defaults to host:port."
     )

@@ -83,3 +83,34 @@ def status() -> None:
     )
     if not all(r.healthy for r in rows):
         raise typer.Exit(1)
+
+
+_ONE = typer.Argument(..., help="Component name, e.g. hdfs-a-namenode, spark-master-1, kafka.")
+
+
+@app.command("run-one")
+def run_one(component: str = _ONE) -> None:
+    """Run ONE component in the foreground (a container's command): config from settings, storage
+    formatted on first start, then this process becomes the server's JVM (ferry.stack.container)."""
+    from ferry.stack.container import run_one as run
+
+    try:
+        run(component)
+    except StackError as exc:
+        console.print(f"run-one {component} failed: {exc}", style="red")
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def check(component: str = _ONE) -> None:
+    """Run ONE component's health check once; exit 0 healthy, 1 not (a container health check)."""
+    from ferry.stack.container import check as run_check
+
+    try:
+        ok, detail = run_check(component)
+    except StackError as exc:
+        console.print(f"check {component} failed: {exc}", style="red")
+        raise typer.Exit(2) from exc
+    console.print(f"{component}: {detail}")
+    if not ok:
+        raise typer.Exit(1)

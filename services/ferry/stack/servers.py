@@ -97,6 +97,7 @@ def kafka(settings: Settings, lay: Layout) -> Component:
             "kafka-server.properties.tmpl",
             props,
             host=kf.host,
+            listen_host=kf.listen_host_override or kf.host,
             port=kf.port,
             controller_port=kf.controller_port,
             data_dir=data,
@@ -150,6 +151,7 @@ def hdfs_conf(lay: Layout, cluster: str, cs: HdfsClusterSettings) -> Path:
     values = dict(
         cluster=cluster,
         host=cs.host,
+        datanode_host=cs.datanode_host,
         base_dir=lay.data / f"hdfs-{cluster}",
         namenode_rpc_port=cs.namenode_rpc_port,
         namenode_http_port=cs.namenode_http_port,
