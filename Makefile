@@ -10,7 +10,7 @@ PIP_STAMP  := $(VENV)/.ferry-installed
 JARS_STAMP := var/jars/.ferry-installed
 PYTEST     := $(PY) -m pytest
 
-.PHONY: help install up down status demo test test-unit test-integration test-e2e test-compose \
+.PHONY: help install up down status demo test test-unit test-integration test-e2e test-compose test-ha \
         lint bench bench-transform bench-hdfs bench-load bench-tracker beeline compose-up \
         compose-down compose-test clean browser
 
@@ -51,6 +51,7 @@ test: install browser ## Set up and run every test tier (the stack starts and st
 	@# local Spark while integration/e2e use the standalone cluster.
 	$(PYTEST) tests/unit
 	$(PYTEST) tests/integration tests/e2e tests/compose
+	$(MAKE) test-ha
 
 browser: ## Headless Chromium for the tracker status-page test (apt-get, Debian/Ubuntu)
 	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || \
@@ -67,6 +68,12 @@ test-e2e: install ## End-to-end tests (the whole stack)
 	$(PYTEST) tests/e2e
 
 test-compose: compose-test ## Alias of compose-test
+
+test-ha: install ## HA tier: cluster A as an HA nameservice (profile ha), NameNode failover scenarios
+	@# Its own stack state (var/ha-stack, sharing var/jars): the one-NameNode tiers' DataNode and
+	@# Hive metastore (table locations on hdfs://127.0.0.1:28020) never mix with the HA cluster's.
+	mkdir -p var/ha-stack && ln -sfn ../jars var/ha-stack/jars
+	FERRY_PROFILE=ha FERRY_VAR_DIR=$(CURDIR)/var/ha-stack $(PYTEST) tests/ha
 
 lint: install ## ruff, mypy and the Avro schema evolution check
 	$(VENV)/bin/ruff check services tests bench
