@@ -11,9 +11,9 @@ JARS_STAMP := var/jars/.ferry-installed
 PYTEST     := $(PY) -m pytest
 
 .PHONY: help install up down ps status demo test test-unit test-integration test-e2e test-compose \
-        lint bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker beeline \
-        compose-up compose-down compose-test compose-engine compose-context compose-build clean \
-        browser
+        test-ha lint bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
+        beeline compose-up compose-down compose-test compose-engine compose-context compose-build \
+        clean browser
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
@@ -55,6 +55,7 @@ test: install browser ## Set up and run every test tier (the stack starts and st
 	$(PYTEST) tests/unit
 	$(PYTEST) tests/integration tests/e2e
 	$(MAKE) compose-test
+	@# tests/ha (make test-ha) is not run here yet: it has not passed a full run (issue 13).
 
 browser: ## Headless Chromium for the tracker status-page test (apt-get, Debian/Ubuntu)
 	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || \
@@ -71,6 +72,12 @@ test-e2e: install ## End-to-end tests (the whole stack)
 	$(PYTEST) tests/e2e
 
 test-compose: compose-test ## Alias of compose-test
+
+test-ha: install ## HA tier: cluster A as an HA nameservice (profile ha), NameNode failover scenarios
+	@# Its own stack state (var/ha-stack, sharing var/jars): the one-NameNode tiers' DataNode and
+	@# Hive metastore (table locations on hdfs://127.0.0.1:28020) never mix with the HA cluster's.
+	mkdir -p var/ha-stack && ln -sfn ../jars var/ha-stack/jars
+	FERRY_PROFILE=ha FERRY_VAR_DIR=$(CURDIR)/var/ha-stack $(PYTEST) tests/ha
 
 lint: install ## ruff, mypy and the Avro schema evolution check
 	$(VENV)/bin/ruff check services tests bench

@@ -69,7 +69,15 @@ def session_conf(
         "spark.hadoop.dfs.client.block.write.locateFollowingBlock.retries": "10",
         # Do not write _SUCCESS markers into staging directories; Ferry commits by rename.
         "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+        # HA: the nameservice of fs_url and its NameNodes ({} for one NameNode).
+        **{f"spark.hadoop.{k}": v for k, v in cs.hadoop_client_conf().items()},
     }
+    if cs.ha:
+        # a hung NameNode costs an RPC the read timeout, then the client fails over to the next
+        # (core-default.xml ipc.client.rpc-timeout.ms; default 120 s)
+        conf["spark.hadoop.ipc.client.rpc-timeout.ms"] = str(
+            int(settings.retry.read_timeout_s * 1000)
+        )
     if hive:
         conf |= {
             "spark.sql.catalogImplementation": "hive",

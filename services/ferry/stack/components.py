@@ -21,6 +21,11 @@ Each component is built by its own function (:mod:`ferry.stack.servers`,
 :mod:`ferry.stack.spark_daemons`); :func:`build_components` is the table that lists them in start
 order. :func:`select` picks a subset by component or group name (``zookeeper``, ``kafka``,
 ``hdfs``, ``spark``, ``hive``, ``all``) and adds what it requires, transitively.
+
+With ``clusters.a.nameservice`` set (profile ``ha``), cluster A is an HA pair instead of one
+NameNode: hdfs-a-jn1..3 (JournalNode), hdfs-a-nn1/nn2 (NameNode; health: /jmx HA state, so
+``ferry stack status`` shows which is active), hdfs-a-zkfc-nn1/nn2 (DFSZKFailoverController) and
+hdfs-a-datanode (:mod:`ferry.stack.hdfs_ha`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from collections.abc import Iterable
 from ferry.core.config import Settings
 from ferry.core.errors import StackError
 from ferry.stack.base import Component, Layout
+from ferry.stack.hdfs_ha import ha_components
 from ferry.stack.hiveserver2 import hiveserver2
 from ferry.stack.servers import datanode, hive_metastore, kafka, namenode, zookeeper
 from ferry.stack.spark_daemons import spark_cluster
@@ -44,13 +50,16 @@ def build_components(settings: Settings) -> list[Component]:
         StackError: no ``java`` executable (the command lines are built here).
     """
     lay = Layout(settings.var_dir)
+    if settings.cluster("a").ha:
+        hdfs = [namenode(settings, lay, "b"), datanode(settings, lay, "b")]
+        hdfs += ha_components(settings, lay, "a")
+    else:
+        hdfs = [namenode(settings, lay, c) for c in ("b", "a")]
+        hdfs += [datanode(settings, lay, c) for c in ("b", "a")]
     return [
         zookeeper(settings, lay),
         kafka(settings, lay),
-        namenode(settings, lay, "b"),
-        namenode(settings, lay, "a"),
-        datanode(settings, lay, "b"),
-        datanode(settings, lay, "a"),
+        *hdfs,
         *spark_cluster(settings, lay),
         hive_metastore(settings, lay),
         hiveserver2(settings, lay),

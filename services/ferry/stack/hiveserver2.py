@@ -75,6 +75,7 @@ def hiveserver2(settings: Settings, lay: Layout) -> Component:
         "spark.sql.warehouse.dir": f"{a.fs_url}{ms.warehouse_path}",
         "spark.hadoop.hive.metastore.uris": ms.uri,
         "spark.hadoop.fs.defaultFS": a.fs_url,
+        **{f"spark.hadoop.{k}": v for k, v in a.hadoop_client_conf().items()},
         "spark.local.dir": str(data),
     }
     hive_conf = {

@@ -144,20 +144,48 @@ def kafka(settings: Settings, lay: Layout) -> Component:
 # --- HDFS -----------------------------------------------------------------------------------
 
 
-def hdfs_conf(lay: Layout, cluster: str, cs: HdfsClusterSettings) -> Path:
+def xml_properties(props: dict[str, str]) -> str:
+    """``<property>`` lines of a Hadoop ``*-site.xml`` for ``props`` (values XML-escaped)."""
+    from xml.sax.saxutils import escape
+
+    return "\n".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
+        for k, v in props.items()
+    )
+
+
+def _ha_client_timeouts(cs: HdfsClusterSettings) -> dict[str, str]:
+    """HA client keys, plus (HA only) a 15 s Hadoop RPC timeout for the stack's daemons (the
+    metastore, HiveServer2): a hung NameNode then costs a call 15 s before the client fails over
+    to the other (core-default.xml ``ipc.client.rpc-timeout.ms``, default 120 s)."""
+    conf = cs.hadoop_client_conf()
+    return {**conf, "ipc.client.rpc-timeout.ms": "15000"} if conf else {}
+
+
+def hdfs_conf(
+    lay: Layout,
+    cluster: str,
+    cs: HdfsClusterSettings,
+    *,
+    conf_name: str | None = None,
+    extra: dict[str, str] | None = None,
+) -> Path:
     """Render cluster ``cluster``'s core-site.xml, hdfs-site.xml and log4j.properties into
-    ``conf/hdfs-<cluster>``; returns that directory."""
-    d = lay.conf / f"hdfs-{cluster}"
+    ``conf/<conf_name>`` (default ``hdfs-<cluster>``) with ``extra`` hdfs-site keys (an HA
+    daemon's own ids and directories); returns that directory."""
+    d = lay.conf / (conf_name or f"hdfs-{cluster}")
     values = dict(
         cluster=cluster,
         host=cs.host,
         datanode_host=cs.datanode_host,
+        fs_url=cs.fs_url,
         base_dir=lay.data / f"hdfs-{cluster}",
         namenode_rpc_port=cs.namenode_rpc_port,
         namenode_http_port=cs.namenode_http_port,
         datanode_port=cs.datanode_port,
         datanode_http_port=cs.datanode_http_port,
         datanode_ipc_port=cs.datanode_ipc_port,
+        extra_properties=xml_properties({**_ha_client_timeouts(cs), **(extra or {})}),
     )
     render("core-site.xml.tmpl", d / "core-site.xml", **values)
     render("hdfs-site.xml.tmpl", d / "hdfs-site.xml", **values)
@@ -166,9 +194,16 @@ def hdfs_conf(lay: Layout, cluster: str, cs: HdfsClusterSettings) -> Path:
 
 
 def hadoop_argv(
-    lay: Layout, name: str, heap_mb: int, cluster: str, main: str, *args: str
+    lay: Layout,
+    name: str,
+    heap_mb: int,
+    cluster: str,
+    main: str,
+    *args: str,
+    conf_name: str | None = None,
 ) -> list[str]:
-    """The JVM command line of a Hadoop daemon (or one-shot tool) of ``cluster``."""
+    """The JVM command line of a Hadoop daemon (or one-shot tool) of ``cluster``, its
+    configuration from ``conf/<conf_name>`` (default ``hdfs-<cluster>``)."""
     return [
         java(),
         f"-Xmx{heap_mb}m",
@@ -177,13 +212,14 @@ def hadoop_argv(
         f"-Dhadoop.log.dir={lay.logs}",
         f"-Dhadoop.home.dir={lay.jars / 'hdfs'}",
         "-cp",
-        f"{lay.conf / f'hdfs-{cluster}'}:{lay.jars / 'hdfs-webapps'}:{lay.jars / 'hdfs'}/*",
+        f"{lay.conf / (conf_name or f'hdfs-{cluster}')}:{lay.jars / 'hdfs-webapps'}:"
+        f"{lay.jars / 'hdfs'}/*",
         main,
         *args,
     ]
 
 
-def _check_jars(lay: Layout) -> None:
+def check_jars(lay: Layout) -> None:
     for need in (
         lay.jars / "hdfs",
         lay.jars / "hdfs-webapps" / "webapps" / "hdfs",
@@ -202,7 +238,7 @@ def namenode(settings: Settings, lay: Layout, cluster: str) -> Component:
     name = f"hdfs-{cluster}-namenode"
 
     def prepare() -> None:
-        _check_jars(lay)
+        check_jars(lay)
         hdfs_conf(lay, cluster, cs)
         if not (lay.data / f"hdfs-{cluster}" / "name" / "current" / "VERSION").exists():
             run_once(

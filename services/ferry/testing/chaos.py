@@ -5,7 +5,9 @@ bench/soak.py.
 under a private topic prefix, NAS directory and HDFS paths, with cluster A's WebHDFS traffic routed
 through two :class:`~ferry.testing.faultproxy.FaultProxy` instances: one in front of the NameNode
 HTTP port (``clusters.a.webhdfs_url_override``) and one in front of the DataNode HTTP port
-(``clusters.a.datanode_address_map``). Both start in pass-through mode.
+(``clusters.a.datanode_address_map``). Both start in pass-through mode. With cluster A an HA
+nameservice (profile ``ha``), each NameNode's RPC and HTTP ports get a proxy instead
+(:attr:`FaultRig.namenode_proxies`) and the services' ``clusters.a.namenodes`` point at them.
 
 pydantic-settings replaces the whole ``clusters`` mapping as soon as one ``FERRY_CLUSTERS__A__…``
 variable is set (the other cluster and A's required ports would be missing), so the rig passes the
@@ -85,10 +87,24 @@ class FaultRig:
         token = uuid.uuid4().hex[:10]
         self.token = token
         a = self.base.cluster("a")
-        self.nn = FaultProxy(a.host, a.namenode_http_port, seed=self.seed).start()
         self.dn = FaultProxy(a.host, a.datanode_http_port, seed=self.seed + 1).start()
         clusters = {n: c.model_dump(mode="json") for n, c in self.base.clusters.items()}
-        clusters["a"]["webhdfs_url_override"] = self.nn.url
+        #: HA cluster A: NameNode id → (RPC proxy, HTTP proxy); the services see the proxies
+        self.namenode_proxies: dict[str, tuple[FaultProxy, FaultProxy]] = {}
+        if a.ha:
+            for i, nn in enumerate(a.namenodes):
+                self.namenode_proxies[nn.id] = (
+                    FaultProxy(nn.host, nn.rpc_port, seed=self.seed + 10 + 2 * i).start(),
+                    FaultProxy(nn.host, nn.http_port, seed=self.seed + 11 + 2 * i).start(),
+                )
+            clusters["a"]["namenodes"] = [
+                {**nn.model_dump(mode="json"), "rpc_port": rpc.port, "http_port": http.port}
+                for nn, (rpc, http) in zip(a.namenodes, self.namenode_proxies.values(), strict=True)
+            ]
+            self.nn = self.namenode_proxies[a.namenodes[0].id][1]
+        else:
+            self.nn = FaultProxy(a.host, a.namenode_http_port, seed=self.seed).start()
+            clusters["a"]["webhdfs_url_override"] = self.nn.url
         clusters["a"]["datanode_address_map"] = {
             f"{a.host}:{a.datanode_http_port}": self.dn.address
         }
@@ -108,6 +124,11 @@ class FaultRig:
         env = settings_env(overrides) | {"FERRY_CLUSTERS": json.dumps(clusters)}
         self.settings = self.base.model_copy(
             update={
+                # HA: the services' view (through the proxies); otherwise the stack's own
+                "clusters": {
+                    **self.base.clusters,
+                    "a": type(a).model_validate(clusters["a"]) if a.ha else a,
+                },
                 "kafka": self.base.kafka.model_copy(
                     update={"topic_prefix": overrides["kafka.topic_prefix"]}
                 ),
@@ -216,8 +237,12 @@ class FaultRig:
             return self.group.stop()
         finally:
             self.outcomes.close()
-            self.nn.stop()
-            self.dn.stop()
+            for proxy in {
+                self.nn,
+                self.dn,
+                *(p for pair in self.namenode_proxies.values() for p in pair),
+            }:
+                proxy.stop()
 
 
 # -- the Spark master pair ---------------------------------------------------------------------

@@ -42,6 +42,9 @@ class StubState:
     #: the stub's handler thread may start later, so a DELETE that arrives first (a client reset
     #: mid-body cleaning up) must not be followed by the file appearing.
     creating: set[str] = field(default_factory=set)
+    #: NameNode addresses (``"127.0.0.1:port"``) answering every request with a StandbyException,
+    #: as an HA standby does (HTTP 403, ``RemoteException`` ``StandbyException``)
+    standby: set[str] = field(default_factory=set)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -136,8 +139,24 @@ class _NameNode(_Base):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
+    def _standby(self) -> bool:
+        """Answer as an HA standby NameNode does, if this one is listed in ``state.standby``."""
+        with self.state.lock:
+            address = f"127.0.0.1:{self.server.server_address[1]}"  # type: ignore[index]
+            standby = address in self.state.standby
+        if standby:
+            _remote(
+                self,
+                403,
+                "StandbyException",
+                f"Operation category {self.command} is not supported in state standby",
+            )
+        return standby
+
     def do_GET(self) -> None:  # noqa: N802
         op, path, query = self._parse()
+        if self._standby():
+            return None
         s = self.state
         with s.lock:
             exists = path in s.files or path in s.dirs
@@ -174,6 +193,8 @@ class _NameNode(_Base):
 
     def do_PUT(self) -> None:  # noqa: N802
         op, path, query = self._parse()
+        if self._standby():
+            return None
         s = self.state
         if op == "CREATE":
             with s.lock:
@@ -222,6 +243,8 @@ class _NameNode(_Base):
 
     def do_DELETE(self) -> None:  # noqa: N802
         op, path, query = self._parse()
+        if self._standby():
+            return None
         s = self.state
         with s.lock:
             s.creating.discard(path)
@@ -337,15 +360,23 @@ class WebHdfsStub:
         nn_handler = type(
             "NN", (_NameNode,), {"state": self.state, "datanode_address": self.datanode_address}
         )
-        nn = _Server(("127.0.0.1", 0), nn_handler)
-        self.namenode_address = f"127.0.0.1:{nn.server_address[1]}"
-        for server in (nn, dn):
-            server.daemon_threads = True
-            t = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-            t.start()
-            self._servers.append(server)
-            self._threads.append(t)
+        self._nn_handler = nn_handler
+        self.namenode_address = self.add_namenode()
+        self._serve(dn)
         return self
+
+    def add_namenode(self) -> str:
+        """Start one more NameNode on the same files (an HA pair); returns its address."""
+        nn = _Server(("127.0.0.1", 0), self._nn_handler)
+        self._serve(nn)
+        return f"127.0.0.1:{nn.server_address[1]}"
+
+    def _serve(self, server: _Server) -> None:
+        server.daemon_threads = True
+        t = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+        t.start()
+        self._servers.append(server)
+        self._threads.append(t)
 
     @property
     def url(self) -> str:

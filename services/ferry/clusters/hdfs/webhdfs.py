@@ -11,12 +11,22 @@ build it with ``WebHdfs.for_cluster("a", settings)``. Rules every caller can rel
   (docs/field-cases.md, C06).
 * Failures surface as the Ferry errors of :func:`ferry.clusters.hdfs.errors.classify`, naming
   the cluster, the operation, the path and the address. The port never retries.
+* HA (``clusters.<x>.namenodes``): ``webhdfs_url`` lists every NameNode, ``;``-separated, and
+  HdfsCLI's request handler tries them in turn, starting from the one that answered last (it
+  keeps that one first in its rotation): a ``StandbyException`` or ``RetriableException``
+  (HTTP 403 with that ``RemoteException``), a refused or reset connection, a connect or read
+  timeout moves to the next NameNode; the last one's error is raised when every NameNode failed.
+  One call thus costs at most (number of NameNodes) × the ``(connect, read)`` timeout; whether to
+  try again is the caller's retry policy (:mod:`ferry.core.retry`). Only the NameNode hop fails
+  over: a failure on the DataNode a redirect points to is raised as it is (another NameNode would
+  only answer standby). A switch of NameNode is logged at WARNING (``now via NameNode …``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import getpass
+import logging
 import os
 import posixpath
 from collections.abc import Callable, Iterable, Iterator
@@ -36,8 +46,19 @@ from ferry.core.errors import FerryError, HdfsRequestRejected, HdfsUnavailable
 if TYPE_CHECKING:
     from ferry.core.config import HdfsClusterSettings, RetrySettings, Settings
 
+log = logging.getLogger(__name__)
+
 #: Redirect hops followed for a GET (NameNode → DataNode is one).
 _MAX_REDIRECTS = 3
+
+
+class _DataNodeHopError(Exception):
+    """A failure after a redirect (on the DataNode), carried past HdfsCLI's NameNode failover
+    (which retries the next NameNode on any ``requests`` connection error or timeout)."""
+
+    def __init__(self, cause: requests.RequestException, url: str) -> None:
+        super().__init__(str(cause))
+        self.cause, self.url = cause, url
 
 
 class _Client(_CliClient):
@@ -81,16 +102,21 @@ class _Client(_CliClient):
         if params is not None:
             params = {**params, "user.name": self._user}
         url = self.rewrite(url)
-        for _ in range(_MAX_REDIRECTS + 1):
-            res = self._session.request(
-                method=method,
-                url=url,
-                params=params,
-                timeout=self._timeout,
-                allow_redirects=False,
-                headers={"content-type": "application/octet-stream"},
-                **kwargs,
-            )
+        for hop in range(_MAX_REDIRECTS + 1):
+            try:
+                res = self._session.request(
+                    method=method,
+                    url=url,
+                    params=params,
+                    timeout=self._timeout,
+                    allow_redirects=False,
+                    headers={"content-type": "application/octet-stream"},
+                    **kwargs,
+                )
+            except requests.RequestException as exc:
+                if hop == 0:
+                    raise  # the NameNode's: HdfsCLI moves to the next NameNode
+                raise _DataNodeHopError(exc, url) from exc
             if method != "GET" or not res.is_redirect:
                 return res  # CREATE/APPEND redirects go back to HdfsCLI, which rewrites via us
             location = res.headers["location"]
@@ -131,6 +157,7 @@ class WebHdfs(HdfsPort):
             session=self._session,
         )
         self._advertised = {v: k for k, v in cluster.datanode_address_map.items()}
+        self._active = self._client.urls[0]
 
     @classmethod
     def for_cluster(cls, name: str, settings: Settings) -> WebHdfs:
@@ -154,6 +181,22 @@ class WebHdfs(HdfsPort):
 
     def __repr__(self) -> str:
         return f"WebHdfs(name={self.name!r}, url={self.cluster.webhdfs_url!r})"
+
+    @property
+    def active_url(self) -> str:
+        """The NameNode URL the next call tries first: the one that answered last."""
+        return str(self._client._urls[0])  # noqa: SLF001 - HdfsCLI's rotation (client.py)
+
+    def _note_active(self) -> None:
+        now = self.active_url
+        if now != self._active:
+            log.warning(
+                "cluster %r: WebHDFS now via NameNode %s (was %s: standby or unreachable)",
+                self.name,
+                now,
+                self._active,
+            )
+            self._active = now
 
     # -- primitives ------------------------------------------------------------------------
 
@@ -241,8 +284,12 @@ class WebHdfs(HdfsPort):
             yield
         except FerryError:
             raise
+        except _DataNodeHopError as exc:
+            raise self._classify(op, path, exc.cause, url=exc.url, detail=detail) from exc.cause
         except (requests.RequestException, _CliError, OSError) as exc:
             raise self._classify(op, path, exc, url=url, detail=detail) from exc
+        finally:
+            self._note_active()
 
     def _address(self, netloc: str) -> tuple[str, bool]:
         """(description, is_datanode) of the peer at ``netloc``."""
@@ -257,7 +304,7 @@ class WebHdfs(HdfsPort):
         self, op: str, path: str, exc: BaseException, *, url: str | None, detail: str
     ) -> FerryError:
         request = getattr(exc, "request", None)
-        target = getattr(request, "url", None) or url or self._client.urls[0]
+        target = getattr(request, "url", None) or url or self.active_url
         netloc = urlsplit(target).netloc
         peer, is_datanode = self._address(netloc)
         detail = f" {detail}" if detail else ""
