@@ -59,6 +59,21 @@ class ExtractSettings(_Frozen):
             "left transform waiting (demo: ~3 files/s with 1); each file stays independent."
         ),
     )
+    follow_symlinks: bool = Field(
+        default=False,
+        description=(
+            "Follow a symbolic link in a dataset directory whose real path stays inside the NAS "
+            "root; off: refused (symlink_refused). A link leaving the root or looping is always "
+            "refused (docs/field-cases.md C15, docs/security.md)."
+        ),
+    )
+    refuse_hardlinks: bool = Field(
+        default=False,
+        description=(
+            "Refuse a NAS file with more than one hard link (hardlink_refused): its content is "
+            "shared with another path, perhaps outside the share (C15)."
+        ),
+    )
 
 
 class BatchSettings(_Frozen):
