@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from ferry.core.sections import REPO_ROOT, _Frozen
 
@@ -156,6 +156,17 @@ class TrackerSettings(_Frozen):
     )
     page_refresh_s: float = Field(
         default=5.0, description="How often the HTML pages refresh their figures, s."
+    )
+    token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Bearer token every request must carry (Authorization: Bearer <token>) except "
+            "/healthz and /static/; none: open (bind 127.0.0.1 then). docs/security.md."
+        ),
+    )
+    token_file: Path | None = Field(
+        default=None,
+        description="File holding the token instead (mode 0600, refused otherwise).",
     )
 
 
