@@ -51,6 +51,7 @@ test: install browser ## Set up and run every test tier (the stack starts and st
 	@# local Spark while integration/e2e use the standalone cluster.
 	$(PYTEST) tests/unit
 	$(PYTEST) tests/integration tests/e2e tests/compose
+	$(MAKE) test-secure
 
 browser: ## Headless Chromium for the tracker status-page test (apt-get, Debian/Ubuntu)
 	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || \
@@ -65,6 +66,10 @@ test-integration: install browser ## Integration tests (real servers)
 
 test-e2e: install ## End-to-end tests (the whole stack)
 	$(PYTEST) tests/e2e
+
+test-secure: install ## Security tier: the stack on the secure-kafka profile (SASL_SSL, docs/security.md)
+	@# One pytest process per profile; a module runs only under its own profile (its skipif).
+	FERRY_PROFILE=secure-kafka $(PYTEST) tests/secure
 
 test-compose: compose-test ## Alias of compose-test
 

@@ -38,7 +38,7 @@ from ferry.core.kafka import group_id
 from ferry.core.secrets import resolve_secret
 from ferry.core.service import configure_logging
 from ferry.core.timeline import Timeline, stage_latencies
-from ferry.tracker.auth import bearer_middleware
+from ferry.tracker.auth import bearer_middleware, broker_options
 from ferry.tracker.filepage import render_status_page
 from ferry.tracker.query import summary
 from ferry.tracker.record import apply
@@ -130,6 +130,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         broker_commit_interval=1.0,
         producer_acks=-1,
         table_standby_replicas=0,
+        **broker_options(kafka),
     )
     metrics = TrackerMetrics()
     app.ferry_metrics = metrics  # type: ignore[attr-defined]

@@ -8,15 +8,23 @@ without it: ``/healthz`` (a probe: status and reason codes, no path or file name
 ``/static/*`` (the pages' CSS and JS, the same for everyone). ``/metrics`` needs the token too:
 configure the scraper with it (Prometheus ``authorization: {credentials_file: ...}``).
 Documented in docs/security.md.
+
+The tracker's own Kafka clients (faust over aiokafka) log in as every other Ferry client does
+under ``kafka.security_protocol: SASL_SSL``: :func:`broker_options`.
 """
 
 from __future__ import annotations
 
 import hmac
+import ssl
 from collections.abc import Awaitable, Callable
+from typing import Any
 
+import faust
 from aiohttp import web
 from pydantic import SecretStr
+
+from ferry.core.config import KafkaSettings
 
 #: Paths served without the token (exact, or a prefix ending in ``/``).
 OPEN_PATHS = ("/healthz", "/static/")
@@ -53,3 +61,26 @@ def bearer_middleware(
         )
 
     return check
+
+
+def broker_options(kafka: KafkaSettings) -> dict[str, Any]:
+    """``faust.App`` keyword arguments for ``kafka.security_protocol``: none for PLAINTEXT; for
+    SASL_SSL ``broker_credentials`` (:class:`faust.SASLCredentials`: user, password, mechanism and
+    a TLS context trusting ``kafka.ssl_ca_path``, host names checked). faust's ``repr`` of the
+    credentials shows the user name only.
+
+    Raises:
+        ConfigError: no usable password (:meth:`KafkaSettings.password`).
+    """
+    if not kafka.secure:
+        return {}
+    cafile = str(kafka.ssl_ca_path) if kafka.ssl_ca_path is not None else None
+    context = ssl.create_default_context(cafile=cafile)
+    return {
+        "broker_credentials": faust.SASLCredentials(
+            username=kafka.sasl_username,
+            password=kafka.password().get_secret_value(),
+            ssl_context=context,
+            mechanism=kafka.sasl_mechanism,
+        )
+    }
