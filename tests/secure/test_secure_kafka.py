@@ -65,7 +65,7 @@ class Run:
             [sys.executable, "-m", "ferry.cli", *args],
             capture_output=True,
             text=True,
-            env={**os.environ, **self.env, **(env or {})},
+            env={**os.environ, **self.env, "COLUMNS": "250", **(env or {})},
             timeout=120,
             check=False,
         )
@@ -173,7 +173,10 @@ def test_tracker_requires_its_token_and_healthz_stays_open(run: Run) -> None:
 def test_cli_connects_over_sasl_ssl(run: Run) -> None:
     out = run.ferry("status")
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "extract" in out.stdout
+    # the tracker answered (its token sent), and the lag came from the broker over SASL_SSL
+    assert "file states from the tracker" in out.stdout, out.stdout
+    assert "quarantined files: 1" in out.stdout, out.stdout
+    assert f"{run.settings.kafka.topic_prefix}.extracted" in out.stdout, out.stdout
 
 
 def test_wrong_password_is_refused_with_one_line_within_the_timeout(run: Run) -> None:
@@ -220,7 +223,15 @@ def test_no_secret_in_any_log_output_event_or_page(run: Run) -> None:
     """Runs last in the module: after the flow, the CLI and the refused login."""
     password = run.settings.kafka.password().get_secret_value()
     wrong = (run.work / "wrong.password").read_text().strip()
-    needles = {"kafka password": password, "wrong password": wrong, "tracker token": run.token}
+    conf = run.settings.var_dir / "conf" / "kafka"
+    needles = {
+        "kafka password": password,
+        "wrong password": wrong,
+        "tracker token": run.token,
+        "broker's own SCRAM password": (conf / "broker.password").read_text().strip(),
+        "keystore password": (conf / "tls" / "keystore.password").read_text().strip(),
+    }
+    assert all(len(n) >= 16 for n in needles.values())
     events = event_bytes(run)
     assert events  # the flow's events were read
     pages = [run.get(p, run.token).text for p in ("/", "/files?detail=1", "/table", "/metrics")]
