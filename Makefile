@@ -54,6 +54,7 @@ test: install browser ## Set up and run every test tier (the stack starts and st
 	@# local Spark while integration/e2e use the standalone cluster.
 	$(PYTEST) tests/unit
 	$(PYTEST) tests/integration tests/e2e
+	$(MAKE) test-secure
 	$(MAKE) compose-test
 	@# tests/ha (make test-ha) is not run here yet: it has not passed a full run (issue 13).
 
@@ -70,6 +71,10 @@ test-integration: install browser ## Integration tests (real servers)
 
 test-e2e: install ## End-to-end tests (the whole stack)
 	$(PYTEST) tests/e2e
+
+test-secure: install ## Security tier: the stack on the secure-kafka profile (SASL_SSL, docs/security.md)
+	@# One pytest process per profile; a module runs only under its own profile (its skipif).
+	FERRY_PROFILE=secure-kafka $(PYTEST) tests/secure
 
 test-compose: compose-test ## Alias of compose-test
 

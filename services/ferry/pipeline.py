@@ -23,6 +23,7 @@ from ferry.core.avro import default_codec
 from ferry.core.config import Settings
 from ferry.core.errors import FerryError, SerializationError
 from ferry.core.events import FileFailed, FileLoaded
+from ferry.core.kafka import client_config
 
 STAGES = ("extract", "transform", "transfer", "load")
 
@@ -113,7 +114,7 @@ class Outcomes:
         self.events: dict[str, int] = {t: 0 for t in self.TOPICS}
         self._consumer = Consumer(
             {
-                "bootstrap.servers": settings.kafka.bootstrap_servers,
+                **client_config(settings.kafka),
                 "group.id": f"ferry-outcomes-{uuid.uuid4().hex[:8]}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,

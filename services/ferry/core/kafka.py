@@ -7,6 +7,10 @@ Delivery guarantees (docs/architecture.md, "Delivery and idempotency"): the prod
 (``enable.idempotence=true``, ``acks=all``); the consumer auto-commits only offsets the runner has
 *stored* (``enable.auto.commit=true``, ``enable.auto.offset.store=false``), and the runner stores
 an offset only after the record's output events were acknowledged (:func:`produce_and_wait`).
+
+Security (docs/security.md): with ``kafka.security_protocol: SASL_SSL`` every client built here
+(:func:`client_config`) speaks TLS and logs in with SASL; the password is read from settings when
+a client is built and is in no log line or error message.
 """
 
 from __future__ import annotations
@@ -16,11 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from ferry.core.config import KafkaSettings
-from ferry.core.errors import TransientError
+from ferry.core.errors import ConfigError, TransientError
 from ferry.core.ratelimit import RateLimitFilter
 
 log = logging.getLogger(__name__)
@@ -41,6 +45,69 @@ def client_logging() -> dict[str, Any]:
     is off so an idle connection closed by the broker is not reported as an error.
     """
     return {"logger": LIBRDKAFKA_LOG, "log.connection.close": False}
+
+
+#: librdkafka error codes that mean "this client will never get in" rather than "not yet":
+#: a refused SASL login (``_AUTHENTICATION``) or a TLS failure (``_SSL``: unknown CA, bad host).
+_LOGIN_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL})
+
+#: bootstrap servers → the last login/TLS error a client of this process saw there (see
+#: :func:`login_failure`); written from librdkafka's callback threads, read after a failure.
+_login_failures: dict[str, str] = {}
+
+
+def _error_cb(bootstrap: str) -> Any:
+    """librdkafka ``error_cb`` remembering a login/TLS error (its text names the mechanism and
+    the cause, never the password), so a failed start can say why in one line."""
+
+    def on_error(err: KafkaError) -> None:
+        if err.code() in _LOGIN_ERRORS:
+            _login_failures[bootstrap] = err.str()
+        LIBRDKAFKA_LOG.warning("kafka client error: %s", err.str())
+
+    return on_error
+
+
+def login_failure(kafka: KafkaSettings) -> str | None:
+    """The last refused login or TLS error a client saw on ``kafka``'s brokers, or ``None``."""
+    return _login_failures.get(kafka.bootstrap_servers)
+
+
+def security_config(kafka: KafkaSettings) -> dict[str, Any]:
+    """librdkafka settings of ``kafka.security_protocol``: nothing for PLAINTEXT; for SASL_SSL the
+    mechanism, user, password (from :meth:`KafkaSettings.password`), CA file and host name
+    verification. The returned dict holds the password: never log it.
+
+    Raises:
+        ConfigError: SASL_SSL without a usable password (see :meth:`KafkaSettings.password`), or
+            ``ssl_ca_path`` is not a file.
+    """
+    if not kafka.secure:
+        return {}
+    cfg: dict[str, Any] = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": kafka.sasl_mechanism,
+        "sasl.username": kafka.sasl_username,
+        "sasl.password": kafka.password().get_secret_value(),
+        "ssl.endpoint.identification.algorithm": "https",
+    }
+    if kafka.ssl_ca_path is not None:
+        if not kafka.ssl_ca_path.is_file():  # else librdkafka refuses the client, less clearly
+            raise ConfigError(f"kafka.ssl_ca_path: {kafka.ssl_ca_path} is not a file")
+        cfg["ssl.ca.location"] = str(kafka.ssl_ca_path)
+    return cfg
+
+
+def client_config(kafka: KafkaSettings) -> dict[str, Any]:
+    """What every librdkafka client of Ferry shares: bootstrap servers, security
+    (:func:`security_config`), connect timeout, error callback and logging."""
+    return {
+        "bootstrap.servers": kafka.bootstrap_servers,
+        "socket.connection.setup.timeout.ms": _ms(kafka.request_timeout_s),
+        "error_cb": _error_cb(kafka.bootstrap_servers),
+        **security_config(kafka),
+        **client_logging(),
+    }
 
 
 def group_id(kafka: KafkaSettings, stage: str) -> str:
@@ -64,15 +131,13 @@ def delivery_timeout_s(kafka: KafkaSettings) -> float:
 def producer_config(kafka: KafkaSettings, client_id: str = "ferry") -> dict[str, Any]:
     """librdkafka settings of Ferry's idempotent producer."""
     return {
-        "bootstrap.servers": kafka.bootstrap_servers,
+        **client_config(kafka),
         "client.id": client_id,
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
         "request.timeout.ms": _ms(kafka.request_timeout_s),
         "delivery.timeout.ms": _ms(delivery_timeout_s(kafka)),
-        "socket.connection.setup.timeout.ms": _ms(kafka.request_timeout_s),
-        **client_logging(),
     }
 
 
@@ -83,7 +148,7 @@ def consumer_config(kafka: KafkaSettings, group: str, client_id: str = "ferry") 
     produced before a stage's first start is skipped.
     """
     return {
-        "bootstrap.servers": kafka.bootstrap_servers,
+        **client_config(kafka),
         "client.id": client_id,
         "group.id": group,
         "enable.auto.commit": True,
@@ -94,8 +159,6 @@ def consumer_config(kafka: KafkaSettings, group: str, client_id: str = "ferry") 
         "session.timeout.ms": kafka.session_timeout_ms,
         "partition.assignment.strategy": kafka.assignment_strategy,
         "heartbeat.interval.ms": max(100, min(3000, kafka.session_timeout_ms // 3)),
-        "socket.connection.setup.timeout.ms": _ms(kafka.request_timeout_s),
-        **client_logging(),
     }
 
 
@@ -111,13 +174,7 @@ def build_consumer(kafka: KafkaSettings, group: str, client_id: str = "ferry") -
 
 def build_admin(kafka: KafkaSettings) -> AdminClient:
     """An admin client; every call made through :mod:`ferry.core.topics` has a timeout."""
-    return AdminClient(
-        {
-            "bootstrap.servers": kafka.bootstrap_servers,
-            "socket.connection.setup.timeout.ms": _ms(kafka.request_timeout_s),
-            **client_logging(),
-        }
-    )
+    return AdminClient(client_config(kafka))
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from ferry.core.config import KafkaSettings, Settings
 from ferry.core.errors import ConfigError, FerryError, TransientError
 from ferry.core.events import FileExtracted, FileTransferred, FileTransformed
-from ferry.core.kafka import client_logging, group_id
+from ferry.core.kafka import client_config, group_id
 
 log = logging.getLogger(__name__)
 
@@ -231,12 +231,10 @@ def scan(
     idle = idle_timeout_s if idle_timeout_s is not None else max(kafka.request_timeout_s, 10.0)
     consumer = Consumer(
         {
-            "bootstrap.servers": kafka.bootstrap_servers,
+            **client_config(kafka),
             "group.id": f"ferry-ops-scan-{uuid.uuid4().hex[:8]}",  # never joins: assign() only
             "enable.auto.commit": False,
             "enable.partition.eof": False,
-            "socket.connection.setup.timeout.ms": int(kafka.request_timeout_s * 1000),
-            **client_logging(),
         }
     )
     try:

@@ -10,7 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from ferry.core.errors import ConfigError
+from ferry.core.secrets import resolve_secret
 
 ClusterName = Literal["a", "b"]
 
@@ -189,7 +192,9 @@ class KafkaSettings(_Frozen):
     """Kafka broker and topic plan. Env: ``FERRY_KAFKA__<FIELD>``."""
 
     host: str = Field(default="127.0.0.1", description="Address the broker binds and advertises.")
-    port: int = Field(default=19092, description="Broker PLAINTEXT listener port.")
+    port: int = Field(
+        default=19092, description="Broker client listener port (PLAINTEXT or SASL_SSL)."
+    )
     controller_port: int = Field(default=19093, description="KRaft controller listener port.")
     listen_host_override: str | None = Field(
         default=None,
@@ -252,6 +257,58 @@ class KafkaSettings(_Frozen):
         ),
     )
     heap_mb: int = Field(default=512, description="Broker JVM heap, MiB.")
+    security_protocol: Literal["PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT",
+        description=(
+            "How every Ferry client (and the local stack's broker listener on ``port``) talks: "
+            "PLAINTEXT, or SASL_SSL (TLS + SASL, docs/security.md)."
+        ),
+    )
+    sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = Field(
+        default="SCRAM-SHA-512", description="SASL mechanism under SASL_SSL."
+    )
+    sasl_username: str = Field(default="ferry", description="SASL user name under SASL_SSL.")
+    sasl_password: SecretStr | None = Field(
+        default=None, description="SASL password (never printed); or sasl_password_file."
+    )
+    sasl_password_file: Path | None = Field(
+        default=None,
+        description=(
+            "File holding the SASL password, mode 0600 (refused otherwise); relative to the "
+            "repository root. The local stack creates it (random) when missing."
+        ),
+    )
+    ssl_ca_path: Path | None = Field(
+        default=None,
+        description=(
+            "PEM file of the CA(s) that signed the broker certificates; relative to the "
+            "repository root; none: the system's CAs. The local stack writes its CA here."
+        ),
+    )
+
+    @field_validator("sasl_password_file", "ssl_ca_path")
+    @classmethod
+    def _from_repo_root(cls, value: Path | None) -> Path | None:
+        return value if value is None or value.is_absolute() else REPO_ROOT / value
+
+    @property
+    def secure(self) -> bool:
+        """Whether clients use SASL_SSL."""
+        return self.security_protocol == "SASL_SSL"
+
+    def password(self) -> SecretStr:
+        """The SASL password: ``sasl_password``, else ``sasl_password_file``'s content.
+
+        Raises:
+            ConfigError: neither is set, both are, or the file is refused (mode, missing).
+        """
+        secret = resolve_secret(self.sasl_password, self.sasl_password_file, "kafka.sasl_password")
+        if secret is None:
+            raise ConfigError(
+                "kafka.security_protocol is SASL_SSL but neither kafka.sasl_password nor "
+                "kafka.sasl_password_file is set"
+            )
+        return secret
 
     @property
     def bootstrap_servers(self) -> str:

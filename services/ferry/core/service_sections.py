@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from ferry.core.sections import REPO_ROOT, _Frozen
 
@@ -76,6 +76,21 @@ class ExtractSettings(_Frozen):
         description=(
             "Files landed at once. Each landing is a few WebHDFS round trips, so one at a time "
             "left transform waiting (demo: ~3 files/s with 1); each file stays independent."
+        ),
+    )
+    follow_symlinks: bool = Field(
+        default=False,
+        description=(
+            "Follow a symbolic link in a dataset directory whose real path stays inside the NAS "
+            "root; off: refused (symlink_refused). A link leaving the root or looping is always "
+            "refused (docs/field-cases.md C15, docs/security.md)."
+        ),
+    )
+    refuse_hardlinks: bool = Field(
+        default=False,
+        description=(
+            "Refuse a NAS file with more than one hard link (hardlink_refused): its content is "
+            "shared with another path, perhaps outside the share (C15)."
         ),
     )
 
@@ -160,6 +175,17 @@ class TrackerSettings(_Frozen):
     )
     page_refresh_s: float = Field(
         default=5.0, description="How often the HTML pages refresh their figures, s."
+    )
+    token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Bearer token every request must carry (Authorization: Bearer <token>) except "
+            "/healthz and /static/; none: open (bind 127.0.0.1 then). docs/security.md."
+        ),
+    )
+    token_file: Path | None = Field(
+        default=None,
+        description="File holding the token instead (mode 0600, refused otherwise).",
     )
 
 

@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ferry.core.config import KafkaSettings
 from ferry.core.errors import ConfigError, TransientError
 from ferry.core.events import TOPIC_NAMES
+from ferry.core.kafka import login_failure
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,24 @@ def topic_plan(kafka: KafkaSettings, names: tuple[str, ...] = TOPIC_NAMES) -> li
     ]
 
 
+def refused_login(kafka: KafkaSettings, admin: AdminClient | None = None) -> None:
+    """Raise the one-line :class:`ConfigError` of a refused login or TLS handshake a client saw on
+    ``kafka``'s brokers (:func:`ferry.core.kafka.login_failure`); return if there was none.
+    ``admin``'s pending callbacks are served first (librdkafka reports errors from ``poll``).
+
+    The message names the user, mechanism and broker and librdkafka's reason, never the password.
+    """
+    if admin is not None:
+        admin.poll(0)
+    why = login_failure(kafka)
+    if why is not None:
+        who = f"user {kafka.sasl_username!r} ({kafka.sasl_mechanism})" if kafka.secure else "client"
+        raise ConfigError(
+            f"kafka at {kafka.bootstrap_servers} refused {who} over {kafka.security_protocol}: "
+            f"{why}"
+        )
+
+
 def ensure_topics(
     admin: AdminClient, kafka: KafkaSettings, names: tuple[str, ...] = TOPIC_NAMES
 ) -> dict[str, str]:
@@ -45,7 +64,8 @@ def ensure_topics(
         TransientError: the broker did not answer within ``kafka.request_timeout_s`` or
             returned a retriable error.
         ConfigError: the broker refused a topic for good (e.g. replication factor larger than
-            the number of brokers, invalid config).
+            the number of brokers, invalid config), or refused this client's login or TLS
+            handshake (:func:`refused_login`): retrying cannot fix a wrong password.
     """
     timeout = kafka.request_timeout_s
     try:
@@ -53,6 +73,7 @@ def ensure_topics(
             topic_plan(kafka, names), operation_timeout=timeout, request_timeout=timeout
         )
     except KafkaException as exc:
+        refused_login(kafka, admin)
         raise TransientError(f"create_topics on {kafka.bootstrap_servers} failed: {exc}") from exc
     outcome: dict[str, str] = {}
     for topic, future in futures.items():
@@ -60,6 +81,7 @@ def ensure_topics(
             future.result(timeout=timeout + 1)
             outcome[topic] = "created"
         except concurrent.futures.TimeoutError as exc:
+            refused_login(kafka, admin)
             raise TransientError(
                 f"creating topic {topic} on {kafka.bootstrap_servers}: no answer within {timeout}s"
             ) from exc
@@ -68,6 +90,7 @@ def ensure_topics(
             if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 outcome[topic] = "exists"
             elif err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+                refused_login(kafka, admin)
                 raise TransientError(f"creating topic {topic}: {err}") from exc
             else:
                 raise ConfigError(f"broker refused topic {topic}: {err}") from exc

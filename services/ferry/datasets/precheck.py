@@ -23,6 +23,18 @@ HEAD_BYTES = 64 * 1024
 
 EmptyKind = Literal["zero_bytes", "blank", "header_only"]
 
+#: Most characters of a file's own text a quarantine reason quotes (docs/field-cases.md, C17):
+#: a reason names what is wrong, it never carries the data. Longer text is cut and ends in ``…``;
+#: the same bound as a rejected row's value (:data:`ferry.stages.transform.rows.VALUE_CHARS`).
+QUOTE_CHARS = 40
+
+
+def quoted(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``repr`` of ``text`` cut to its first ``limit`` characters (then ``…`` appended), control
+    characters shown as ``?``: the only form in which file content enters a reason."""
+    clean = "".join("?" if not ch.isprintable() else ch for ch in text)
+    return repr(clean[:limit] + "…") if len(clean) > limit else repr(clean)
+
 
 def read_head(path: str | Path, nbytes: int = HEAD_BYTES) -> bytes:
     """The first ``nbytes`` bytes of a local file (fewer if the file is shorter)."""
@@ -73,7 +85,9 @@ def header_names(head: bytes, spec: DatasetSpec) -> list[str]:
 def check_header(head: bytes, spec: DatasetSpec) -> str | None:
     """``None`` if the header matches the definition's columns (same names, same order, BOM and
     surrounding spaces ignored, case-insensitive as Hive is); else a message naming the first
-    difference. Always ``None`` when the definition says the files have no header.
+    difference. Always ``None`` when the definition says the files have no header. Text of the
+    file enters the message only through :func:`quoted` (at most :data:`QUOTE_CHARS` characters
+    per value, and at most :data:`QUOTE_CHARS` of the extra columns together).
     """
     if not spec.csv.header:
         return None
@@ -87,7 +101,13 @@ def check_header(head: bytes, spec: DatasetSpec) -> str | None:
         return None
     for i, (e, g) in enumerate(zip(expected, got_l, strict=False)):
         if e != g:
-            return f"header column {i + 1} is {g!r}, definition {spec.name!r} expects {e!r}"
+            return f"header column {i + 1} is {quoted(g)}, definition {spec.name!r} expects {e!r}"
     if len(got_l) < len(expected):
         return f"header lacks column(s) {expected[len(got_l) :]} of definition {spec.name!r}"
-    return f"header has extra column(s) {got_l[len(expected) :]} not in definition {spec.name!r}"
+    extra = got_l[len(expected) :]
+    if len(repr(extra)) <= QUOTE_CHARS:
+        return f"header has extra column(s) {extra} not in definition {spec.name!r}"
+    return (
+        f"header has {len(extra)} extra column(s) ({quoted(','.join(extra))}) not in "
+        f"definition {spec.name!r}"
+    )

@@ -29,6 +29,7 @@ from ferry.core.kafkaops import (
     scan,
     watermarks,
 )
+from ferry.core.secrets import resolve_secret
 from ferry.core.timeline import Timeline, fold
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,13 @@ def tracker_url(settings: Settings) -> str:
 
 
 def _get(settings: Settings, path: str) -> Any | None:
+    """GET ``path`` from the tracker, with its bearer token when one is configured
+    (:mod:`ferry.tracker.auth`); ``None`` when it does not answer 200 (or 404: ``{}``)."""
+    t = settings.tracker
+    token = resolve_secret(t.token, t.token_file, "tracker.token")
+    headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
     try:
-        resp = requests.get(tracker_url(settings) + path, timeout=_HTTP_TIMEOUT_S)
+        resp = requests.get(tracker_url(settings) + path, headers=headers, timeout=_HTTP_TIMEOUT_S)
     except requests.RequestException as exc:
         log.info("tracker not reachable at %s: %s", tracker_url(settings), exc)
         return None

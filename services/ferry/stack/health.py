@@ -46,17 +46,21 @@ def _four_letter(host: str, port: int, word: bytes) -> str:
     return b"".join(chunks).decode("utf-8", "replace").strip()
 
 
-def kafka_roundtrip(bootstrap: str, topic: str = "ferry.stack-health") -> str:
-    """Produce one record to ``topic`` (created if missing) and consume it back.
+def kafka_roundtrip(
+    bootstrap: str, security: dict[str, Any] | None = None, topic: str = "ferry.stack-health"
+) -> str:
+    """Produce one record to ``topic`` (created if missing) and consume it back; ``security``:
+    librdkafka settings of the listener (:func:`ferry.core.kafka.security_config`).
 
     Returns ``"produce+consume ok"``. Raises Unhealthy on any failure or after ~10 s.
     """
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    common: dict[str, str | int | float | bool] = {
+    common: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "socket.connection.setup.timeout.ms": 3000,
+        **(security or {}),
     }
     try:
         admin = AdminClient(common)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ferry.core.config import HdfsClusterSettings, Settings
 from ferry.core.errors import StackError
-from ferry.stack import health
+from ferry.core.kafka import security_config
+from ferry.stack import health, kafka_secure
 from ferry.stack.base import (
     CONF_SRC,
     JAVA17_OPENS,
@@ -85,7 +86,7 @@ def kafka(settings: Settings, lay: Layout) -> Component:
     start; health: produce + consume one record."""
     kf = settings.kafka
     props = lay.conf / "kafka" / "server.properties"
-    data = lay.data / "kafka"
+    data = kafka_secure.data_dir(lay) if kf.secure else lay.data / "kafka"
     classpath = [
         "-cp",
         f"{lay.jars / 'kafka'}/*",
@@ -93,15 +94,19 @@ def kafka(settings: Settings, lay: Layout) -> Component:
     ]
 
     def prepare() -> None:
-        render(
-            "kafka-server.properties.tmpl",
-            props,
-            host=kf.host,
-            listen_host=kf.listen_host_override or kf.host,
-            port=kf.port,
-            controller_port=kf.controller_port,
-            data_dir=data,
-        )
+        scram: list[str] = []
+        if kf.secure:  # certificates, SCRAM users, SASL_SSL listener (docs/security.md)
+            scram = kafka_secure.prepare(kf, lay, props)
+        else:
+            render(
+                "kafka-server.properties.tmpl",
+                props,
+                host=kf.host,
+                listen_host=kf.listen_host_override or kf.host,
+                port=kf.port,
+                controller_port=kf.controller_port,
+                data_dir=data,
+            )
         if not (data / "meta.properties").exists():
             cluster_id = kafka_cluster_id()
             run_once(
@@ -116,6 +121,7 @@ def kafka(settings: Settings, lay: Layout) -> Component:
                     cluster_id,
                     "-c",
                     str(props),
+                    *scram,
                 ],
                 lay.logs / "kafka-format.log",
             )
@@ -133,7 +139,7 @@ def kafka(settings: Settings, lay: Layout) -> Component:
         "kafka",
         kf.bootstrap_servers,
         lay.launch("kafka", argv),
-        check=lambda: health.kafka_roundtrip(kf.bootstrap_servers),
+        check=lambda: health.kafka_roundtrip(kf.bootstrap_servers, security_config(kf)),
         ports=(kf.port, kf.controller_port),
         host=kf.host,
         prepare=prepare,

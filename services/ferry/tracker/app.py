@@ -12,6 +12,8 @@ serves it over HTTP (endpoints: :mod:`ferry.tracker.views`).
   so a restart reads only the changelog's tail instead of replaying every file. Loaded files
   older than ``loaded_retention_s`` are deleted (their counts kept in ``pruned``). The in-memory
   index (:class:`ferry.tracker.state.TrackerState`) is rebuilt from the store after recovery.
+- Access: with ``tracker.token`` set, every request but ``/healthz`` and ``/static/`` needs
+  ``Authorization: Bearer <token>`` (:mod:`ferry.tracker.auth`).
 
 One tracker instance per topic prefix: web requests read the local table, which holds every
 partition only when this instance is the group's sole member (the consumer group is
@@ -33,8 +35,10 @@ from ferry.core.config import Settings, get_settings
 from ferry.core.errors import FerryError, SerializationError
 from ferry.core.events import TOPIC_NAMES
 from ferry.core.kafka import group_id
+from ferry.core.secrets import resolve_secret
 from ferry.core.service import configure_logging
 from ferry.core.timeline import Timeline, stage_latencies
+from ferry.tracker.auth import bearer_middleware, broker_options
 from ferry.tracker.filepage import render_status_page
 from ferry.tracker.query import summary
 from ferry.tracker.record import apply
@@ -126,6 +130,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         broker_commit_interval=1.0,
         producer_acks=-1,
         table_standby_replicas=0,
+        **broker_options(kafka),
     )
     metrics = TrackerMetrics()
     app.ferry_metrics = metrics  # type: ignore[attr-defined]
@@ -237,6 +242,9 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
             metrics.lag.labels(group, tp).set(lag)
 
     register(app, ctx)
+    token = resolve_secret(tcfg.token, tcfg.token_file, "tracker.token")
+    if token is not None:
+        app.web.web_app.middlewares.append(bearer_middleware(token))  # type: ignore[attr-defined]
     return app
 
 

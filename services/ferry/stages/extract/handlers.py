@@ -23,6 +23,12 @@
   The check runs on the same read pass as the sha256.
 - The upload streams the file through a temp name and a rename (case C02); the NAS file is read
   twice (hash + encoding check, then upload with the hash checked) and never held in memory.
+- Confinement (case C15): an entry the scanner refused (``candidate.refusal``) gives a
+  ``FileFailed`` with its reason code (``symlink_outside_nas``, ``symlink_loop``,
+  ``symlink_refused``, ``hardlink_refused``) and is never opened; any other is opened once by
+  :func:`ferry.stages.extract.confine.open_confined`, which checks the descriptor (same inode
+  as scanned, regular, inside the NAS root) before the first byte is read, and every read pass
+  uses that one descriptor.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from ferry.clusters.hdfs import (
     MAX_COMPONENT_BYTES,
@@ -54,6 +61,7 @@ from ferry.core.events import (
     utc_now,
 )
 from ferry.datasets.precheck import HEAD_BYTES, classify_empty
+from ferry.stages.extract.confine import ChangedSince, Refused, open_confined
 from ferry.stages.extract.scanner import Candidate, display_name
 
 
@@ -65,12 +73,22 @@ class ExtractDeps:
     landing_path: str
     fs_url_b: str
     chunk_bytes: int = 1 << 20
+    #: refuse a file with several hard links (``extract.refuse_hardlinks``, case C15)
+    refuse_hardlinks: bool = False
 
 
-def _chunks(path: Path, size: int) -> Iterator[bytes]:
-    with path.open("rb") as fh:
-        while chunk := fh.read(size):
-            yield chunk
+def _chunks(fh: BinaryIO, size: int) -> Iterator[bytes]:
+    """``fh`` from its first byte, ``size`` bytes at a time."""
+    fh.seek(0)
+    while chunk := fh.read(size):
+        yield chunk
+
+
+def nas_root(cand: Candidate) -> Path:
+    """Real path of the NAS root ``cand`` was found under (its path minus the dataset's
+    sub-directory and its name)."""
+    depth = len(Path(cand.dataset.nas.subdir).parts)
+    return Path(os.path.realpath(cand.path.parents[depth]))
 
 
 class SourceChanged(Exception):
@@ -94,15 +112,15 @@ class _Scan:
     bad_reason: str = ""
 
 
-def _scan(path: Path, size: int, encoding: str) -> _Scan:
-    """Hash ``path`` and check it decodes as ``encoding`` in the same single pass, ``size``
-    bytes at a time (never the whole file in memory). Hashing goes on past a bad byte, so
-    the sha256 is always the file's."""
+def _scan(fh: BinaryIO, size: int, encoding: str) -> _Scan:
+    """Hash the open file ``fh`` and check it decodes as ``encoding`` in the same single pass,
+    ``size`` bytes at a time (never the whole file in memory). Hashing goes on past a bad byte,
+    so the sha256 is always the file's."""
     digest = hashlib.sha256()
     decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
     count = 0
     bad: tuple[int, str] | None = None
-    for chunk in _chunks(path, size):
+    for chunk in _chunks(fh, size):
         digest.update(chunk)
         if bad is None:
             bad = _decode(decoder, chunk, count, final=False)
@@ -157,10 +175,11 @@ def landing_path(landing_root: str, dataset: str, file_id: str, name: str) -> st
 
 def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | FileFailed]:
     """Land one finished NAS file on HDFS B. Returns ``[FileExtracted]``, or ``[FileFailed]``
-    when retrying cannot help: a name HDFS cannot hold (``bad_file_name``, ``name_too_long``;
-    ``manifest`` is ``None``, ``raw_key`` holds the name's bytes), bytes not valid in the
-    dataset's encoding (``not_utf8``, offset in ``error``) or an empty file (``empty_*``).
-    Nothing is written to HDFS in those cases.
+    when retrying cannot help: an entry refused by confinement (reason codes of
+    :mod:`ferry.stages.extract.confine`; nothing of it read), a name HDFS cannot hold
+    (``bad_file_name``, ``name_too_long``; ``manifest`` is ``None``, ``raw_key`` holds the
+    name's bytes), bytes not valid in the dataset's encoding (``not_utf8``, offset in ``error``)
+    or an empty file (``empty_*``). Nothing is written to HDFS in those cases.
 
     Raises:
         FileNotFoundError: the NAS file vanished (the caller forgets it).
@@ -169,7 +188,7 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
             unreachable).
         OSError: the NAS file cannot be read.
     """
-    problem = _name_problem(cand.path.name)
+    problem = cand.refusal or _name_problem(cand.path.name)
     if problem is not None:
         reason, why = problem
         return [
@@ -180,9 +199,35 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
                 raw_key=os.fsencode(cand.relative),
             )
         ]
-    scan = _scan(cand.path, deps.chunk_bytes, cand.dataset.csv.encoding)
+    try:
+        fh = open_confined(
+            cand.source or cand.path,
+            nas_root(cand),
+            identity=cand.identity,
+            refuse_hardlinks=deps.refuse_hardlinks,
+        )
+    except ChangedSince as exc:
+        raise SourceChanged(f"{display_name(cand.relative)}: {exc}") from None
+    except Refused as exc:
+        return [
+            failed(
+                stage="extract",
+                reason=exc.reason,
+                error=f"{display_name(cand.relative)}: {exc.message}; not landed",
+                raw_key=os.fsencode(cand.relative),
+            )
+        ]
+    with fh:
+        return _extract_open(cand, deps, fh)
+
+
+def _extract_open(
+    cand: Candidate, deps: ExtractDeps, fh: BinaryIO
+) -> list[FileExtracted | FileFailed]:
+    """:func:`extract_file` once the NAS file is open (and confined) as ``fh``."""
+    scan = _scan(fh, deps.chunk_bytes, cand.dataset.csv.encoding)
     hashed, sha = scan.size, scan.sha256
-    st = cand.path.stat()
+    st = os.fstat(fh.fileno())
     if (hashed, st.st_size, st.st_mtime_ns) != (cand.size, cand.size, cand.mtime_ns):
         raise SourceChanged(
             f"{cand.relative}: {hashed} bytes hashed, now {st.st_size} bytes mtime_ns "
@@ -214,8 +259,8 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
                 failed_at=now,
             )
         ]
-    with cand.path.open("rb") as fh:
-        head = fh.read(HEAD_BYTES)
+    fh.seek(0)
+    head = fh.read(HEAD_BYTES)
     empty = classify_empty(head, header=cand.dataset.csv.header)
     if empty is not None:
         return [
@@ -233,7 +278,7 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
     dest = landing_path(deps.landing_path, cand.dataset.name, file_id, cand.path.name)
     deps.hdfs_b.upload_stream(
         dest,
-        _chunks(cand.path, deps.chunk_bytes),
+        _chunks(fh, deps.chunk_bytes),
         expected_size=cand.size,
         expected_sha256=sha,
         overwrite=True,

@@ -13,6 +13,12 @@ after writing, or renamed into place from a hidden name: :mod:`ferry.stages.extr
 taken without the stable wait (after the mark's settle time), while its size and mtime are those
 it had when marked.
 
+Confinement (case C15, :mod:`ferry.stages.extract.confine`): entries are judged with ``lstat``,
+never opened here. A symbolic link or a shared hard link extract refuses is not a candidate: it is
+queued once as a refused :class:`Candidate` (``refusal`` set) that :meth:`NasScanner.take_refusals`
+hands to the service, which records it (``FileFailed``) and moves it away; it is warned about like
+an unreadable path. A dataset directory whose real path leaves the NAS root is skipped (warned).
+
 A file-system error on one path (a symlink loop, a plain file where a dataset sub-directory
 should be, a permission error, a stale NFS handle) never ends a scan: the path is skipped and
 logged as a warning once, not on every poll (again only after it was fine in between). Also
@@ -29,10 +35,11 @@ import stat
 import threading
 import time
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferry.datasets import DatasetSpec
+from ferry.stages.extract.confine import Refused, inside, inspect
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +52,13 @@ def display_name(name: str | Path) -> str:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A finished NAS file: absolute path, its dataset, its path relative to the NAS root (NFC)."""
+    """A finished NAS file: absolute path, its dataset, its path relative to the NAS root (NFC).
+
+    ``source`` is what the handler opens (the real path of a followed link, else ``path``) and
+    ``identity`` its ``(st_dev, st_ino)`` at the scan; ``refusal`` is ``(reason, message)`` of an
+    entry extract refuses to read (:mod:`ferry.stages.extract.confine`). These three do not take
+    part in equality.
+    """
 
     path: Path
     dataset: DatasetSpec
@@ -53,6 +66,9 @@ class Candidate:
     size: int
     mtime_ns: int
     marker: Path | None = None
+    source: Path | None = field(default=None, compare=False)
+    identity: tuple[int, int] | None = field(default=None, compare=False)
+    refusal: tuple[str, str] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -66,9 +82,22 @@ class _Seen:
 class NasScanner:
     """Scans ``nas_dir/<dataset subdir>`` for files matching each dataset's pattern."""
 
-    def __init__(self, nas_dir: Path, datasets: dict[str, DatasetSpec]) -> None:
+    def __init__(
+        self,
+        nas_dir: Path,
+        datasets: dict[str, DatasetSpec],
+        *,
+        follow_symlinks: bool = False,
+        refuse_hardlinks: bool = False,
+    ) -> None:
         self.nas_dir = nas_dir
         self.datasets = datasets
+        self.follow_symlinks = follow_symlinks
+        self.refuse_hardlinks = refuse_hardlinks
+        #: refused entries not yet taken (:meth:`take_refusals`), and the (lstat) identity of
+        #: those already queued, so one is queued once while unchanged
+        self._refusals: list[Candidate] = []
+        self._refused: dict[Path, tuple[int, int, int]] = {}
         self._seen: dict[Path, _Seen] = {}
         #: files already handled and left in place (``after_extract: keep``): (size, mtime_ns)
         self._done: dict[Path, tuple[int, int]] = {}
@@ -138,8 +167,13 @@ class NasScanner:
         present: set[Path] = set()
         self._notes = set()
         self._check_root()
+        real_root = Path(os.path.realpath(self.nas_dir))
+        refused: set[Path] = set()
         for spec in self.datasets.values():
             root = self.nas_dir / spec.nas.subdir
+            if not inside(os.path.realpath(root), real_root):
+                self._warn(root, "leads outside the NAS root (a symbolic link); skipped")
+                continue
             names = self._listdir(root, f"directory of dataset {spec.name!r}")
             policy = spec.finished
             pattern = unicodedata.normalize("NFC", spec.nas.pattern)
@@ -157,13 +191,27 @@ class NasScanner:
                         "ignored",
                     )
                     continue
+                relative = unicodedata.normalize("NFC", f"{spec.nas.subdir}/{name}")
                 try:
-                    st = path.stat()
+                    seen_as = inspect(
+                        path,
+                        real_root,
+                        follow_symlinks=self.follow_symlinks,
+                        refuse_hardlinks=self.refuse_hardlinks,
+                    )
                 except FileNotFoundError:
                     continue  # renamed or removed between listdir and stat
-                except OSError as exc:  # ELOOP, EACCES, ESTALE, ...
+                except Refused as exc:
+                    self._warn(path, f"{exc.message}; skipped")
+                    refused.add(path)
+                    self._refuse(path, spec, relative, exc)
+                    continue
+                except OSError as exc:  # EACCES, ESTALE, ...
                     self._warn(path, f"cannot be read ({_why(exc)}); skipped")
                     continue
+                if seen_as is None:
+                    continue  # a followed link whose target does not exist (yet)
+                st = seen_as.st
                 if not stat.S_ISREG(st.st_mode):
                     self._warn(path, "is not a regular file; skipped")
                     continue
@@ -171,12 +219,21 @@ class NasScanner:
                 if self._done.get(path) == (st.st_size, st.st_mtime_ns):
                     continue  # handled and kept; taken again only once it changes
                 self._done.pop(path, None)
-                relative = unicodedata.normalize("NFC", f"{spec.nas.subdir}/{name}")
+                src, ident = seen_as.open_path, (st.st_dev, st.st_ino)
                 if policy.policy == "marker":
                     marker = root / f"{name}{policy.marker_suffix}"
                     if self._exists(marker):
                         out.append(
-                            Candidate(path, spec, relative, st.st_size, st.st_mtime_ns, marker)
+                            Candidate(
+                                path,
+                                spec,
+                                relative,
+                                st.st_size,
+                                st.st_mtime_ns,
+                                marker,
+                                source=src,
+                                identity=ident,
+                            )
                         )
                     continue
                 if self._marked_as(path, st.st_size, st.st_mtime_ns, now_mono):
@@ -192,7 +249,19 @@ class NasScanner:
                     seen.polls > policy.stable_polls
                     and waited >= policy.stable_polls * policy.poll_interval_s
                 ):
-                    out.append(Candidate(path, spec, relative, st.st_size, st.st_mtime_ns))
+                    out.append(
+                        Candidate(
+                            path,
+                            spec,
+                            relative,
+                            st.st_size,
+                            st.st_mtime_ns,
+                            source=src,
+                            identity=ident,
+                        )
+                    )
+        for gone in set(self._refused) - refused:
+            del self._refused[gone]
         for gone in set(self._seen) - present:
             del self._seen[gone]
         for gone in set(self._done) - present:
@@ -202,6 +271,27 @@ class NasScanner:
                 if not os.path.lexists(gone):
                     del self._complete[gone]
         self._warned &= self._notes  # a path that is fine again is warned about anew next time
+        return out
+
+    def _refuse(self, path: Path, spec: DatasetSpec, relative: str, exc: Refused) -> None:
+        """Queue ``path`` as a refused candidate, once while its ``lstat`` is unchanged."""
+        try:
+            lst = os.lstat(path)
+        except OSError:
+            return  # vanished: nothing to record or move
+        key = (lst.st_dev, lst.st_ino, lst.st_mtime_ns)
+        if self._refused.get(path) == key:
+            return
+        self._refused[path] = key
+        refusal = (exc.reason, exc.message)
+        self._refusals.append(
+            Candidate(path, spec, relative, lst.st_size, lst.st_mtime_ns, refusal=refusal)
+        )
+
+    def take_refusals(self) -> list[Candidate]:
+        """The refused entries found since the last call (each once while unchanged), for the
+        service to record and move away; nothing of them was opened or read."""
+        out, self._refusals = self._refusals, []
         return out
 
     def _check_root(self) -> None:

@@ -129,6 +129,7 @@ class ExtractService:
         """
         self.stats.scans += 1
         cands = self.scanner.scan(time.monotonic())
+        cands += self.scanner.take_refusals()  # recorded and moved away, never read (C15)
         if not cands:
             return 0
         with ThreadPoolExecutor(
@@ -228,7 +229,7 @@ class ExtractService:
             with self._move_lock:  # choosing a free name and taking it is one step
                 moved: Path | None = None
                 for path in (cand.path, cand.marker):
-                    if path is None or not path.exists():
+                    if path is None or not os.path.lexists(path):  # a link itself (C15)
                         continue
                     if policy == "delete" and outcome == "archive":
                         path.unlink()
@@ -354,10 +355,16 @@ def build(settings: Settings | None = None) -> ExtractService:
         settings.paths.landing_path,
         b.fs_url,
         settings.extract.chunk_bytes,
+        refuse_hardlinks=settings.extract.refuse_hardlinks,
     )
     return ExtractService(
         settings,
-        NasScanner(Path(settings.paths.nas_dir), datasets),
+        NasScanner(
+            Path(settings.paths.nas_dir),
+            datasets,
+            follow_symlinks=settings.extract.follow_symlinks,
+            refuse_hardlinks=settings.extract.refuse_hardlinks,
+        ),
         deps,
         build_producer(settings.kafka, "ferry-extract"),
         default_codec(settings.paths.schemas_dir),
