@@ -53,7 +53,7 @@ test: install browser ## Set up and run every test tier (the stack starts and st
 	@# Two pytest processes: pyspark allows one SparkContext per process, and the unit tier uses a
 	@# local Spark while integration/e2e use the standalone cluster.
 	$(PYTEST) tests/unit
-	$(PYTEST) tests/integration tests/e2e
+	$(PYTEST) --durations=15 tests/integration tests/e2e
 	$(MAKE) test-secure
 	$(MAKE) compose-test
 	@# tests/ha (make test-ha) is not run here yet: it has not passed a full run (issue 13).
@@ -139,7 +139,7 @@ compose-down: ## Stop and remove the compose project (containers, networks, volu
 	-@command -v docker >/dev/null && COMPOSE_PROFILES=test docker compose down -v -t 10
 
 compose-test: install compose-build ## Compose tests: daily files, then network faults in sequence on one project
-	$(PYTEST) tests/compose
+	$(PYTEST) --durations=10 tests/compose
 
 clean: down ## Stop the stack, then remove local state (var/) but keep the jars
 	find var -mindepth 1 -maxdepth 1 ! -name jars -exec rm -rf {} +

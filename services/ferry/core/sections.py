@@ -205,17 +205,22 @@ class SparkSettings(_Frozen):
     )
     worker_webui_port: int = Field(default=18082, description="HTTP port of the worker's web UI.")
     worker_cores: int = Field(
-        default=8,
+        default=16,
         description=(
             "Core slots the worker offers. Each Ferry application takes up to spark.cores.max "
-            "(app_cores_max, 2), and transform, load and a verifying session (demo, tests) run at "
-            "once; slots are not CPU "
-            "reservations, so 8 slots on 2 cores is fine for this I/O-bound work and leaves room "
-            "for a standby instance of each Spark stage."
+            "(app_cores_max, 2): transform, load, a hot-standby instance of each (ferry up "
+            "--replicas) and a verifying session (demo, tests) need 10. With 8 a second transform "
+            "instance got no executor and its warm-up waited 300 s ('Initial job has not accepted "
+            "any resources', tests/e2e/test_supervision.py, stop 11). Slots are not CPU "
+            "reservations: 16 slots on 2 cores is fine for this I/O-bound work."
         ),
     )
     worker_memory_mb: int = Field(
-        default=6144, description="Memory the worker offers to executors, MiB."
+        default=10240,
+        description=(
+            "Memory the worker offers to executors, MiB: 16 executors of executor_memory_mb "
+            "(640). An offer, not an allocation; executor heaps grow as used."
+        ),
     )
     daemon_heap_mb: int = Field(
         default=256, description="Heap of each master and the worker JVM, MiB."
