@@ -46,6 +46,7 @@ def rig(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[F
         seed=31,
         extra={"kafka.session_timeout_ms": 10_000},
     )
+    print(f"\nservices in their consumer groups {r.ready_s:.1f}s after start")
     try:
         yield r
     finally:

@@ -30,12 +30,18 @@ from typing import Any
 
 from ferry.core.config import Settings
 from ferry.core.events import derive_file_id, sha256_file
-from ferry.core.kafka import build_admin
+from ferry.core.kafka import build_admin, group_id
+from ferry.core.kafkaops import active_members
 from ferry.core.topics import ensure_topics
 from ferry.datasets import load_datasets
 from ferry.demo_data import csv_lines, daily_frames, write_csv
 from ferry.pipeline import Outcomes, ServiceGroup, drop_file, settings_env
 from ferry.testing.faultproxy import FaultProxy
+
+#: Seconds the rig waits, at start, for every consuming stage to join its group: a Spark stage
+#: joins only once its session is warm (``warm_up``), which took 40-250 s on the loaded 2-core
+#: machine; a scenario's own deadline then measures the scenario, not start-up.
+READY_DEADLINE_S = 420
 
 #: Log lines of a failed attempt that is retried (runner and copy_between policies).
 RETRY_LINE = re.compile(r"attempt \d+/\d+ failed")
@@ -148,6 +154,35 @@ class FaultRig:
         self.group = ServiceGroup(env, self.work / "logs")
         self.outcomes = Outcomes(self.settings)
         self.group.start()
+        self.ready_s = self.wait_ready(READY_DEADLINE_S)
+
+    def wait_ready(self, deadline_s: float) -> float:
+        """Wait until each consuming stage the rig runs has a member holding partitions in its
+        consumer group; return the seconds it took.
+
+        Raises:
+            AssertionError: a stage not in its group within ``deadline_s`` (naming it and its log).
+            ferry.core.errors.FerryError: a service exited meanwhile.
+        """
+        admin = build_admin(self.settings.kafka)
+        kafka = self.settings.kafka
+        stages = [s for s in self.group.stages if s != "extract"]
+        start = time.monotonic()
+        waiting = list(stages)
+        while waiting:
+            self.group.check_alive()
+            waiting = [
+                s
+                for s in waiting
+                if not any(m.partitions for m in active_members(admin, kafka, group_id(kafka, s)))
+            ]
+            assert not waiting or time.monotonic() - start < deadline_s, (
+                f"stages {waiting} not in their consumer groups within {deadline_s}s; "
+                f"logs in {self.group.log_dir}"
+            )
+            if waiting:
+                time.sleep(1.0)
+        return time.monotonic() - start
 
     # -- files -----------------------------------------------------------------------------
     def slices(self, count: int, *, rows: int = 60, first: int = 0) -> list[SliceFile]:
