@@ -23,7 +23,8 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from ferry.core.kafka import build_admin
 from ferry.core.topics import ensure_topics
 from ferry.datasets import load_datasets
 from ferry.demo_data import csv_lines, daily_frames, write_csv
-from ferry.pipeline import Outcomes, ServiceGroup, drop_file, settings_env
+from ferry.pipeline import Outcomes, ServiceGroup, drop_file, private_overrides, settings_env
 from ferry.testing.faultproxy import FaultProxy
 
 #: Log lines of a failed attempt that is retried (runner and copy_between policies).
@@ -109,18 +110,7 @@ class FaultRig:
             f"{a.host}:{a.datanode_http_port}": self.dn.address
         }
         self.nas_dir = self.work / "nas"
-        overrides: dict[str, Any] = {
-            "kafka.topic_prefix": f"chaos{token}",
-            "paths.nas_dir": self.nas_dir,
-            "paths.landing_path": f"/test/{token}/landing",
-            "paths.staging_path": f"/test/{token}/staging",
-            "paths.rejects_path": f"/test/{token}/rejects",
-            "paths.incoming_path": f"/test/{token}/incoming",
-            "transform.batch_wait_s": 2,
-            "load.batch_wait_s": 2,
-            "extract.poll_interval_s": 0.5,
-            **self.extra,
-        }
+        overrides = private_overrides("chaos", token, self.nas_dir) | self.extra
         env = settings_env(overrides) | {"FERRY_CLUSTERS": json.dumps(clusters)}
         self.settings = self.base.model_copy(
             update={
@@ -243,6 +233,20 @@ class FaultRig:
                 *(p for pair in self.namenode_proxies.values() for p in pair),
             }:
                 proxy.stop()
+
+
+@contextmanager
+def running_rig(
+    base: Settings, work: Path, *, seed: int, extra: dict[str, Any]
+) -> Iterator[FaultRig]:
+    """A started :class:`FaultRig` for the ``with`` block; on leaving it, the rig is closed and
+    the services' exit codes and log directory are printed (pytest shows them on failure)."""
+    rig = FaultRig(base, work, seed=seed, extra=extra)
+    try:
+        yield rig
+    finally:
+        codes = rig.close()
+        print(f"\nservice exit codes: {codes}; logs in {rig.group.log_dir}")
 
 
 # -- the Spark master pair ---------------------------------------------------------------------
