@@ -273,19 +273,19 @@ def test_one_bad_file_among_eight_is_isolated_by_bisection(
         )
 
 
+def down_to_pairs(f: list[str]) -> list[list[str]]:
+    """The groups a failing batch of 8 is split into down to pairs, in the order its jobs run:
+    8; 4, 4; 2, 2, 2, 2."""
+    return [f, f[:4], f[4:], f[:2], f[2:4], f[4:6], f[6:]]
+
+
 def test_two_bad_files_in_both_halves_are_both_isolated(specs: dict[str, DatasetSpec]) -> None:
     evs = [extracted("flights", n) for n in range(1, 9)]
     f = [e.file_id for e in evs]
     job = Job({e.file_id: ok(e, 1) for e in evs}, error=RuntimeError("boom"), bad={f[0], f[7]})
     out = transform_batch(evs, job.deps(specs))
     assert ids(job) == [
-        f,
-        f[:4],
-        f[4:],
-        f[:2],
-        f[2:4],
-        f[4:6],
-        f[6:],
+        *down_to_pairs(f),
         [f[0]],
         [f[1]],
         [f[6]],
@@ -305,13 +305,7 @@ def test_all_failing_group_of_eight_stops_splitting_after_the_budget(
     assert split_budget(8) == 6
     # 6 splits (8; 4, 4; 2, 2, 2), the 7th failing group [7, 8] is not split: 1 + 2·6 = 13 jobs
     assert ids(job) == [
-        f,
-        f[:4],
-        f[4:],
-        f[:2],
-        f[2:4],
-        f[4:6],
-        f[6:],
+        *down_to_pairs(f),
         *[[x] for x in f[:6]],
     ]
     assert job.resets == 13
