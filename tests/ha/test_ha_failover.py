@@ -134,13 +134,8 @@ def _round(x: float | None) -> float | None:
 
 
 def _assert_exactly_once(rig: FaultRig, files: list[SliceFile]) -> dict[str, int]:
+    assert rig.quarantined(files) == {}
     out = rig.outcomes
-    quarantined = {
-        f.relative: [x.reason for x in out.failed[f.file_id]]
-        for f in files
-        if f.file_id in out.failed
-    }
-    assert quarantined == {}
     lost = sum(f.file_id not in out.loaded for f in files)
     duplicated = sum(out.loaded_count.get(f.file_id, 0) > 1 for f in files)
     hive = rig.hive_rows(files)

@@ -208,6 +208,16 @@ class FaultRig:
         return min(after) - wall_s if after else None
 
     # -- checks ----------------------------------------------------------------------------
+    def quarantined(self, files: Iterable[SliceFile]) -> dict[str, list[str]]:
+        """The files among ``files`` that reached ``failed`` so far: NAS-relative path → the
+        reasons of their FileFailed events, in arrival order."""
+        out = self.outcomes
+        return {
+            f.relative: [x.reason for x in out.failed[f.file_id]]
+            for f in files
+            if f.file_id in out.failed
+        }
+
     def hive_rows(self, files: list[SliceFile]) -> dict[str, int]:
         """{file_id: rows in the flights table} for ``files``, over JDBC from HiveServer2."""
         from ferry.clusters.hiveserver2 import rows_by_file
