@@ -112,17 +112,19 @@ def test_transformed_manifest_has_uris_and_row_counts(specs: dict[str, DatasetSp
     assert job.resets == 0
 
 
-def test_full_uri_from_the_job_is_kept(specs: dict[str, DatasetSpec]) -> None:
+def one_file(specs: dict[str, DatasetSpec], status: str, **fields: Any) -> Any:
+    """transform_batch over ``flights_1.csv`` alone, the job answering
+    ``FileResult(<its file_id>, "x", status, **fields)``: that file's result."""
     a = extracted("flights", 1)
-    res = FileResult(
-        a.file_id,
-        "x",
-        "transformed",
-        FileCounts(1, 1, 0),
-        staged_path=f"hdfs://other:1/s/{a.file_id}",
-    )
-    [[t]] = transform_batch([a], Job({a.file_id: res}).deps(specs))
-    assert t.manifest.uris["staging"] == f"hdfs://other:1/s/{a.file_id}"
+    res = FileResult(a.file_id, "x", status, **fields)  # type: ignore[arg-type]
+    [out] = transform_batch([a], Job({a.file_id: res}).deps(specs))
+    return out
+
+
+def test_full_uri_from_the_job_is_kept(specs: dict[str, DatasetSpec]) -> None:
+    staged = f"hdfs://other:1/s/{extracted('flights', 1).file_id}"
+    [t] = one_file(specs, "transformed", counts=FileCounts(1, 1, 0), staged_path=staged)
+    assert t.manifest.uris["staging"] == staged
 
 
 @pytest.mark.parametrize("kind", ["zero_bytes", "blank", "header_only"])
@@ -139,15 +141,12 @@ def test_empty_file_is_a_permanent_error_empty_kind(
 
 
 def test_header_mismatch_is_a_permanent_error(specs: dict[str, DatasetSpec]) -> None:
-    a = extracted("flights", 1)
-    bad = FileResult(
-        a.file_id,
-        "x",
+    ra = one_file(
+        specs,
         "failed",
         reason="header_mismatch",
         message="x: header column 1 is 'yr', definition 'flights' expects 'year'",
     )
-    [ra] = transform_batch([a], Job({a.file_id: bad}).deps(specs))
     assert isinstance(ra, PermanentError)
     assert (ra.reason, str(ra)) == (
         "header_mismatch",
@@ -156,9 +155,7 @@ def test_header_mismatch_is_a_permanent_error(specs: dict[str, DatasetSpec]) -> 
 
 
 def test_counts_that_do_not_add_up_are_refused(specs: dict[str, DatasetSpec]) -> None:
-    a = extracted("flights", 1)
-    res = FileResult(a.file_id, "x", "transformed", FileCounts(10, 8, 1), staged_path="/s")
-    [ra] = transform_batch([a], Job({a.file_id: res}).deps(specs))
+    ra = one_file(specs, "transformed", counts=FileCounts(10, 8, 1), staged_path="/s")
     assert isinstance(ra, PermanentError) and ra.reason == "count_mismatch"
 
 
