@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from ferry.core.events import (
@@ -18,6 +19,8 @@ from ferry.core.events import (
     FileTransferred,
     derive_file_id,
 )
+from ferry.core.events import failed as event_failed
+from ferry.datasets import DatasetSpec
 
 #: The default creation (and update) time of every factory's manifest.
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -99,26 +102,13 @@ def transferred(dataset: str, n: int, rows_out: int | None = 5, **fields: Any) -
 
 
 def failed(
-    stage: str,
-    manifest: FileManifest | None,
-    *,
-    reason: str = "hdfs_timeout",
-    error: str = "boom",
-    attempt: int = 6,
-    at: datetime = T0,
-    **fields: Any,
+    stage: str, manifest: FileManifest | None, *, at: datetime = T0, **fields: Any
 ) -> FileFailed:
-    """A ``FileFailed`` of ``stage`` for ``manifest`` (None: a record without one), failed at
-    ``at``; ``fields`` set the other ``FileFailed`` fields (source_topic, raw_key, ...)."""
-    return FileFailed(
-        stage=stage,
-        reason=reason,
-        error=error,
-        attempt=attempt,
-        failed_at=at,
-        manifest=manifest,
-        **fields,
-    )
+    """``ferry.core.events.failed()`` of ``stage`` for ``manifest`` (None: a record without one),
+    failed at ``at``; defaults reason ``hdfs_timeout``, error ``boom``, attempt 6; ``fields`` set
+    those and the other ``FileFailed`` fields (source_topic, raw_key, ...)."""
+    values: dict[str, Any] = {"reason": "hdfs_timeout", "error": "boom", "attempt": 6, **fields}
+    return event_failed(stage=stage, manifest=manifest, failed_at=at, **values)
 
 
 def undecodable(
@@ -146,3 +136,23 @@ def undecodable(
         raw_key=raw_key,
         raw_value=raw_value,
     )
+
+
+def dataset_spec(name: str, columns: dict[str, str], **sections: Any) -> DatasetSpec:
+    """A dataset ``name`` read from NAS ``<name>/*.csv`` with ``columns`` (name → type, in order);
+    ``sections`` add the other top-level keys of a dataset definition (csv, validation, hive…)."""
+    return DatasetSpec.model_validate(
+        {
+            "name": name,
+            "nas": {"subdir": name, "pattern": "*.csv"},
+            "columns": [{"name": n, "type": t} for n, t in columns.items()],
+            **sections,
+        }
+    )
+
+
+def put(path: Path, data: bytes) -> str:
+    """Write ``data`` at ``path`` (parents created); returns the path as a string."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return str(path)

@@ -33,6 +33,40 @@ def settings_env(overrides: Mapping[str, Any]) -> dict[str, str]:
     return {"FERRY_" + k.replace(".", "__").upper(): str(v) for k, v in overrides.items()}
 
 
+def private_overrides(prefix: str, token: str, nas_dir: Path) -> dict[str, Any]:
+    """Settings overrides (dotted names, for :func:`settings_env`) that give one test or soak run
+    its own topic prefix ``<prefix><token>``, NAS directory ``nas_dir`` and HDFS paths under
+    ``/test/<token>/``, with short waits: transform and load batches 2 s, extract polls 0.5 s."""
+    return {
+        "kafka.topic_prefix": f"{prefix}{token}",
+        "paths.nas_dir": nas_dir,
+        "paths.landing_path": f"/test/{token}/landing",
+        "paths.staging_path": f"/test/{token}/staging",
+        "paths.rejects_path": f"/test/{token}/rejects",
+        "paths.incoming_path": f"/test/{token}/incoming",
+        "transform.batch_wait_s": 2,
+        "load.batch_wait_s": 2,
+        "extract.poll_interval_s": 0.5,
+    }
+
+
+def run_cli(env: Mapping[str, str], *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m ferry.cli <args>`` as an operator runs it, with ``env`` over this process's
+    environment; stdout and stderr captured as text, the exit status left to the caller.
+
+    Raises:
+        subprocess.TimeoutExpired: it ran longer than ``timeout`` seconds.
+    """
+    return subprocess.run(
+        [sys.executable, "-m", "ferry.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=timeout,
+        check=False,
+    )
+
+
 def service_module(name: str) -> str:
     """The module ``python -m`` runs for service ``name``: ``ferry.tracker`` for the tracker,
     ``ferry.stages.<name>`` for a stage."""

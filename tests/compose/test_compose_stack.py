@@ -263,31 +263,56 @@ def test_resets_then_silence_on_cluster_a_while_transfer_runs(compose, capsys) -
     time.sleep(60)
     dropped = undo()
     lifted = time.time()
-    doc = settle(files)
-    assert resets > 0 and dropped > 0, (resets, dropped)  # both faults met transfer's traffic
-    figure(
+    settle_and_report(
         capsys,
-        f"resets 60 s ({resets} packets) then DROP 60 s ({dropped} packets) on cluster A: "
-        f"all {len(files)} loaded {last_loaded_after(doc, t0):.0f} s after the fault began, "
-        f"{last_loaded_after(doc, lifted):.0f} s after it lifted",
+        files,
+        f"resets 60 s ({resets} packets) then DROP 60 s ({dropped} packets) on cluster A:",
+        {"the fault began": t0, "it lifted": lifted},
     )
+    assert resets > 0 and dropped > 0, (resets, dropped)  # both faults met transfer's traffic
+
+
+def settle_and_report(
+    capsys: pytest.CaptureFixture[str], files: dict[str, int], head: str, since: dict[str, float]
+) -> None:
+    """Wait until every one of ``files`` settled, then print the figure
+    ``<head> all N loaded X s after <what>, …`` for each ``what`` → wall time in ``since``."""
+    doc = settle(files)
+    waits = ", ".join(f"{last_loaded_after(doc, t):.0f} s after {w}" for w, t in since.items())
+    figure(capsys, f"{head} all {len(files)} loaded {waits}")
+
+
+def fault_window(
+    capsys: pytest.CaptureFixture[str],
+    fault: str,
+    apply: Callable[[], object],
+    lift: Callable[[], object],
+    began: str,
+    ended: str,
+) -> None:
+    """Drop :data:`FILES` files, ``apply()`` a fault for 45 s (the fault's length, not a wait for
+    a condition), ``lift()`` it, wait until every file settled and print the figure
+    ``<fault> 45 s: all N loaded X s after the <began>, Y s after <ended>``."""
+    files = drop()
+    t0 = time.time()
+    apply()
+    try:
+        time.sleep(45)
+    finally:
+        lift()
+    lifted = time.time()
+    settle_and_report(capsys, files, f"{fault} 45 s:", {f"the {began}": t0, ended: lifted})
 
 
 def test_pause_namenode_a(compose, capsys) -> None:  # type: ignore[no-untyped-def]
-    files = drop()
     nn = container("namenode-a")
-    t0 = time.time()
-    sh("docker", "pause", nn)
-    try:
-        time.sleep(45)  # the hang's length
-    finally:
-        sh("docker", "unpause", nn)
-    lifted = time.time()
-    doc = settle(files)
-    figure(
+    fault_window(
         capsys,
-        f"docker pause namenode-a 45 s: all {len(files)} loaded {last_loaded_after(doc, t0):.0f} s "
-        f"after the pause, {last_loaded_after(doc, lifted):.0f} s after unpause",
+        "docker pause namenode-a",
+        lambda: sh("docker", "pause", nn),
+        lambda: sh("docker", "unpause", nn),
+        "pause",
+        "unpause",
     )
 
 
@@ -300,31 +325,21 @@ def test_kill_active_spark_master(compose, capsys) -> None:  # type: ignore[no-u
     sh("docker", "kill", container(active))
     wait_for(lambda: master_alive(standby), f"{standby} ALIVE after killing {active}", 120)
     failover = time.time() - t0
-    doc = settle(files)
+    head = f"docker kill {active}: {standby} ALIVE after {failover:.0f} s;"
+    settle_and_report(capsys, files, head, {"the kill": t0})
     sh(*COMPOSE, "up", "-d", "--no-recreate", active)  # the pair again, for what follows
-    figure(
-        capsys,
-        f"docker kill {active}: {standby} ALIVE after {failover:.0f} s; all {len(files)} loaded "
-        f"{last_loaded_after(doc, t0):.0f} s after the kill",
-    )
 
 
 def test_disconnect_transfer_from_cluster_a_and_back(compose, capsys) -> None:  # type: ignore[no-untyped-def]
     transfer = container("transfer")
     net = network_name(transfer, "_cluster-a")
-    files = drop()
-    t0 = time.time()
-    sh("docker", "network", "disconnect", net, transfer)
-    try:
-        time.sleep(45)  # the partition's length
-    finally:
-        sh("docker", "network", "connect", "--alias", "transfer", net, transfer)
-    lifted = time.time()
-    doc = settle(files)
-    figure(
+    fault_window(
         capsys,
-        f"transfer off cluster-a 45 s: all {len(files)} loaded {last_loaded_after(doc, t0):.0f} s "
-        f"after the disconnect, {last_loaded_after(doc, lifted):.0f} s after reconnecting",
+        "transfer off cluster-a",
+        lambda: sh("docker", "network", "disconnect", net, transfer),
+        lambda: sh("docker", "network", "connect", "--alias", "transfer", net, transfer),
+        "disconnect",
+        "reconnecting",
     )
 
 
@@ -341,12 +356,8 @@ def test_scaled_transform_and_transfer_with_one_replica_killed(compose, capsys) 
     victim = container("transfer", 1)
     t0 = time.time()
     sh("docker", "kill", victim)
-    doc = settle(files)
-    figure(
-        capsys,
-        f"transform=2, transfer=2, one transfer replica killed: all {len(files)} loaded "
-        f"{last_loaded_after(doc, t0):.0f} s after the kill",
-    )
+    head = "transform=2, transfer=2, one transfer replica killed:"
+    settle_and_report(capsys, files, head, {"the kill": t0})
 
 
 def test_hive_has_every_fault_file_exactly_once(compose, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -18,7 +16,7 @@ from ferry.clusters.hiveserver2 import rows_by_file
 from ferry.core.config import Settings
 from ferry.core.kafka import build_admin
 from ferry.core.topics import ensure_topics
-from ferry.pipeline import ServiceGroup, settings_env
+from ferry.pipeline import ServiceGroup, private_overrides, run_cli, settings_env
 
 
 @dataclass
@@ -35,32 +33,14 @@ class Pipeline:
 
     def ferry(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run the ``ferry`` CLI as an operator would, with this pipeline's settings."""
-        return subprocess.run(
-            [sys.executable, "-m", "ferry.cli", *args],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **self.env},
-            timeout=timeout,
-            check=False,
-        )
+        return run_cli(self.env, *args, timeout=timeout)
 
 
 def start_pipeline(stack: Settings, work: Path, extra: Mapping[str, Any] | None = None) -> Pipeline:
     """Start the four services with a private topic prefix, NAS dir and HDFS paths (and ``extra``
     settings overrides, dotted names)."""
     token = uuid.uuid4().hex[:10]
-    overrides: dict[str, Any] = {
-        "kafka.topic_prefix": f"e2e{token}",
-        "paths.nas_dir": work / "nas",
-        "paths.landing_path": f"/test/{token}/landing",
-        "paths.staging_path": f"/test/{token}/staging",
-        "paths.rejects_path": f"/test/{token}/rejects",
-        "paths.incoming_path": f"/test/{token}/incoming",
-        "transform.batch_wait_s": 2,
-        "load.batch_wait_s": 2,
-        "extract.poll_interval_s": 0.5,
-        **(extra or {}),
-    }
+    overrides = private_overrides("e2e", token, work / "nas") | dict(extra or {})
     env = settings_env(overrides)
     sections: dict[str, dict[str, Any]] = {}
     for key, value in overrides.items():

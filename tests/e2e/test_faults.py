@@ -24,6 +24,7 @@ from ferry.testing.chaos import (
     SliceFile,
     kill_active_master,
     master_states,
+    running_rig,
     wait_failover,
 )
 
@@ -40,18 +41,9 @@ def rig(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[F
     # default) keeps the crash scenario short; the broker's minimum is 6 s.
     # seed 31: the NameNode proxy's first draw (0.012) and the DataNode proxy's (seed 32: 0.08)
     # are below 10%, so scenario 1 resets a kept-alive connection on both (one draw per connection).
-    r = FaultRig(
-        stack,
-        tmp_path_factory.mktemp("faults"),
-        seed=31,
-        extra={"kafka.session_timeout_ms": 10_000},
-    )
-    print(f"\nservices in their consumer groups {r.ready_s:.1f}s after start")
-    try:
+    work = tmp_path_factory.mktemp("faults")
+    with running_rig(stack, work, seed=31, extra={"kafka.session_timeout_ms": 10_000}) as r:
         yield r
-    finally:
-        codes = r.close()
-        print(f"\nservice exit codes: {codes}; logs in {r.group.log_dir}")
 
 
 _next_slice = iter(range(0, 10_000, FILES))
@@ -63,13 +55,8 @@ def _files(rig: FaultRig) -> list[SliceFile]:
 
 
 def _assert_all_landed(rig: FaultRig, files: list[SliceFile]) -> None:
+    assert rig.quarantined(files) == {}
     out = rig.outcomes
-    quarantined = {
-        f.relative: [x.reason for x in out.failed[f.file_id]]
-        for f in files
-        if f.file_id in out.failed
-    }
-    assert quarantined == {}
     assert sorted(f.file_id for f in files if f.file_id in out.loaded) == sorted(
         f.file_id for f in files
     )

@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -30,7 +29,7 @@ from ferry.core.kafka import build_admin
 from ferry.core.topics import ensure_topics
 from ferry.datasets import load_datasets
 from ferry.demo_data import write_demo_files
-from ferry.pipeline import Outcomes, drop_file, settings_env
+from ferry.pipeline import Outcomes, drop_file, private_overrides, run_cli, settings_env
 from ferry.supervise.control import PsRow, Services
 from tests.waiting import wait_for
 
@@ -69,14 +68,7 @@ class Supervised:
         return next(r for r in self.services.ps() if r.name == name)
 
     def ferry(self, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "ferry.cli", *args],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **self.env},
-            timeout=timeout,
-            check=False,
-        )
+        return run_cli(self.env, *args, timeout=timeout)
 
 
 def supervised(
@@ -85,15 +77,7 @@ def supervised(
     token = uuid.uuid4().hex[:10]
     env = settings_env(
         {
-            "kafka.topic_prefix": f"sup{token}",
-            "paths.nas_dir": work / "nas",
-            "paths.landing_path": f"/test/{token}/landing",
-            "paths.staging_path": f"/test/{token}/staging",
-            "paths.rejects_path": f"/test/{token}/rejects",
-            "paths.incoming_path": f"/test/{token}/incoming",
-            "transform.batch_wait_s": 2,
-            "load.batch_wait_s": 2,
-            "extract.poll_interval_s": 0.5,
+            **private_overrides("sup", token, work / "nas"),
             "tracker.web_port": free_port(),
             "tracker.data_dir": work / "tracker",
             "supervise.home": work / "sup",

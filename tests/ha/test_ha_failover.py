@@ -22,7 +22,7 @@ from ferry.core.errors import StackError
 from ferry.stack.hdfs_ha import namenode_state
 from ferry.stack.health import Unhealthy
 from ferry.stack.manager import Stack
-from ferry.testing.chaos import FaultRig, SliceFile
+from ferry.testing.chaos import FaultRig, SliceFile, running_rig
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.stack("all")]
@@ -40,23 +40,15 @@ _first_slice = iter(range(0, 100_000, FILES))
 def rig(ha_stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultRig]:
     # read timeout 10 s: a SIGSTOPped NameNode costs each WebHDFS call (and, on HA clusters,
     # each Hadoop RPC: ipc.client.rpc-timeout.ms) 10 s before the next NameNode is tried
-    r = FaultRig(
-        ha_stack,
-        tmp_path_factory.mktemp("ha"),
-        seed=13,
-        # min_window_s 60: a transient failure is retried for at least 60 s, longer than any
-        # fault window here (scenario 3 resets every connection to the active for 20 s)
-        extra={
-            "kafka.session_timeout_ms": 10_000,
-            "retry.read_timeout_s": 10.0,
-            "retry.min_window_s": 60.0,
-        },
-    )
-    try:
+    # min_window_s 60: a transient failure is retried for at least 60 s, longer than any
+    # fault window here (scenario 3 resets every connection to the active for 20 s)
+    extra = {
+        "kafka.session_timeout_ms": 10_000,
+        "retry.read_timeout_s": 10.0,
+        "retry.min_window_s": 60.0,
+    }
+    with running_rig(ha_stack, tmp_path_factory.mktemp("ha"), seed=13, extra=extra) as r:
         yield r
-    finally:
-        codes = r.close()
-        print(f"\nservice exit codes: {codes}; logs in {r.group.log_dir}")
 
 
 def states(stack: Settings) -> dict[str, str]:
@@ -142,13 +134,8 @@ def _round(x: float | None) -> float | None:
 
 
 def _assert_exactly_once(rig: FaultRig, files: list[SliceFile]) -> dict[str, int]:
+    assert rig.quarantined(files) == {}
     out = rig.outcomes
-    quarantined = {
-        f.relative: [x.reason for x in out.failed[f.file_id]]
-        for f in files
-        if f.file_id in out.failed
-    }
-    assert quarantined == {}
     lost = sum(f.file_id not in out.loaded for f in files)
     duplicated = sum(out.loaded_count.get(f.file_id, 0) > 1 for f in files)
     hive = rig.hive_rows(files)

@@ -26,7 +26,7 @@ from tests.factories import numbered
 from tests.kafka_io import produce, read_all
 from tests.waiting import wait_for
 
-from ferry.core.avro import default_codec
+from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import REPO_ROOT, RetrySettings, Settings, get_settings
 from ferry.core.events import (
     FileExtracted,
@@ -70,6 +70,12 @@ def ks(stack: Settings, unique: Any) -> Settings:
             "retry": RetrySettings(max_attempts=3, initial_backoff_s=0.05, max_backoff_s=0.2),
         }
     )
+
+
+def topics_and_codec(s: Settings) -> EventCodec:
+    """Create ``s``'s topics (``ensure_topics``); returns the event codec on its schemas."""
+    ensure_topics(build_admin(s.kafka), s.kafka)
+    return default_codec(s.paths.schemas_dir)
 
 
 def env_of(s: Settings) -> dict[str, str]:
@@ -163,8 +169,7 @@ def test_topic_plan_is_created_once_with_partitions_and_retention(ks: Settings) 
 def test_poison_record_lands_in_failed_exactly_once_and_is_not_redelivered(
     ks: Settings, running: list[Running]
 ) -> None:
-    codec = default_codec(ks.paths.schemas_dir)
-    ensure_topics(build_admin(ks.kafka), ks.kafka)
+    codec = topics_and_codec(ks)
     good = FileExtracted(make_manifest(1))
     produce(ks, "extracted", b"poison", b"not-avro")
     produce(ks, "extracted", good.file_id.encode(), codec.encode(good))
@@ -209,8 +214,7 @@ def test_poison_record_lands_in_failed_exactly_once_and_is_not_redelivered(
 def test_handler_longer_than_max_poll_interval_stays_in_group(
     ks: Settings, running: list[Running]
 ) -> None:
-    codec = default_codec(ks.paths.schemas_dir)
-    ensure_topics(build_admin(ks.kafka), ks.kafka)
+    codec = topics_and_codec(ks)
     event = FileExtracted(make_manifest(2))
     produce(ks, "extracted", event.file_id.encode(), codec.encode(event))
     long_s = 2 * ks.kafka.max_poll_interval_ms / 1000  # 12 s against max.poll.interval.ms=6000
@@ -250,8 +254,7 @@ def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
     # same one, and the plain newcomer below uses librdkafka's default (range).
     eager = {"partitions": 2, "assignment_strategy": "range"}
     ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update=eager)})
-    codec = default_codec(ks.paths.schemas_dir)
-    ensure_topics(build_admin(ks.kafka), ks.kafka)
+    codec = topics_and_codec(ks)
     topic = ks.kafka.topic("extracted")
     producer = Producer({"bootstrap.servers": ks.kafka.bootstrap_servers})
 
@@ -325,8 +328,7 @@ def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
 def test_sigkill_between_produce_and_offset_store_reprocesses_once(
     ks: Settings, tmp_path: Path
 ) -> None:
-    codec = default_codec(ks.paths.schemas_dir)
-    ensure_topics(build_admin(ks.kafka), ks.kafka)
+    codec = topics_and_codec(ks)
     event = FileExtracted(make_manifest(4))
     produce(ks, "extracted", event.file_id.encode(), codec.encode(event))
     cmd = [sys.executable, __file__, "child"]

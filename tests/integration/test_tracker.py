@@ -23,14 +23,13 @@ from typing import Any
 import pytest
 import requests
 from confluent_kafka import Producer
-from tests.factories import named
+from tests.factories import failed, named
 from tests.waiting import wait_for as _wait_for
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings
 from ferry.core.events import (
     FileExtracted,
-    FileFailed,
     FileManifest,
     FileTransferred,
     FileTransformed,
@@ -185,13 +184,13 @@ def produce_events(s: Settings) -> None:
             "failed",
             Y,
             codec.encode(
-                FileFailed(
-                    stage="transform",
+                failed(
+                    "transform",
+                    manifest("y", 0),
                     reason="rows_invalid",
                     error="no valid rows",
                     attempt=1,
-                    failed_at=T0 + timedelta(minutes=1),
-                    manifest=manifest("y", 0),
+                    at=T0 + timedelta(minutes=1),
                 )
             ),
         ),
@@ -207,9 +206,8 @@ def metric(text: str, name: str) -> float:
     return float(m.group(1))
 
 
-def dump_dom(url: str, *extra: str) -> str:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} missing: `make browser` (apt-get install -y chromium) installs it")
+def run_chromium(*args: str, text: bool) -> subprocess.CompletedProcess[Any]:
+    """Headless Chromium with a throw-away profile on ``args``; asserts that it exits 0."""
     with tempfile.TemporaryDirectory(prefix="ferry-chromium-") as profile:
         out = subprocess.run(
             [
@@ -222,17 +220,21 @@ def dump_dom(url: str, *extra: str) -> str:
                 "--disable-sync",
                 "--no-first-run",
                 f"--user-data-dir={profile}",
-                *extra,
-                "--dump-dom",
-                url,
+                *args,
             ],
             capture_output=True,
-            text=True,
+            text=text,
             timeout=90,
             check=False,
         )
     assert out.returncode == 0, out.stderr[-2000:]
-    return out.stdout
+    return out
+
+
+def dump_dom(url: str, *extra: str) -> str:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} missing: `make browser` (apt-get install -y chromium) installs it")
+    return str(run_chromium(*extra, "--dump-dom", url, text=True).stdout)
 
 
 def ferry_cli(t: Tracker, *args: str) -> subprocess.CompletedProcess[str]:

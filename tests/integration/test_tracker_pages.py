@@ -9,26 +9,23 @@ from __future__ import annotations
 import html
 import os
 import re
-import subprocess
-import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from tests.integration.test_tracker import CHROMIUM, Tracker, dump_dom, free_port, wait_for
+from tests.factories import failed, named
+from tests.integration.test_tracker import Tracker, dump_dom, free_port, run_chromium, wait_for
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings
 from ferry.core.events import (
     FileExtracted,
-    FileFailed,
     FileLoaded,
     FileManifest,
     FileTransferred,
     FileTransformed,
-    derive_file_id,
 )
 from ferry.core.kafka import build_admin
 from ferry.core.topics import ensure_topics
@@ -42,15 +39,12 @@ NASTY = 'q<1>&"[x]":x:'
 
 
 def manifest(name: str, minutes: float, dataset: str = "weather", **kw: Any) -> FileManifest:
-    sha = (name.encode().hex() * 64)[:64]
-    return FileManifest(
-        file_id=derive_file_id(dataset, sha),
-        dataset=dataset,
-        source_path=f"{dataset}/{name}.csv",
-        size_bytes=3_000_000,
-        sha256=sha,
-        created_at=NOW,
+    return named(
+        dataset,
+        name,
+        at=NOW,
         updated_at=NOW + timedelta(minutes=minutes),
+        size_bytes=3_000_000,
         trace_id="3" * 32,
         uris={"landing": f"hdfs://b/landing/{dataset}/{name}.csv"},
         source_mtime=NOW - timedelta(minutes=1),
@@ -88,13 +82,13 @@ def events() -> list[tuple[str, Any]]:
         ("extracted", FileExtracted(bad)),
         (
             "failed",
-            FileFailed(
-                stage="transform",
+            failed(
+                "transform",
+                bad,
                 reason="rows<invalid>",
                 error='no "valid" rows & <b>bold</b>',
                 attempt=2,
-                failed_at=NOW + timedelta(minutes=1),
-                manifest=bad,
+                at=NOW + timedelta(minutes=1),
             ),
         ),
     ]
@@ -115,28 +109,13 @@ def shoot(url: str, name: str) -> None:
     if not shots:
         return
     Path(shots).mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="ferry-chromium-") as profile:
-        out = subprocess.run(
-            [
-                CHROMIUM,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                f"--user-data-dir={profile}",
-                "--window-size=1400,900",
-                "--virtual-time-budget=4000",
-                f"--screenshot={Path(shots) / name}",
-                url,
-            ],
-            capture_output=True,
-            timeout=90,
-            check=False,
-        )
-    assert out.returncode == 0, out.stderr[-2000:]
+    run_chromium(
+        "--window-size=1400,900",
+        "--virtual-time-budget=4000",
+        f"--screenshot={Path(shots) / name}",
+        url,
+        text=False,
+    )
 
 
 def text(fragment: str) -> str:

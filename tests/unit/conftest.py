@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from tests.unit.extract_helpers import Extract
 
 from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import REPO_ROOT
@@ -74,3 +76,9 @@ def flights(specs: dict[str, DatasetSpec]) -> DatasetSpec:
 def codec() -> EventCodec:
     """The event codec on the repository's schemas (``schemas/``)."""
     return default_codec(REPO_ROOT / "schemas")
+
+
+@pytest.fixture
+def ex(tmp_path: Path, flights: DatasetSpec, codec: EventCodec) -> Extract:
+    """The extract tests' NAS under ``tmp_path`` with the flights definition and the codec."""
+    return Extract(tmp_path, flights, codec)

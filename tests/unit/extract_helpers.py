@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,31 @@ def service(
         codec,
     )
     return svc, hdfs
+
+
+@dataclass(frozen=True)
+class Extract:
+    """One test's NAS at ``tmp_path/nas`` (the ``ex`` fixture): drop files on it, then build an
+    ExtractService over it (:func:`service`) for ``spec`` (the repository's flights definition)."""
+
+    tmp_path: Path
+    spec: DatasetSpec
+    codec: EventCodec
+
+    @property
+    def nas(self) -> Path:
+        return self.tmp_path / "nas"
+
+    def drop(self, name: str, data: bytes, **kw: Any) -> Path:
+        """:func:`drop` on this NAS (``subdir``, ``mtime_ns`` as there)."""
+        return drop(self.nas, name, data, **kw)
+
+    def service(
+        self, producer: FakeProducer, *, spec: DatasetSpec | None = None, **kw: Any
+    ) -> tuple[ExtractService, FakeHdfs]:
+        """:func:`service` on this NAS for ``spec`` (default :attr:`spec`); ``after``,
+        ``workers`` as there."""
+        return service(self.tmp_path, spec or self.spec, producer, self.codec, **kw)
 
 
 def take(svc: ExtractService, t0: float = 0.0) -> Candidate:

@@ -6,12 +6,11 @@ Every case asserts the exact rows and reasons; see :mod:`ferry.stages.transform.
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
+from tests.factories import dataset_spec, put
 
-from ferry.datasets import DatasetSpec
 from ferry.stages.transform.job import (
     CORRUPT_COLUMN,
     REJECT_REASON_COLUMN,
@@ -25,21 +24,12 @@ from ferry.stages.transform.job import (
     transform,
 )
 
-SPEC = DatasetSpec.model_validate(
-    {
-        "name": "rfc",
-        "nas": {"subdir": "rfc", "pattern": "*.csv"},
-        "columns": [
-            {"name": "id", "type": "int"},
-            {"name": "note", "type": "string"},
-            {"name": "dep_delay", "type": "int"},
-            {"name": "time_hour", "type": "timestamp"},
-            {"name": "day", "type": "date"},
-        ],
-        "csv": {"null_value": "NA"},
-        "validation": {"not_null": ["id"], "ranges": {"dep_delay": {"min": -60, "max": 1440}}},
-        "hive": {"database": "ferry", "table": "rfc", "partition_by": ["day"]},
-    }
+SPEC = dataset_spec(
+    "rfc",
+    {"id": "int", "note": "string", "dep_delay": "int", "time_hour": "timestamp", "day": "date"},
+    csv={"null_value": "NA"},
+    validation={"not_null": ["id"], "ranges": {"dep_delay": {"min": -60, "max": 1440}}},
+    hive={"database": "ferry", "table": "rfc", "partition_by": ["day"]},
 )
 SPEC_LINES = SPEC.model_copy(update={"csv": SPEC.csv.model_copy(update={"multiline": False})})
 HEADER = b"id,note,dep_delay,time_hour,day\n"
@@ -48,12 +38,6 @@ D1 = dt.date(2013, 1, 1)
 #: C14: a quoted field holding the delimiter, a doubled quote and a line break.
 C14_RECORD = b'2,"N1\n2""3,x",6,2013-01-01 05:00:00,2013-01-01\n'
 C14_TEXT = 'N1\n2"3,x'
-
-
-def put(path: Path, data: bytes) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return str(path)
 
 
 def eight_records() -> bytes:

@@ -17,6 +17,7 @@ from tests.unit.extract_helpers import (
     HEADER,
     LANDING,
     LATIN1,
+    Extract,
     drop,
     service,
     take,
@@ -32,22 +33,19 @@ from ferry.stages.extract.service import free_name
 # -- ExtractService ---------------------------------------------------------------------------
 
 
-def test_service_archives_only_after_the_ack(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
+def test_service_archives_only_after_the_ack(ex: Extract) -> None:
     seen_at_flush: list[tuple[bool, bool]] = []
-    nas = tmp_path / "nas"
-    path = drop(nas, "flights_1.csv", DATA)
-    archived = nas / ".ferry" / "archive" / "flights" / "flights_1.csv"
+    path = ex.drop("flights_1.csv", DATA)
+    archived = ex.nas / ".ferry" / "archive" / "flights" / "flights_1.csv"
     producer = FakeProducer(
         on_flush=lambda: seen_at_flush.append((path.exists(), archived.exists()))
     )
-    svc, hdfs = service(tmp_path, flights, producer, codec)
+    svc, hdfs = ex.service(producer)
     svc.handle(take(svc))
     assert seen_at_flush == [(True, False)]  # still on the NAS while the ack was outstanding
     assert (path.exists(), archived.read_bytes()) == (False, DATA)
     [(topic, key, value)] = producer.acked
-    ev = codec.decode(value)
+    ev = ex.codec.decode(value)
     assert isinstance(ev, FileExtracted)
     assert (topic, key) == ("unit.extracted", ev.file_id.encode())
     assert ev.manifest.uris["landing"] == f"{FS_B}{LANDING}/flights/{ev.file_id}/flights_1.csv"
@@ -55,47 +53,38 @@ def test_service_archives_only_after_the_ack(
     assert (svc.stats.extracted, svc.stats.failed) == (1, 0)
 
 
-def test_service_failed_ack_leaves_the_nas_file_in_place(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    nas = tmp_path / "nas"
-    path = drop(nas, "flights_1.csv", DATA)
+def test_service_failed_ack_leaves_the_nas_file_in_place(ex: Extract) -> None:
+    path = ex.drop("flights_1.csv", DATA)
     producer = FakeProducer(fail_flushes=99)
-    svc, _ = service(tmp_path, flights, producer, codec)
+    svc, _ = ex.service(producer)
     with pytest.raises(TransientError, match="broker rejected"):
         svc.handle(take(svc))
     assert producer.flushes == 3  # settings.retry.max_attempts
     assert path.read_bytes() == DATA
-    assert not (nas / ".ferry").exists()
+    assert not (ex.nas / ".ferry").exists()
     assert producer.acked == []
 
 
-def test_service_ack_after_one_failure_archives(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    nas = tmp_path / "nas"
-    path = drop(nas, "flights_1.csv", DATA)
+def test_service_ack_after_one_failure_archives(ex: Extract) -> None:
+    path = ex.drop("flights_1.csv", DATA)
     producer = FakeProducer(fail_flushes=1)
-    svc, _ = service(tmp_path, flights, producer, codec)
+    svc, _ = ex.service(producer)
     svc.handle(take(svc))
     assert producer.flushes == 2 and len(producer.acked) == 1
     assert not path.exists()
-    assert (nas / ".ferry" / "archive" / "flights" / "flights_1.csv").read_bytes() == DATA
+    assert (ex.nas / ".ferry" / "archive" / "flights" / "flights_1.csv").read_bytes() == DATA
 
 
-def test_service_moves_empties_to_the_empty_directory(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    nas = tmp_path / "nas"
-    drop(nas, "flights_h.csv", HEADER)
+def test_service_moves_empties_to_the_empty_directory(ex: Extract) -> None:
+    ex.drop("flights_h.csv", HEADER)
     producer = FakeProducer()
-    svc, hdfs = service(tmp_path, flights, producer, codec)
+    svc, hdfs = ex.service(producer)
     svc.handle(take(svc))
-    assert (nas / ".ferry" / "empty" / "flights" / "flights_h.csv").read_bytes() == HEADER
-    assert not (nas / "flights" / "flights_h.csv").exists()
-    assert not (nas / ".ferry" / "archive").exists()
+    assert (ex.nas / ".ferry" / "empty" / "flights" / "flights_h.csv").read_bytes() == HEADER
+    assert not (ex.nas / "flights" / "flights_h.csv").exists()
+    assert not (ex.nas / ".ferry" / "archive").exists()
     [(topic, key, value)] = producer.acked
-    ev = codec.decode(value)
+    ev = ex.codec.decode(value)
     assert (topic, ev.reason, key) == ("unit.failed", "empty_header_only", ev.file_id.encode())
     assert hdfs.files == {}
     assert (svc.stats.extracted, svc.stats.failed, svc.stats.by_reason) == (
@@ -105,88 +94,72 @@ def test_service_moves_empties_to_the_empty_directory(
     )
 
 
-def test_service_empty_is_moved_even_under_delete(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    nas = tmp_path / "nas"
-    drop(nas, "flights_z.csv", b"")
-    svc, _ = service(tmp_path, flights, FakeProducer(), codec, after="delete")
+def test_service_empty_is_moved_even_under_delete(ex: Extract) -> None:
+    ex.drop("flights_z.csv", b"")
+    svc, _ = ex.service(FakeProducer(), after="delete")
     svc.handle(take(svc))
-    assert (nas / ".ferry" / "empty" / "flights" / "flights_z.csv").read_bytes() == b""
+    assert (ex.nas / ".ferry" / "empty" / "flights" / "flights_z.csv").read_bytes() == b""
 
 
-def test_service_delete_policy_unlinks_file_and_marker(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    spec = with_(flights, finished=FinishedPolicy(policy="marker"))
-    nas = tmp_path / "nas"
-    path = drop(nas, "flights_1.csv", DATA)
-    marker = drop(nas, "flights_1.csv.done", b"")
-    svc, _ = service(tmp_path, spec, FakeProducer(), codec, after="delete")
+def test_service_delete_policy_unlinks_file_and_marker(ex: Extract) -> None:
+    spec = with_(ex.spec, finished=FinishedPolicy(policy="marker"))
+    path = ex.drop("flights_1.csv", DATA)
+    marker = ex.drop("flights_1.csv.done", b"")
+    svc, _ = ex.service(FakeProducer(), spec=spec, after="delete")
     [cand] = svc.scanner.scan(0.0)
     svc.handle(cand)
-    assert (path.exists(), marker.exists(), (nas / ".ferry").exists()) == (False, False, False)
+    assert (path.exists(), marker.exists(), (ex.nas / ".ferry").exists()) == (False, False, False)
 
 
-def test_service_archives_the_marker_with_its_file(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    spec = with_(flights, finished=FinishedPolicy(policy="marker"))
-    nas = tmp_path / "nas"
-    drop(nas, "flights_1.csv", DATA)
-    drop(nas, "flights_1.csv.done", b"")
-    svc, _ = service(tmp_path, spec, FakeProducer(), codec)
+def test_service_archives_the_marker_with_its_file(ex: Extract) -> None:
+    spec = with_(ex.spec, finished=FinishedPolicy(policy="marker"))
+    ex.drop("flights_1.csv", DATA)
+    ex.drop("flights_1.csv.done", b"")
+    svc, _ = ex.service(FakeProducer(), spec=spec)
     assert svc.run_once() == 1
-    assert sorted(p.name for p in (nas / ".ferry" / "archive" / "flights").iterdir()) == [
+    assert sorted(p.name for p in (ex.nas / ".ferry" / "archive" / "flights").iterdir()) == [
         "flights_1.csv",
         "flights_1.csv.done",
     ]
     assert svc.run_once() == 0
 
 
-def test_service_keep_policy_extracts_once(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
+def test_service_keep_policy_extracts_once(ex: Extract) -> None:
     """``keep``: the file stays and later scans do not extract it again (only a restart does)."""
-    nas = tmp_path / "nas"
-    path = drop(nas, "flights_1.csv", DATA)
+    path = ex.drop("flights_1.csv", DATA)
     producer = FakeProducer()
-    svc, _ = service(tmp_path, flights, producer, codec, after="keep")
+    svc, _ = ex.service(producer, after="keep")
     svc.handle(take(svc))
     assert path.read_bytes() == DATA
     assert [svc.scanner.scan(t) for t in (6.0, 8.0, 10.0, 12.0)] == [[], [], [], []]
     assert len(producer.acked) == 1
 
 
-def test_service_stop_is_honoured_before_the_next_file(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    nas = tmp_path / "nas"
-    spec = with_(flights, finished=FinishedPolicy(policy="marker"))
+def test_service_stop_is_honoured_before_the_next_file(ex: Extract) -> None:
+    spec = with_(ex.spec, finished=FinishedPolicy(policy="marker"))
     for n in ("flights_1.csv", "flights_2.csv"):
-        drop(nas, n, DATA + n.encode() + b"\n")
-        drop(nas, n + ".done", b"")
+        ex.drop(n, DATA + n.encode() + b"\n")
+        ex.drop(n + ".done", b"")
     producer = FakeProducer(on_flush=lambda: svc.stop())
     # One worker: the second file has not started when the first one's flush stops the service.
-    svc, _ = service(tmp_path, spec, producer, codec, workers=1)
+    svc, _ = ex.service(producer, spec=spec, workers=1)
     assert svc.run_once() == 1
     assert isinstance(svc._stop, threading.Event) and svc._stop.is_set()
 
 
 def test_service_lands_a_scan_on_several_workers_and_archives_each_after_its_ack(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
+    ex: Extract,
 ) -> None:
-    nas = tmp_path / "nas"
-    spec = with_(flights, finished=FinishedPolicy(policy="marker"))
+    spec = with_(ex.spec, finished=FinishedPolicy(policy="marker"))
     names = [f"flights_{i}.csv" for i in range(6)]
     for n in names:
-        drop(nas, n, DATA + n.encode() + b"\n")
-        drop(nas, n + ".done", b"")
+        ex.drop(n, DATA + n.encode() + b"\n")
+        ex.drop(n + ".done", b"")
     producer = FakeProducer()
-    svc, hdfs = service(tmp_path, spec, producer, codec, workers=3)
+    svc, hdfs = ex.service(producer, spec=spec, workers=3)
     assert svc.run_once() == 6
     assert svc.stats.extracted == 6
-    assert sorted(p.name for p in (nas / ".ferry" / "archive" / "flights").iterdir()) == sorted(
+    assert sorted(p.name for p in (ex.nas / ".ferry" / "archive" / "flights").iterdir()) == sorted(
         names + [n + ".done" for n in names]
     )
     assert sorted(path.rsplit("/", 1)[1] for path in hdfs.files) == sorted(names)
@@ -195,30 +168,27 @@ def test_service_lands_a_scan_on_several_workers_and_archives_each_after_its_ack
 # -- ExtractService: never overwrite under .ferry/ ---------------------------------------------
 
 
-def test_a_redelivery_under_the_same_name_does_not_overwrite_the_archive(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    nas = tmp_path / "nas"
+def test_a_redelivery_under_the_same_name_does_not_overwrite_the_archive(ex: Extract) -> None:
     fixed = DATA + b"2013,1,1,999\n"
-    drop(nas, "flights_1.csv", DATA)
+    ex.drop("flights_1.csv", DATA)
     producer = FakeProducer()
-    svc, _ = service(tmp_path, flights, producer, codec)
+    svc, _ = ex.service(producer)
     svc.handle(take(svc))
-    drop(nas, "flights_1.csv", fixed)  # the corrected re-delivery
+    ex.drop("flights_1.csv", fixed)  # the corrected re-delivery
     svc.handle(take(svc, 10.0))
-    drop(nas, "flights_1.csv", fixed)  # the same again: same file_id, so a counter
+    ex.drop("flights_1.csv", fixed)  # the same again: same file_id, so a counter
     svc.handle(take(svc, 20.0))
     fid = derive_file_id(
-        "flights", sha256_file(nas / ".ferry" / "archive" / "flights" / "flights_1.csv")
+        "flights", sha256_file(ex.nas / ".ferry" / "archive" / "flights" / "flights_1.csv")
     )
-    fixed_id = str(codec.decode(producer.acked[1][2]).file_id)
+    fixed_id = str(ex.codec.decode(producer.acked[1][2]).file_id)
     assert (
         fid
         != fixed_id
         == derive_file_id(
             "flights",
             sha256_file(
-                nas
+                ex.nas
                 / ".."
                 / "nas"
                 / ".ferry"
@@ -228,7 +198,7 @@ def test_a_redelivery_under_the_same_name_does_not_overwrite_the_archive(
             ),
         )
     )
-    archive = nas / ".ferry" / "archive" / "flights"
+    archive = ex.nas / ".ferry" / "archive" / "flights"
     assert {p.name: p.read_bytes() for p in archive.iterdir()} == {
         "flights_1.csv": DATA,
         f"flights_1.{fixed_id[:12]}.csv": fixed,
@@ -236,20 +206,17 @@ def test_a_redelivery_under_the_same_name_does_not_overwrite_the_archive(
     }
 
 
-def test_the_marker_keeps_following_its_renamed_file(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    spec = with_(flights, finished=FinishedPolicy(policy="marker"))
-    nas = tmp_path / "nas"
+def test_the_marker_keeps_following_its_renamed_file(ex: Extract) -> None:
+    spec = with_(ex.spec, finished=FinishedPolicy(policy="marker"))
     producer = FakeProducer()
-    svc, _ = service(tmp_path, spec, producer, codec)
+    svc, _ = ex.service(producer, spec=spec)
     ids: list[str] = []
     for body in (DATA, DATA + b"2013,1,1,1\n"):
-        drop(nas, "flights_1.csv", body)
-        drop(nas, "flights_1.csv.done", b"")
+        ex.drop("flights_1.csv", body)
+        ex.drop("flights_1.csv.done", b"")
         assert svc.run_once() == 1
-        ids.append(str(codec.decode(producer.acked[-1][2]).file_id))
-    archive = nas / ".ferry" / "archive" / "flights"
+        ids.append(str(ex.codec.decode(producer.acked[-1][2]).file_id))
+    archive = ex.nas / ".ferry" / "archive" / "flights"
     assert sorted(p.name for p in archive.iterdir()) == sorted(
         [
             "flights_1.csv",
@@ -295,11 +262,7 @@ def test_free_name_cuts_the_stem_to_stay_within_255_bytes(tmp_path: Path) -> Non
 
 
 def test_a_failed_move_is_logged_and_the_file_not_taken_again(
-    tmp_path: Path,
-    flights: DatasetSpec,
-    codec: EventCodec,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+    ex: Extract, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     import ferry.stages.extract.service as service_mod
 
@@ -307,10 +270,9 @@ def test_a_failed_move_is_logged_and_the_file_not_taken_again(
         raise PermissionError(13, "Permission denied", src)
 
     monkeypatch.setattr(service_mod.shutil, "move", move)
-    nas = tmp_path / "nas"
-    path = drop(nas, "flights_1.csv", DATA)
+    path = ex.drop("flights_1.csv", DATA)
     producer = FakeProducer()
-    svc, _ = service(tmp_path, flights, producer, codec)
+    svc, _ = ex.service(producer)
     svc.handle(take(svc))
     assert (path.read_bytes(), len(producer.acked)) == (DATA, 1)
     assert [svc.scanner.scan(t) for t in (6.0, 8.0, 10.0)] == [[], [], []]

@@ -13,6 +13,7 @@ from tests.unit.extract_helpers import (
     DATA,
     HEADER,
     LATIN1,
+    Extract,
     drop,
     failed_events,
     name_of,
@@ -30,17 +31,14 @@ from ferry.stages.extract.handlers import ExtractDeps
 from ferry.stages.extract.scanner import Candidate
 
 
-def test_service_quarantines_a_permanent_hdfs_error_and_moves_the_file(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    nas = tmp_path / "nas"
-    drop(nas, "flights_1.csv", DATA)
+def test_service_quarantines_a_permanent_hdfs_error_and_moves_the_file(ex: Extract) -> None:
+    ex.drop("flights_1.csv", DATA)
     producer = FakeProducer()
-    svc, hdfs = service(tmp_path, flights, producer, codec)
+    svc, hdfs = ex.service(producer)
     hdfs.fail("create", HdfsPathExists("refused"), times=99)
     svc.handle(take(svc))
     [(topic, key, value)] = producer.acked
-    ev = codec.decode(value)
+    ev = ex.codec.decode(value)
     assert (topic, key, ev.reason, ev.attempt) == (
         "unit.failed",
         b"flights/flights_1.csv",
@@ -49,35 +47,29 @@ def test_service_quarantines_a_permanent_hdfs_error_and_moves_the_file(
     )
     assert ev.manifest is None
     assert [op for op, _ in hdfs.calls].count("create") == 1  # permanent: not retried
-    assert (nas / ".ferry" / "failed" / "flights" / "flights_1.csv").read_bytes() == DATA
+    assert (ex.nas / ".ferry" / "failed" / "flights" / "flights_1.csv").read_bytes() == DATA
 
 
-def test_service_retries_a_transient_hdfs_error(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    nas = tmp_path / "nas"
-    drop(nas, "flights_1.csv", DATA)
+def test_service_retries_a_transient_hdfs_error(ex: Extract) -> None:
+    ex.drop("flights_1.csv", DATA)
     producer = FakeProducer()
-    svc, hdfs = service(tmp_path, flights, producer, codec)
+    svc, hdfs = ex.service(producer)
     hdfs.fail("create", HdfsUnavailable("reset"), after_bytes=5, times=2)
     svc.handle(take(svc))
     assert [op for op, _ in hdfs.calls].count("create") == 3
     assert list(hdfs.files.values()) == [DATA]
-    assert isinstance(codec.decode(producer.acked[0][2]), FileExtracted)
+    assert isinstance(ex.codec.decode(producer.acked[0][2]), FileExtracted)
 
 
-def test_service_skips_a_file_that_changed_since_the_scan(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    nas = tmp_path / "nas"
-    path = drop(nas, "flights_1.csv", HEADER)
+def test_service_skips_a_file_that_changed_since_the_scan(ex: Extract) -> None:
+    path = ex.drop("flights_1.csv", HEADER)
     producer = FakeProducer()
-    svc, hdfs = service(tmp_path, flights, producer, codec)
+    svc, hdfs = ex.service(producer)
     cand = take(svc)
     with path.open("ab") as fh:
         fh.write(b"2013,1,1,1\n")
     svc.handle(cand)
-    assert (producer.acked, hdfs.files, path.exists(), (nas / ".ferry").exists()) == (
+    assert (producer.acked, hdfs.files, path.exists(), (ex.nas / ".ferry").exists()) == (
         [],
         {},
         True,
@@ -88,13 +80,10 @@ def test_service_skips_a_file_that_changed_since_the_scan(
     assert again.size == len(HEADER) + 11
 
 
-def test_service_forgets_a_vanished_file(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    nas = tmp_path / "nas"
-    path = drop(nas, "flights_1.csv", DATA)
+def test_service_forgets_a_vanished_file(ex: Extract) -> None:
+    path = ex.drop("flights_1.csv", DATA)
     producer = FakeProducer()
-    svc, hdfs = service(tmp_path, flights, producer, codec)
+    svc, hdfs = ex.service(producer)
     cand = take(svc)
     path.unlink()
     svc.handle(cand)
@@ -127,23 +116,20 @@ def test_build_skips_a_dataset_whose_directory_is_a_plain_file(
 # -- ExtractService: one file's error never ends the service ----------------------------------
 
 
-def test_service_quarantines_a_non_utf8_name_and_the_others_flow(
-    tmp_path: Path, flights: DatasetSpec, codec: EventCodec
-) -> None:
-    spec = with_(flights, finished=FinishedPolicy(policy="marker"))
-    nas = tmp_path / "nas"
+def test_service_quarantines_a_non_utf8_name_and_the_others_flow(ex: Extract) -> None:
+    spec = with_(ex.spec, finished=FinishedPolicy(policy="marker"))
     for n in (LATIN1, "flights_1.csv"):
-        drop(nas, n, DATA)
-        drop(nas, n + ".done", b"")
+        ex.drop(n, DATA)
+        ex.drop(n + ".done", b"")
     producer = FakeProducer()
-    svc, hdfs = service(tmp_path, spec, producer, codec)
+    svc, hdfs = ex.service(producer, spec=spec)
     assert svc.run_once() == 2
-    [failed] = failed_events(codec, producer)
+    [failed] = failed_events(ex.codec, producer)
     assert (failed.reason, failed.raw_key) == ("bad_file_name", b"flights/flights_caf\xe9.csv")
     assert b"flights/flights_caf\\xe9.csv" in [k for _, k, _ in producer.acked]
-    assert (nas / ".ferry" / "failed" / "flights" / LATIN1).read_bytes() == DATA
-    assert (nas / ".ferry" / "failed" / "flights" / (LATIN1 + ".done")).exists()
-    assert (nas / ".ferry" / "archive" / "flights" / "flights_1.csv").read_bytes() == DATA
+    assert (ex.nas / ".ferry" / "failed" / "flights" / LATIN1).read_bytes() == DATA
+    assert (ex.nas / ".ferry" / "failed" / "flights" / (LATIN1 + ".done")).exists()
+    assert (ex.nas / ".ferry" / "archive" / "flights" / "flights_1.csv").read_bytes() == DATA
     assert [p.rsplit("/", 1)[1] for p in hdfs.files] == ["flights_1.csv"]
     assert (svc.stats.extracted, svc.stats.failed, svc.stats.by_reason) == (
         1,

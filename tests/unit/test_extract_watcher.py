@@ -53,6 +53,14 @@ def decisions(watcher: NasWatcher) -> list[tuple[str, str]]:
     return list(watcher.handler.decisions)
 
 
+def write_closed(scanner: NasScanner, path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` in one open-write-close and wait (10 s at most) until the
+    watcher has marked it complete on close."""
+    path.write_bytes(data)
+    wait_for(lambda: scanner.is_marked(path), f"{path.name} marked on close", 10)
+    return path
+
+
 def test_a_rename_from_a_hidden_name_is_complete_at_once(
     watched: tuple[NasScanner, NasWatcher, Path], flights: DatasetSpec
 ) -> None:
@@ -90,9 +98,7 @@ def test_a_write_after_the_close_withdraws_the_mark(
     watched: tuple[NasScanner, NasWatcher, Path],
 ) -> None:
     scanner, watcher, d = watched
-    path = d / "flights_3.csv"
-    path.write_bytes(HEADER)
-    wait_for(lambda: scanner.is_marked(path), "flights_3.csv marked on close", 10)
+    path = write_closed(scanner, d / "flights_3.csv", HEADER)
     with path.open("ab") as f:  # the writer reopens it and appends
         f.write(b"2013,1,1,517\n")
         f.flush()
@@ -122,9 +128,7 @@ def test_a_marked_file_that_changed_unseen_falls_back_to_the_stable_check(
     watched: tuple[NasScanner, NasWatcher, Path],
 ) -> None:
     scanner, _, d = watched
-    path = d / "flights_6.csv"
-    path.write_bytes(DATA)
-    wait_for(lambda: scanner.is_marked(path), "flights_6.csv marked", 10)
+    path = write_closed(scanner, d / "flights_6.csv", DATA)
     os.utime(path, ns=(1, 1))  # attributes only: no write event, but not what was marked
     assert scanner.scan(0.0) == []
     assert scanner.scan(2.0) == []
@@ -193,9 +197,7 @@ def test_a_closed_file_is_taken_once_its_settle_time_passed(
     watcher = NasWatcher(scanner, Wakes(), close_settle_s=0.3)
     watcher.start()
     try:
-        path = tmp_path / "flights" / "flights_10.csv"
-        path.write_bytes(DATA)
-        wait_for(lambda: scanner.is_marked(path), "flights_10.csv marked on close", 10)
+        path = write_closed(scanner, tmp_path / "flights" / "flights_10.csv", DATA)
         now = time.monotonic()
         due = scanner.next_due(now)
         assert due is not None and now < due <= now + 0.3

@@ -26,32 +26,32 @@ def files_by_day(spark, table) -> dict[dt.date, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
+def loaded(file_id: str, rows: list[tuple[int, str, dt.date]]) -> list[Row]:
+    """The table rows of file ``file_id`` staged with ``rows`` (id, kind, day): its id attached,
+    no source path."""
+    return [
+        Row(id=i, kind=k, ferry_file_id=file_id, ferry_source_path=None, day=d) for i, k, d in rows
+    ]
+
+
 def test_batch_touching_two_of_three_partitions_leaves_the_third_untouched(
     spark, unique_db, tmp_path
 ):
     spec = tiny_spec(unique_db)
     table = spec.hive.full_name
-    a = stage(spark, tmp_path / "a", [(1, "a", D1), (2, "a", D2), (3, "a", D3)])
-    b = stage(spark, tmp_path / "b", [(4, "b", D3)])
+    rows_a, rows_b = [(1, "a", D1), (2, "a", D2), (3, "a", D3)], [(4, "b", D3)]
+    a, b = stage(spark, tmp_path / "a", rows_a), stage(spark, tmp_path / "b", rows_b)
     assert load_files(spark, spec, {"a": a, "b": b}) == {"a": 3, "b": 1}
     before = files_by_day(spark, table)
-    c = stage(spark, tmp_path / "c", [(5, "c", D1), (6, "c", D2), (7, "c", D2)])
+    rows_c = [(5, "c", D1), (6, "c", D2), (7, "c", D2)]
+    c = stage(spark, tmp_path / "c", rows_c)
     assert load_files(spark, spec, {"c": c}) == {"c": 3}
     after = files_by_day(spark, table)
     assert after[D3] == before[D3]  # same Parquet file: the partition was not rewritten
     assert after[D1] != before[D1] and after[D2] != before[D2]
     assert [len(after[d]) for d in (D1, D2, D3)] == [1, 1, 1]
     assertDataFrameEqual(
-        spark.table(table),
-        [
-            Row(id=1, kind="a", ferry_file_id="a", ferry_source_path=None, day=D1),
-            Row(id=2, kind="a", ferry_file_id="a", ferry_source_path=None, day=D2),
-            Row(id=3, kind="a", ferry_file_id="a", ferry_source_path=None, day=D3),
-            Row(id=4, kind="b", ferry_file_id="b", ferry_source_path=None, day=D3),
-            Row(id=5, kind="c", ferry_file_id="c", ferry_source_path=None, day=D1),
-            Row(id=6, kind="c", ferry_file_id="c", ferry_source_path=None, day=D2),
-            Row(id=7, kind="c", ferry_file_id="c", ferry_source_path=None, day=D2),
-        ],
+        spark.table(table), loaded("a", rows_a) + loaded("b", rows_b) + loaded("c", rows_c)
     )
     parts = [r.partition for r in spark.sql(f"SHOW PARTITIONS {table}").collect()]
     assert sorted(parts) == ["day=2013-01-01", "day=2013-01-02", "day=2013-01-03"]
@@ -63,24 +63,16 @@ def test_reloads_leave_one_copy_and_replace_a_file_in_every_partition(spark, uni
     spec = tiny_spec(unique_db)
     table = spec.hive.full_name
     x = stage(spark, tmp_path / "x", [(1, "x", D1), (2, "x", D2), (3, "x", D3)])
-    y = stage(spark, tmp_path / "y", [(10, "y", D1), (11, "y", D1)])
-    z = stage(spark, tmp_path / "z", [(20, "z", D2)])
+    rows_y, rows_z = [(10, "y", D1), (11, "y", D1)], [(20, "z", D2)]
+    y, z = stage(spark, tmp_path / "y", rows_y), stage(spark, tmp_path / "z", rows_z)
     for _ in range(3):
         assert load_files(spark, spec, {"x": x, "y": y, "z": z}) == {"x": 3, "y": 2, "z": 1}
     assert rows_loaded(spark, spec, ["x", "y", "z"]) == {"x": 3, "y": 2, "z": 1}
-    x2 = stage(spark, tmp_path / "x2", [(7, "X", D1), (8, "X", D2), (9, "X", D3), (6, "X", D3)])
+    rows_x2 = [(7, "X", D1), (8, "X", D2), (9, "X", D3), (6, "X", D3)]
+    x2 = stage(spark, tmp_path / "x2", rows_x2)
     assert load_files(spark, spec, {"x": x2}) == {"x": 4}
     assertDataFrameEqual(
-        spark.table(table),
-        [
-            Row(id=7, kind="X", ferry_file_id="x", ferry_source_path=None, day=D1),
-            Row(id=8, kind="X", ferry_file_id="x", ferry_source_path=None, day=D2),
-            Row(id=9, kind="X", ferry_file_id="x", ferry_source_path=None, day=D3),
-            Row(id=6, kind="X", ferry_file_id="x", ferry_source_path=None, day=D3),
-            Row(id=10, kind="y", ferry_file_id="y", ferry_source_path=None, day=D1),
-            Row(id=11, kind="y", ferry_file_id="y", ferry_source_path=None, day=D1),
-            Row(id=20, kind="z", ferry_file_id="z", ferry_source_path=None, day=D2),
-        ],
+        spark.table(table), loaded("x", rows_x2) + loaded("y", rows_y) + loaded("z", rows_z)
     )
 
 

@@ -8,6 +8,7 @@ import pytest
 from pyspark.sql import Row
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
+from tests.factories import dataset_spec
 
 from ferry.core.errors import PermanentError
 from ferry.datasets import DatasetSpec
@@ -25,17 +26,10 @@ D1, D2 = dt.date(2013, 1, 1), dt.date(2013, 1, 2)
 
 
 def tiny_spec(database: str) -> DatasetSpec:
-    return DatasetSpec.model_validate(
-        {
-            "name": "tiny",
-            "nas": {"subdir": "tiny", "pattern": "*.csv"},
-            "columns": [
-                {"name": "id", "type": "int"},
-                {"name": "kind", "type": "string"},
-                {"name": "day", "type": "date"},
-            ],
-            "hive": {"database": database, "table": "tiny", "partition_by": ["day"]},
-        }
+    return dataset_spec(
+        "tiny",
+        {"id": "int", "kind": "string", "day": "date"},
+        hive={"database": database, "table": "tiny", "partition_by": ["day"]},
     )
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
+from tests.factories import dataset_spec, put
 
 from ferry.clusters.spark_jobs import HadoopFileSystem, path_key
-from ferry.datasets import DatasetSpec
 from ferry.stages.transform.job import (
     CORRUPT_COLUMN,
     REJECT_REASON_COLUMN,
@@ -23,41 +23,26 @@ from ferry.stages.transform.job import (
     transform,
 )
 
-SPEC = DatasetSpec.model_validate(
-    {
-        "name": "tiny",
-        "nas": {"subdir": "tiny", "pattern": "*.csv"},
-        "columns": [
-            {"name": "id", "type": "int"},
-            {"name": "kind", "type": "string"},
-            {"name": "y", "type": "int"},
-            {"name": "m", "type": "int"},
-            {"name": "d", "type": "int"},
-        ],
-        "csv": {"null_value": "NA"},
-        "validation": {
-            "not_null": ["id"],
-            "ranges": {"m": {"min": 1, "max": 12}},
-            "allowed_values": {"kind": ["a", "b"]},
-        },
-        "derived": [
-            {
-                "name": "day",
-                "type": "date",
-                "expr": "try_to_date(format_string('%04d-%02d-%02d', y, m, d), 'yyyy-MM-dd')",
-            }
-        ],
-        "hive": {"database": "ferry", "table": "tiny", "partition_by": ["day"]},
-    }
+SPEC = dataset_spec(
+    "tiny",
+    {"id": "int", "kind": "string", "y": "int", "m": "int", "d": "int"},
+    csv={"null_value": "NA"},
+    validation={
+        "not_null": ["id"],
+        "ranges": {"m": {"min": 1, "max": 12}},
+        "allowed_values": {"kind": ["a", "b"]},
+    },
+    derived=[
+        {
+            "name": "day",
+            "type": "date",
+            "expr": "try_to_date(format_string('%04d-%02d-%02d', y, m, d), 'yyyy-MM-dd')",
+        }
+    ],
+    hive={"database": "ferry", "table": "tiny", "partition_by": ["day"]},
 )
 HEADER = b"id,kind,y,m,d\n"
 D1 = dt.date(2013, 1, 1)
-
-
-def put(path: Path, data: bytes) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return str(path)
 
 
 def test_bom_file_loads_with_real_first_column_name(spark, tmp_path):

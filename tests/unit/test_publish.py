@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from tests.factories import manifest
 
 from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import RetrySettings, Settings, get_settings
@@ -14,9 +15,7 @@ from ferry.core.errors import SerializationError, TransientError
 from ferry.core.events import (
     FileExtracted,
     FileFailed,
-    FileManifest,
     FileTransformed,
-    derive_file_id,
     failed,
     utc_now,
 )
@@ -25,17 +24,10 @@ from ferry.core.publish import encode_events, publish
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
 SHA = "3c" * 32
-FILE_ID = derive_file_id("flights", SHA)
-MANIFEST = FileManifest(
-    file_id=FILE_ID,
-    dataset="flights",
-    source_path="flights/b.csv",
-    size_bytes=42,
-    sha256=SHA,
-    created_at=T0,
-    updated_at=T0,
-    trace_id="a" * 32,
+MANIFEST = manifest(
+    "flights", SHA, at=T0, source_path="flights/b.csv", size_bytes=42, trace_id="a" * 32
 )
+FILE_ID = MANIFEST.file_id
 
 
 def settings() -> Settings:
@@ -57,32 +49,20 @@ def codec() -> EventCodec:
 
 
 def test_failed_sets_every_field_it_is_given() -> None:
-    got = failed(
-        stage="transform",
-        reason="hdfs_timeout",
-        error="unit.extracted[1]@5: HdfsTimeout: read timed out",
-        attempt=4,
-        manifest=MANIFEST,
-        source_topic="unit.extracted",
-        source_partition=1,
-        source_offset=5,
-        raw_key=b"k",
-        raw_value=b"v",
-        failed_at=T0,
-    )
-    assert got == FileFailed(
-        stage="transform",
-        reason="hdfs_timeout",
-        error="unit.extracted[1]@5: HdfsTimeout: read timed out",
-        attempt=4,
-        failed_at=T0,
-        manifest=MANIFEST,
-        source_topic="unit.extracted",
-        source_partition=1,
-        source_offset=5,
-        raw_key=b"k",
-        raw_value=b"v",
-    )
+    fields: dict[str, Any] = {
+        "stage": "transform",
+        "reason": "hdfs_timeout",
+        "error": "unit.extracted[1]@5: HdfsTimeout: read timed out",
+        "attempt": 4,
+        "manifest": MANIFEST,
+        "source_topic": "unit.extracted",
+        "source_partition": 1,
+        "source_offset": 5,
+        "raw_key": b"k",
+        "raw_value": b"v",
+        "failed_at": T0,
+    }
+    assert failed(**fields) == FileFailed(**fields)
 
 
 def test_failed_defaults_attempt_one_no_source_and_failed_at_now() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
+from tests.factories import T0, manifest
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 from tests.waiting import wait_for
 
@@ -19,27 +19,15 @@ from ferry.core.events import (
     FileExtracted,
     FileFailed,
     FileLoaded,
-    FileManifest,
     FileTransformed,
-    derive_file_id,
 )
 from ferry.core.processing import process_batch
 from ferry.core.runner import StageRunner
 from ferry.core.stage import HandlerBug, Record, Stage, one_by_one
 
-T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 SHA = "0f" * 32
-FILE_ID = derive_file_id("flights", SHA)
-MANIFEST = FileManifest(
-    file_id=FILE_ID,
-    dataset="flights",
-    source_path="flights/a.csv",
-    size_bytes=10,
-    sha256=SHA,
-    created_at=T0,
-    updated_at=T0,
-    trace_id="t" * 32,
-)
+MANIFEST = manifest("flights", SHA, source_path="flights/a.csv")
+FILE_ID = MANIFEST.file_id
 EXTRACTED = FileExtracted(MANIFEST)
 TRANSFORMED = FileTransformed(MANIFEST.advance(rows_out=7, updated_at=T0))
 

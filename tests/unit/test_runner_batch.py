@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from tests.factories import numbered
 
 from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import Settings, get_settings
@@ -17,7 +18,6 @@ from ferry.core.events import (
     FileFailed,
     FileManifest,
     FileTransformed,
-    derive_file_id,
 )
 from ferry.core.processing import process_batch
 from ferry.core.stage import Record, RunStats, Stage
@@ -47,17 +47,7 @@ def codec() -> EventCodec:
 
 
 def manifest(n: int) -> FileManifest:
-    sha = f"{n:02x}" * 32
-    return FileManifest(
-        file_id=derive_file_id("flights", sha),
-        dataset="flights",
-        source_path=f"flights/f{n}.csv",
-        size_bytes=10 + n,
-        sha256=sha,
-        created_at=T0,
-        updated_at=T0,
-        trace_id=f"{n:032x}",
-    )
+    return numbered("flights", n, f"f{n}.csv", size_bytes=10 + n)
 
 
 EV = [FileExtracted(manifest(n)) for n in range(4)]

@@ -55,6 +55,16 @@ def test_failed_up_stops_what_it_started_and_keeps_what_was_running(tmp_path):  
         assert st.down() == [("bad", "not running"), ("ok", "not running"), ("already", "stopped")]
 
 
+#: The Spark and Hive servers, in start order (each after what it requires).
+SPARK_AND_HIVE = [
+    "spark-master-1",
+    "spark-master-2",
+    "spark-worker",
+    "hive-metastore",
+    "hiveserver2",
+]
+
+
 @pytest.mark.parametrize(
     ("wanted", "expected"),
     [
@@ -66,16 +76,7 @@ def test_failed_up_stops_what_it_started_and_keeps_what_was_running(tmp_path):  
         (["hdfs-b-datanode"], ["hdfs-b-namenode", "hdfs-b-datanode"]),
         (
             ["spark", "hive"],
-            [
-                "zookeeper",
-                "hdfs-a-namenode",
-                "hdfs-a-datanode",
-                "spark-master-1",
-                "spark-master-2",
-                "spark-worker",
-                "hive-metastore",
-                "hiveserver2",
-            ],
+            ["zookeeper", "hdfs-a-namenode", "hdfs-a-datanode", *SPARK_AND_HIVE],
         ),
         (
             ["kafka", "hdfs", "kafka"],
@@ -97,11 +98,7 @@ def test_select_all_and_none_are_every_component_in_start_order(tmp_path):  # ty
         "hdfs-a-namenode",
         "hdfs-b-datanode",
         "hdfs-a-datanode",
-        "spark-master-1",
-        "spark-master-2",
-        "spark-worker",
-        "hive-metastore",
-        "hiveserver2",
+        *SPARK_AND_HIVE,
     ]
     assert [c.name for c in st.select(["all"])] == every
     assert [c.name for c in st.select(None)] == every

@@ -7,15 +7,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from tests.factories import failed as make_failed
+from tests.factories import named
 
 from ferry.core.events import (
     FileExtracted,
-    FileFailed,
     FileLoaded,
     FileManifest,
     FileTransferred,
     FileTransformed,
-    derive_file_id,
 )
 from ferry.core.timeline import to_ms
 from ferry.tracker import filepage, pages
@@ -33,29 +33,13 @@ def ms(minutes: float) -> int:
 
 
 def manifest(name: str, minutes: float, dataset: str = "weather", **kw: Any) -> FileManifest:
-    sha = (name.encode().hex() * 64)[:64]
-    return FileManifest(
-        file_id=derive_file_id(dataset, sha),
-        dataset=dataset,
-        source_path=f"{dataset}/{name}.csv",
-        size_bytes=2_000_000,
-        sha256=sha,
-        created_at=T0 + timedelta(minutes=minutes),
-        updated_at=T0 + timedelta(minutes=minutes),
-        trace_id="1" * 32,
-        **kw,
-    )
+    at = T0 + timedelta(minutes=minutes)
+    return named(dataset, name, at=at, size_bytes=2_000_000, trace_id="1" * 32, **kw)
 
 
 def failed(name: str, minutes: float, reason: str = "rows_invalid", error: str = "bad") -> Any:
-    return FileFailed(
-        stage="transform",
-        reason=reason,
-        error=error,
-        attempt=2,
-        failed_at=T0 + timedelta(minutes=minutes),
-        manifest=manifest(name, 0),
-    )
+    at = T0 + timedelta(minutes=minutes)
+    return make_failed("transform", manifest(name, 0), reason=reason, error=error, attempt=2, at=at)
 
 
 def build(events: list[Any]) -> tuple[TrackerState, dict[str, dict[str, Any]]]:

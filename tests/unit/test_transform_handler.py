@@ -112,17 +112,19 @@ def test_transformed_manifest_has_uris_and_row_counts(specs: dict[str, DatasetSp
     assert job.resets == 0
 
 
-def test_full_uri_from_the_job_is_kept(specs: dict[str, DatasetSpec]) -> None:
+def one_file(specs: dict[str, DatasetSpec], status: str, **fields: Any) -> Any:
+    """transform_batch over ``flights_1.csv`` alone, the job answering
+    ``FileResult(<its file_id>, "x", status, **fields)``: that file's result."""
     a = extracted("flights", 1)
-    res = FileResult(
-        a.file_id,
-        "x",
-        "transformed",
-        FileCounts(1, 1, 0),
-        staged_path=f"hdfs://other:1/s/{a.file_id}",
-    )
-    [[t]] = transform_batch([a], Job({a.file_id: res}).deps(specs))
-    assert t.manifest.uris["staging"] == f"hdfs://other:1/s/{a.file_id}"
+    res = FileResult(a.file_id, "x", status, **fields)  # type: ignore[arg-type]
+    [out] = transform_batch([a], Job({a.file_id: res}).deps(specs))
+    return out
+
+
+def test_full_uri_from_the_job_is_kept(specs: dict[str, DatasetSpec]) -> None:
+    staged = f"hdfs://other:1/s/{extracted('flights', 1).file_id}"
+    [t] = one_file(specs, "transformed", counts=FileCounts(1, 1, 0), staged_path=staged)
+    assert t.manifest.uris["staging"] == staged
 
 
 @pytest.mark.parametrize("kind", ["zero_bytes", "blank", "header_only"])
@@ -139,15 +141,12 @@ def test_empty_file_is_a_permanent_error_empty_kind(
 
 
 def test_header_mismatch_is_a_permanent_error(specs: dict[str, DatasetSpec]) -> None:
-    a = extracted("flights", 1)
-    bad = FileResult(
-        a.file_id,
-        "x",
+    ra = one_file(
+        specs,
         "failed",
         reason="header_mismatch",
         message="x: header column 1 is 'yr', definition 'flights' expects 'year'",
     )
-    [ra] = transform_batch([a], Job({a.file_id: bad}).deps(specs))
     assert isinstance(ra, PermanentError)
     assert (ra.reason, str(ra)) == (
         "header_mismatch",
@@ -156,9 +155,7 @@ def test_header_mismatch_is_a_permanent_error(specs: dict[str, DatasetSpec]) -> 
 
 
 def test_counts_that_do_not_add_up_are_refused(specs: dict[str, DatasetSpec]) -> None:
-    a = extracted("flights", 1)
-    res = FileResult(a.file_id, "x", "transformed", FileCounts(10, 8, 1), staged_path="/s")
-    [ra] = transform_batch([a], Job({a.file_id: res}).deps(specs))
+    ra = one_file(specs, "transformed", counts=FileCounts(10, 8, 1), staged_path="/s")
     assert isinstance(ra, PermanentError) and ra.reason == "count_mismatch"
 
 
@@ -273,19 +270,19 @@ def test_one_bad_file_among_eight_is_isolated_by_bisection(
         )
 
 
+def down_to_pairs(f: list[str]) -> list[list[str]]:
+    """The groups a failing batch of 8 is split into down to pairs, in the order its jobs run:
+    8; 4, 4; 2, 2, 2, 2."""
+    return [f, f[:4], f[4:], f[:2], f[2:4], f[4:6], f[6:]]
+
+
 def test_two_bad_files_in_both_halves_are_both_isolated(specs: dict[str, DatasetSpec]) -> None:
     evs = [extracted("flights", n) for n in range(1, 9)]
     f = [e.file_id for e in evs]
     job = Job({e.file_id: ok(e, 1) for e in evs}, error=RuntimeError("boom"), bad={f[0], f[7]})
     out = transform_batch(evs, job.deps(specs))
     assert ids(job) == [
-        f,
-        f[:4],
-        f[4:],
-        f[:2],
-        f[2:4],
-        f[4:6],
-        f[6:],
+        *down_to_pairs(f),
         [f[0]],
         [f[1]],
         [f[6]],
@@ -305,13 +302,7 @@ def test_all_failing_group_of_eight_stops_splitting_after_the_budget(
     assert split_budget(8) == 6
     # 6 splits (8; 4, 4; 2, 2, 2), the 7th failing group [7, 8] is not split: 1 + 2·6 = 13 jobs
     assert ids(job) == [
-        f,
-        f[:4],
-        f[4:],
-        f[:2],
-        f[2:4],
-        f[4:6],
-        f[6:],
+        *down_to_pairs(f),
         *[[x] for x in f[:6]],
     ]
     assert job.resets == 13

@@ -11,6 +11,7 @@ from typing import Any, cast
 from ferry.core.config import Settings
 from ferry.core.errors import ConfigError, PermanentError, StackError, TransientError
 from ferry.core.events import Event
+from ferry.core.service_sections import BatchSettings
 
 #: A handler: (input event, the stage's dependencies) → output events. Must be idempotent.
 Handler = Callable[[Any, Any], Sequence[Event]]
@@ -45,6 +46,25 @@ class Stage:
     #: session and reach the Hive metastore), so an instance owns partitions only once it can
     #: process them at full speed: a hot standby takes over a killed instance's partitions warm.
     warm_up: Callable[[], None] | None = None
+
+    @classmethod
+    def batched(
+        cls,
+        name: str,
+        handlers: Mapping[type[Any], BatchHandler],
+        section: BatchSettings,
+        warm_up: Callable[[], None],
+    ) -> Stage:
+        """A batching stage sized by its settings section (``settings.transform``,
+        ``settings.load``: batch_size, batch_wait_s), warmed up by ``warm_up`` before it joins
+        its consumer group."""
+        return cls(
+            name,
+            handlers,
+            batch_size=section.batch_size,
+            batch_wait_s=section.batch_wait_s,
+            warm_up=warm_up,
+        )
 
     @property
     def batching(self) -> bool:

@@ -23,7 +23,8 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from ferry.core.kafkaops import active_members
 from ferry.core.topics import ensure_topics
 from ferry.datasets import load_datasets
 from ferry.demo_data import csv_lines, daily_frames, write_csv
-from ferry.pipeline import Outcomes, ServiceGroup, drop_file, settings_env
+from ferry.pipeline import Outcomes, ServiceGroup, drop_file, private_overrides, settings_env
 from ferry.testing.faultproxy import FaultProxy
 
 #: Seconds the rig waits, at start, for every consuming stage to join its group: a Spark stage
@@ -115,18 +116,7 @@ class FaultRig:
             f"{a.host}:{a.datanode_http_port}": self.dn.address
         }
         self.nas_dir = self.work / "nas"
-        overrides: dict[str, Any] = {
-            "kafka.topic_prefix": f"chaos{token}",
-            "paths.nas_dir": self.nas_dir,
-            "paths.landing_path": f"/test/{token}/landing",
-            "paths.staging_path": f"/test/{token}/staging",
-            "paths.rejects_path": f"/test/{token}/rejects",
-            "paths.incoming_path": f"/test/{token}/incoming",
-            "transform.batch_wait_s": 2,
-            "load.batch_wait_s": 2,
-            "extract.poll_interval_s": 0.5,
-            **self.extra,
-        }
+        overrides = private_overrides("chaos", token, self.nas_dir) | self.extra
         env = settings_env(overrides) | {"FERRY_CLUSTERS": json.dumps(clusters)}
         self.settings = self.base.model_copy(
             update={
@@ -154,7 +144,11 @@ class FaultRig:
         self.group = ServiceGroup(env, self.work / "logs")
         self.outcomes = Outcomes(self.settings)
         self.group.start()
-        self.ready_s = self.wait_ready(READY_DEADLINE_S)
+        try:
+            self.ready_s = self.wait_ready(READY_DEADLINE_S)
+        except BaseException:
+            self.close()
+            raise
 
     def wait_ready(self, deadline_s: float) -> float:
         """Wait until each consuming stage the rig runs has a member holding partitions in its
@@ -253,6 +247,16 @@ class FaultRig:
         return min(after) - wall_s if after else None
 
     # -- checks ----------------------------------------------------------------------------
+    def quarantined(self, files: Iterable[SliceFile]) -> dict[str, list[str]]:
+        """The files among ``files`` that reached ``failed`` so far: NAS-relative path → the
+        reasons of their FileFailed events, in arrival order."""
+        out = self.outcomes
+        return {
+            f.relative: [x.reason for x in out.failed[f.file_id]]
+            for f in files
+            if f.file_id in out.failed
+        }
+
     def hive_rows(self, files: list[SliceFile]) -> dict[str, int]:
         """{file_id: rows in the flights table} for ``files``, over JDBC from HiveServer2."""
         from ferry.clusters.hiveserver2 import rows_by_file
@@ -278,6 +282,21 @@ class FaultRig:
                 *(p for pair in self.namenode_proxies.values() for p in pair),
             }:
                 proxy.stop()
+
+
+@contextmanager
+def running_rig(
+    base: Settings, work: Path, *, seed: int, extra: dict[str, Any]
+) -> Iterator[FaultRig]:
+    """A started :class:`FaultRig` for the ``with`` block; on leaving it, the rig is closed and
+    the services' exit codes and log directory are printed (pytest shows them on failure)."""
+    rig = FaultRig(base, work, seed=seed, extra=extra)
+    print(f"\nservices in their consumer groups {rig.ready_s:.1f}s after start")
+    try:
+        yield rig
+    finally:
+        codes = rig.close()
+        print(f"\nservice exit codes: {codes}; logs in {rig.group.log_dir}")
 
 
 # -- the Spark master pair ---------------------------------------------------------------------

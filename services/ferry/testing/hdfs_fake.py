@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ferry.clusters.hdfs import DEFAULT_CHUNK_SIZE, FileStatus, HdfsPort, normalize_path
+from ferry.clusters.hdfs import FileStatus, HdfsPort, normalize_path
 from ferry.core.errors import (
     FerryError,
     HdfsPathExists,
@@ -210,12 +210,7 @@ class FakeHdfs(HdfsPort):
             self.dirs -= {d for d in self.dirs if d == p or d.startswith(prefix)}
             return True
 
-    def open_stream(
-        self, path: str, chunk_size: int = DEFAULT_CHUNK_SIZE, *, offset: int = 0
-    ) -> Iterator[bytes]:
-        p = normalize_path(path)
-        if chunk_size <= 0:
-            raise ValueError(f"chunk_size must be positive, not {chunk_size}")
+    def _open(self, p: str, chunk_size: int, offset: int) -> Iterator[bytes]:
         fault = self._call("open", p)
         with self._lock:
             if p not in self.files:

@@ -1,6 +1,6 @@
 """The HDFS port: the operations Ferry needs from one cluster, and the safe write built on them.
 
-:class:`HdfsPort` declares the primitives (status, list, mkdirs, rename, delete, open_stream,
+:class:`HdfsPort` declares the primitives (status, list, mkdirs, rename, delete, ``_open``,
 ``_create``) and builds the rest on them, so both implementations follow the same rules:
 
 * :class:`ferry.clusters.hdfs.webhdfs.WebHdfs` talks WebHDFS to a real cluster; build it with
@@ -90,7 +90,7 @@ class _Hashing:
 class HdfsPort(abc.ABC):
     """The operations Ferry needs from one HDFS cluster.
 
-    Subclasses implement the primitives (status, list, mkdirs, rename, delete, open_stream,
+    Subclasses implement the primitives (status, list, mkdirs, rename, delete, ``_open``,
     ``_create``); the safe write (:meth:`upload_stream`) and :meth:`sha256` are built on them here,
     so the fake and the real port follow the same temp-then-rename rules.
     """
@@ -159,7 +159,6 @@ class HdfsPort(abc.ABC):
             HdfsRequestRejected: a non-empty directory without ``recursive``.
         """
 
-    @abc.abstractmethod
     def open_stream(
         self, path: str, chunk_size: int = DEFAULT_CHUNK_SIZE, *, offset: int = 0
     ) -> Iterator[bytes]:
@@ -168,10 +167,19 @@ class HdfsPort(abc.ABC):
         first ``next()``; close the generator (or exhaust it) to release the connection.
 
         Raises (while iterating):
+            ValueError: ``chunk_size`` is not positive, or ``path`` is not absolute.
             HdfsPathNotFound: no such file.
             HdfsUnavailable, HdfsTimeout: reset, refused, stalled or truncated read.
             DataNodeUnreachable: the DataNode the NameNode redirected to cannot be reached.
         """
+        p = normalize_path(path)
+        if chunk_size <= 0:
+            raise ValueError(f"chunk_size must be positive, not {chunk_size}")
+        yield from self._open(p, chunk_size, offset)
+
+    @abc.abstractmethod
+    def _open(self, path: str, chunk_size: int, offset: int) -> Iterator[bytes]:
+        """:meth:`open_stream` of normalized ``path`` with a positive ``chunk_size``."""
 
     @abc.abstractmethod
     def _create(self, path: str, chunks: Iterable[bytes], on_started: Callable[[], None]) -> None:

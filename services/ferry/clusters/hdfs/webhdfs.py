@@ -39,7 +39,7 @@ from hdfs.client import _to_error
 from hdfs.util import HdfsError as _CliError
 
 from ferry.clusters.hdfs.errors import classify
-from ferry.clusters.hdfs.paths import DEFAULT_CHUNK_SIZE, FileStatus, normalize_path
+from ferry.clusters.hdfs.paths import FileStatus, normalize_path
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.core.errors import FerryError, HdfsRequestRejected, HdfsUnavailable
 
@@ -236,12 +236,7 @@ class WebHdfs(HdfsPort):
         with self._errors("DELETE", p):
             return bool(self._client.delete(p, recursive=recursive))
 
-    def open_stream(
-        self, path: str, chunk_size: int = DEFAULT_CHUNK_SIZE, *, offset: int = 0
-    ) -> Iterator[bytes]:
-        p = normalize_path(path)
-        if chunk_size <= 0:
-            raise ValueError(f"chunk_size must be positive, not {chunk_size}")
+    def _open(self, p: str, chunk_size: int, offset: int) -> Iterator[bytes]:
         with self._errors("OPEN", p):
             res = self._client._open(p, offset=offset or None)
         try:

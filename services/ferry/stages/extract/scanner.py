@@ -36,6 +36,7 @@ import threading
 import time
 import unicodedata
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ferry.datasets import DatasetSpec
@@ -220,24 +221,15 @@ class NasScanner:
                     continue  # handled and kept; taken again only once it changes
                 self._done.pop(path, None)
                 src, ident = seen_as.open_path, (st.st_dev, st.st_ino)
+                # the candidate this entry is, as it stands now
+                found = partial(Candidate, path, spec, relative, st.st_size, st.st_mtime_ns)
                 if policy.policy == "marker":
                     marker = root / f"{name}{policy.marker_suffix}"
                     if self._exists(marker):
-                        out.append(
-                            Candidate(
-                                path,
-                                spec,
-                                relative,
-                                st.st_size,
-                                st.st_mtime_ns,
-                                marker,
-                                source=src,
-                                identity=ident,
-                            )
-                        )
+                        out.append(found(marker, source=src, identity=ident))
                     continue
                 if self._marked_as(path, st.st_size, st.st_mtime_ns, now_mono):
-                    out.append(Candidate(path, spec, relative, st.st_size, st.st_mtime_ns))
+                    out.append(found())
                     continue
                 seen = self._seen.get(path)
                 if seen is None or (seen.size, seen.mtime_ns) != (st.st_size, st.st_mtime_ns):
@@ -249,17 +241,7 @@ class NasScanner:
                     seen.polls > policy.stable_polls
                     and waited >= policy.stable_polls * policy.poll_interval_s
                 ):
-                    out.append(
-                        Candidate(
-                            path,
-                            spec,
-                            relative,
-                            st.st_size,
-                            st.st_mtime_ns,
-                            source=src,
-                            identity=ident,
-                        )
-                    )
+                    out.append(found(source=src, identity=ident))
         for gone in set(self._refused) - refused:
             del self._refused[gone]
         for gone in set(self._seen) - present:

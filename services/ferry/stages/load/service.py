@@ -26,13 +26,7 @@ def build(settings: Settings | None = None) -> StageRunner:
     locks = TableLocks(settings)
     job = partial(load_files, target_file_mb=settings.load.target_file_mb, locks=locks)
     deps = LoadDeps(load_datasets(settings.paths.datasets_dir), holder.get, holder.reset, job)
-    stage = Stage(
-        "load",
-        {FileTransferred: load_batch},
-        batch_size=settings.load.batch_size,
-        batch_wait_s=settings.load.batch_wait_s,
-        warm_up=holder.warm,
-    )
+    stage = Stage.batched("load", {FileTransferred: load_batch}, settings.load, holder.warm)
     return build_runner(stage, deps, settings)
 
 

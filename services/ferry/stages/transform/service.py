@@ -32,12 +32,8 @@ def build(settings: Settings | None = None) -> StageRunner:
         staging_root=f"{b.fs_url}{settings.paths.staging_path}",
         rejects_root=f"{b.fs_url}{settings.paths.rejects_path}",
     )
-    stage = Stage(
-        "transform",
-        {FileExtracted: transform_batch},
-        batch_size=settings.transform.batch_size,
-        batch_wait_s=settings.transform.batch_wait_s,
-        warm_up=holder.warm,
+    stage = Stage.batched(
+        "transform", {FileExtracted: transform_batch}, settings.transform, holder.warm
     )
     return build_runner(stage, deps, settings)
 
