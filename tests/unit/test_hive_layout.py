@@ -128,7 +128,7 @@ def test_failure_between_materialize_and_overwrite_leaves_previous_contents(
     seen: dict[str, object] = {}
     real = hive._overwrite_from
 
-    def crash(session, name, scratch, *, target_file_bytes):
+    def crash(session, name, scratch, *, target_file_bytes, stats=None):
         seen["scratch"] = sorted(map(tuple, session.read.parquet(scratch).collect()))
         seen["reader"] = session.table(name).collect()  # a reader during the load
         raise RuntimeError("injected: the driver died before INSERT OVERWRITE")

@@ -220,33 +220,53 @@ def _rewrite(
     names = [f.name for f in spark.table(table).schema.fields]
     try:
         contents.select(*[f"`{n}`" for n in names]).write.mode("errorifexists").parquet(tmp)
-        rows = spark.read.parquet(tmp).count()
+        rows, parts = _scratch_stats(spark, table, tmp)
         if rows == 0:
             fs.delete(tmp)
             return RewriteResult(0, 0, ready)
         fs.rename(tmp, ready)
         sc.setJobDescription(description or f"ferry rewrite {table}: overwrite")
-        parts = _overwrite_from(spark, table, ready, target_file_bytes=target_file_bytes)
+        _overwrite_from(
+            spark, table, ready, target_file_bytes=target_file_bytes, stats=(rows, parts)
+        )
     finally:
         sc.setJobDescription(None)  # type: ignore[arg-type]
     fs.delete(ready)
     return RewriteResult(parts, rows, ready)
 
 
+def _scratch_stats(spark: SparkSession, table: str, scratch: str) -> tuple[int, int]:
+    """``(rows, partitions)`` of a materialized scratch of ``table``, in ONE Spark job (a count
+    per partition; an unpartitioned table with rows is one partition). The rewrite used to run
+    a count after materializing, and the overwrite a count and a distinct of the same files."""
+    cols = partition_columns(spark, table)
+    df = spark.read.schema(spark.table(table).schema).parquet(scratch)
+    if not cols:
+        rows = df.count()
+        return rows, 1 if rows else 0
+    counts = df.groupBy(*[f"`{c}`" for c in cols]).count().collect()
+    return sum(int(r["count"]) for r in counts), len(counts)
+
+
 def _overwrite_from(
-    spark: SparkSession, table: str, scratch: str, *, target_file_bytes: int
+    spark: SparkSession,
+    table: str,
+    scratch: str,
+    *,
+    target_file_bytes: int,
+    stats: tuple[int, int] | None = None,
 ) -> int:
     """ONE dynamic-partition ``INSERT OVERWRITE`` of ``table`` from a materialized scratch;
-    returns the number of partitions it replaced."""
+    returns the number of partitions it replaced. ``stats``: the scratch's ``(rows,
+    partitions)`` when the caller already has them (:func:`_scratch_stats` otherwise)."""
     from pyspark.sql import functions as F
 
     schema = spark.table(table).schema
     cols = partition_columns(spark, table)
     df = spark.read.schema(schema).parquet(scratch)
-    rows = df.count()
+    rows, parts = stats if stats is not None else _scratch_stats(spark, table, scratch)
     size = _Fs(spark).size(scratch)
     per_file = max(1, math.floor(rows * target_file_bytes / max(size, 1)))
-    parts = len(distinct_partitions(df, cols)) if cols else 1
     out = df.repartition(*[F.col(f"`{c}`") for c in cols]) if cols else df.coalesce(1)
     for key, value in OVERWRITE_SESSION_CONF.items():
         spark.conf.set(key, value)
