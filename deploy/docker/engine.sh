@@ -46,7 +46,12 @@ if ! engine_answers; then
     fi
     if ! pgrep -x dockerd >/dev/null 2>&1; then
         say "starting dockerd (log: $LOG/dockerd.log)"
-        $SUDO setsid dockerd >"$LOG/dockerd.log" 2>&1 </dev/null &
+        # The daemon outlives this script: it must hold none of the caller's descriptors beyond
+        # 0-2 (a CI runner's pipe or a `flock` lock file would otherwise stay open for as long
+        # as dockerd runs, and whoever waits for them would wait for good).
+        # shellcheck disable=SC2016
+        $SUDO setsid bash -c 'for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done; exec dockerd' \
+            >"$LOG/dockerd.log" 2>&1 </dev/null &
     fi
     for _ in $(seq 1 60); do engine_answers && break; sleep 1; done
     engine_answers || { say "dockerd did not answer within 60 s; see $LOG/dockerd.log"; exit 1; }
