@@ -151,7 +151,7 @@ compose-up: compose-build ## Start every server and stage in containers and wait
 compose-down: ## Stop and remove the compose project (containers, networks, volumes)
 	-@command -v docker >/dev/null && COMPOSE_PROFILES=test docker compose down -v -t 10
 
-compose-test: install compose-build ## Compose tests: daily files, then network faults in sequence on one project
+compose-test: install compose-build ## Compose tests: daily files, then network faults in sequence on one project (container logs kept in var/log/compose/)
 	$(PYTEST) -s --durations=10 tests/compose
 
 clean: down ## Stop the stack, then remove local state (var/) but keep the jars

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -99,8 +100,26 @@ def compose() -> Iterator[object]:
     try:
         yield stack
     finally:
+        try:
+            save_logs(REPO / "var" / "log" / "compose")
+        except (OSError, subprocess.SubprocessError) as exc:  # the project still goes down
+            print(f"container logs not saved: {exc}")
         if os.environ.get("FERRY_KEEP_COMPOSE") != "1":
             stack.stop()
+
+
+def save_logs(into: Path) -> None:
+    """Each container's log (killed replicas included) to ``into/<container>.log`` before the
+    project goes down, so a failed scenario can be read after the run (each call bounded)."""
+    into.mkdir(parents=True, exist_ok=True)
+    names = subprocess.run(
+        [*COMPOSE, "ps", "-a", "--format", "{{.Name}}"], capture_output=True, text=True, timeout=60
+    ).stdout.split()
+    for name in names:
+        with (into / f"{name}.log").open("wb") as out:
+            subprocess.run(
+                ["docker", "logs", name], stdout=out, stderr=subprocess.STDOUT, timeout=60
+            )
 
 
 def figure(capsys: pytest.CaptureFixture[str], text: str) -> None:
