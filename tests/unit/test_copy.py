@@ -268,3 +268,27 @@ def test_source_that_grows_is_a_checksum_mismatch() -> None:
     with pytest.raises(ChecksumMismatch, match="more than its"):
         copy_between(b, "/s/f", a, "/t/f", retry=RETRY, sleep=_Sleeps())
     assert a.files == {}
+
+
+def test_own_temp_file_not_found_after_create_is_retried(
+    clusters: tuple[FakeHdfs, FakeHdfs], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/ha scenario 2: after a failover, a resumed old active NameNode answered "not found"
+    for the temporary file the new active had just created. That is a failed attempt (retried
+    from the start), not a missing path (which would quarantine the file)."""
+    b, a = clusters
+    real_status = a.status
+    misses: list[str] = []
+
+    def stale_once(path: str):  # type: ignore[no-untyped-def]
+        if is_temp_path(path) and not misses:
+            misses.append(path)
+            raise HdfsPathNotFound(f"File does not exist: {path}")
+        return real_status(path)
+
+    monkeypatch.setattr(a, "status", stale_once)
+    sleeps = _Sleeps()
+    assert _copy(b, a, sleeps, expected_sha256=SHA) == (len(DATA), SHA)
+    assert a.files["/incoming/f.parquet"] == DATA
+    assert len(misses) == 1 and len(sleeps) == 1  # one stale answer, one retry
+    assert _temps(a) == []

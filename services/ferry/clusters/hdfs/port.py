@@ -41,6 +41,7 @@ from ferry.core.errors import (
     FerryError,
     HdfsPathExists,
     HdfsPathNotFound,
+    HdfsUnavailable,
     TransientError,
 )
 from ferry.core.retry import retrying
@@ -295,9 +296,19 @@ class HdfsPort(abc.ABC):
                 raise ChecksumMismatch(
                     f"{where}: source bytes have sha256 {digest}, expected {expected_sha256}"
                 )
-            if verify:
-                self._verify(temp, final, size, digest)
-            created = self._commit(temp, final, size, digest, overwrite=overwrite)
+            try:
+                if verify:
+                    self._verify(temp, final, size, digest)
+                created = self._commit(temp, final, size, digest, overwrite=overwrite)
+            except HdfsPathNotFound as exc:
+                # The NameNode accepted this attempt's temporary file a moment ago; "not found"
+                # now means a NameNode with an older namespace answered (a paused active NameNode
+                # resumed after a failover serves stale reads until it learns it was fenced:
+                # tests/ha scenario 2 quarantined a file this way). The attempt is retried.
+                raise HdfsUnavailable(
+                    f"{where}: the temporary file this attempt created is not found ({exc}); "
+                    "a NameNode answered from an older namespace (failover?)"
+                ) from exc
         except BaseException:
             source.close()
             if started:  # else the NameNode never got as far as creating it
