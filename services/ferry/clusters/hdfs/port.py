@@ -258,6 +258,9 @@ class HdfsPort(abc.ABC):
             ChecksumMismatch: the bytes read back or received differ from what was expected.
             HdfsUnavailable, HdfsTimeout, DataNodeUnreachable, HdfsRequestRejected: from the
                 cluster; also any error raised by ``chunks`` itself, unchanged.
+                ``HdfsUnavailable`` also when the temporary file this call created is then "not
+                found" (a NameNode answering from an older namespace after a failover), so a
+                retry policy tries again instead of taking it for a missing path.
         """
         final = normalize_path(path)
         if expected_sha256 is not None:
