@@ -194,6 +194,18 @@ class Outcomes:
         """Every file has an outcome (loaded, or failed)."""
         return all(f in self.loaded or f in self.failed for f in file_ids)
 
+    def unsettled(self, file_ids: Iterable[str]) -> str:
+        """Which of ``file_ids`` have no outcome yet, each with the last stage topic it reached,
+        e.g. ``2 of 12 file(s) without an outcome: 6ee1aecb (transferred), 7d7ab1e9 (none)``;
+        for a timeout's message."""
+        ids = list(file_ids)
+        open_ = [f for f in ids if f not in self.loaded and f not in self.failed]
+        stamps = {f: self.stamps.get(f, {}) for f in open_}
+        last = [
+            f"{f[:8]} ({max(s, key=s.__getitem__) if s else 'none'})" for f, s in stamps.items()
+        ]
+        return f"{len(open_)} of {len(ids)} file(s) without an outcome: " + ", ".join(last)
+
     def close(self) -> None:
         self._consumer.close()
 

@@ -12,7 +12,11 @@ pytest. Every command prints ONE JSON document on its last stdout line.
   prints ``[{"relative", "file_id", "rows"}]``.
 - ``settle DEADLINE_S ID...``: read the outcome topics until every file is loaded or failed, or
   DEADLINE_S passes; prints ``{"settled", "loaded": {id: count}, "failed": {id: [reasons]},
-  "stamps": {id: {topic: ms}}}``; exit 0 settled, 1 not.
+  "stamps": {id: {topic: ms}}, "unsettled": "<files without an outcome, each's last stage>"}``;
+  exit 0 settled, 1 not.
+- ``reached TOPIC DEADLINE_S ID...``: read the stage topics until one of the files has an event
+  on TOPIC (e.g. ``transformed``), or DEADLINE_S passes; prints ``{"reached": [id...]}``; exit 0
+  when one did, 1 not.
 - ``hive ID...``: rows per file in the flights table (a local Spark session on the metastore);
   prints ``{id: rows}``.
 """
@@ -110,9 +114,27 @@ def settle(deadline_s: float, ids: list[str]) -> int:
         "loaded": {i: outcomes.loaded_count[i] for i in ids if i in outcomes.loaded_count},
         "failed": {i: [f.reason for f in outcomes.failed[i]] for i in ids if i in outcomes.failed},
         "stamps": {i: outcomes.stamps.get(i, {}) for i in ids},
+        "unsettled": outcomes.unsettled(ids),
     }
     print(json.dumps(doc))
     return 0 if doc["settled"] else 1
+
+
+def reached(topic: str, deadline_s: float, ids: list[str]) -> int:
+    from ferry.core.config import get_settings
+    from ferry.pipeline import Outcomes
+
+    outcomes = Outcomes(get_settings())
+    end = time.monotonic() + deadline_s
+
+    def seen() -> list[str]:
+        return [i for i in ids if topic in outcomes.stamps.get(i, {})]
+
+    while not seen() and time.monotonic() < end:
+        outcomes.poll(1.0)
+    outcomes.close()
+    print(json.dumps({"reached": seen()}))
+    return 0 if seen() else 1
 
 
 def hive(ids: list[str]) -> int:
@@ -136,9 +158,11 @@ def main(argv: list[str]) -> int:
         return drop(int(args[0]), int(args[1]), int(args[2]))
     if cmd == "settle":
         return settle(float(args[0]), args[1:])
+    if cmd == "reached":
+        return reached(args[0], float(args[1]), args[2:])
     if cmd == "hive":
         return hive(args)
-    print(f"unknown command {cmd!r}: daily | drop | settle | hive", file=sys.stderr)
+    print(f"unknown command {cmd!r}: daily | drop | settle | reached | hive", file=sys.stderr)
     return 2
 
 

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,14 +207,26 @@ def partitions_of(row: PsRow) -> set[int]:
     return {int(p) for p in detail.split("partitions ", 1)[1].split(", ")}
 
 
+def stuck(sup: Supervised, outcomes: Outcomes, ids: Iterable[str], lines: int = 4) -> str:
+    """A timeout's message: which files lack an outcome (and their last stage), each process's
+    state and the last ``lines`` lines of its log (the logs live in a temporary directory)."""
+    parts = [outcomes.unsettled(ids)]
+    for row in sup.services.ps():
+        log = sup.services.paths.service_log(row.name)
+        tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
+        parts.append(f"{row.name} {row.state} restarts={row.restarts} {row.health.detail}")
+        parts.extend(f"    {line[:300]}" for line in tail)
+    return "\n".join(parts)
+
+
 def test_hot_standby_covers_a_killed_transform_and_load(sup: Supervised):
     """Two instances each of transform and load; once a stage has output and the instance owning
     the most partitions still has files to do, that instance is SIGKILLed. The survivor takes its
     partitions over; every file ends in Hive exactly once."""
     sup.up({"transform": 2, "load": 2})
     specs = load_datasets(sup.settings.paths.datasets_dir)
-    files = write_demo_files(sup.work / "source", specs, days=12).files
-    assert len(files) >= 20
+    files = write_demo_files(sup.work / "source", specs, days=8).files
+    assert len(files) == 16
     ids = {derive_file_id(f.dataset, sha256_file(f.path)): f for f in files}
     outcomes = Outcomes(sup.settings)
     stamps = Stamps(sup.settings)
@@ -247,7 +259,7 @@ def test_hot_standby_covers_a_killed_transform_and_load(sup: Supervised):
         for f in files:
             drop_file(f.path, sup.settings.paths.nas_dir / f.relative_path)
             settled()
-        wait_for(settled, "every file loaded", timeout_s=600, poll_s=0)
+        wait_for(settled, lambda: stuck(sup, outcomes, ids), timeout_s=600, poll_s=0)
     finally:
         outcomes.close()
     assert set(killed) == {"transform", "load"}, "a stage had no work left after its first output"

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
+from confluent_kafka import TopicPartition
 from tests.factories import T0, manifest
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 from tests.waiting import wait_for
@@ -347,6 +348,50 @@ def test_revoked_partition_drops_the_running_record(codec: EventCodec) -> None:
     run_until(runner, lambda: runner.stats.abandoned == 1)
     assert [e for e in log if e[0] in ("produce", "store")] == []
     assert runner.stats.revocations == 1
+
+
+def test_a_revoked_partition_drops_only_its_own_records_of_the_batch(codec: EventCodec) -> None:
+    """A batch took records from partitions 0 and 1; partition 0 is revoked while it runs
+    (cooperative rebalance: another instance joined). Partition 1's record is still this
+    consumer's: its output is delivered and its offset stored; dropping it too let the next
+    batch's offsets commit over it (compose scaled-replica scenario: 3 of 12 files lost)."""
+    log: list[Any] = []
+    value = codec.encode(EXTRACTED)
+    messages = [
+        FakeMessage("unit.extracted", 0, 7, value),
+        FakeMessage("unit.extracted", 1, 3, value),
+    ]
+    consumer = FakeConsumer(log, messages)
+    consumer.parts = [TopicPartition("unit.extracted", 0), TopicPartition("unit.extracted", 1)]
+    box: dict[str, StageRunner] = {}
+
+    def batch(events: Any, deps: Any) -> list[list[Any]]:
+        wait_for(lambda: box["runner"].stats.revocations == 1, "the revocation", 5.0, 0.005)
+        return [[TRANSFORMED] for _ in events]
+
+    def revoke_partition_0(c: FakeConsumer) -> None:
+        if c.paused and box["runner"].stats.revocations == 0:
+            c.parts = c.parts[1:]
+            c.callbacks["on_revoke"](c, [TopicPartition("unit.extracted", 0)])
+
+    consumer.on_poll = revoke_partition_0
+    runner = StageRunner(
+        Stage("transform", {FileExtracted: batch}, batch_size=10, batch_wait_s=3600, linger_s=0.05),
+        None,
+        consumer=consumer,
+        producer=FakeProducer(log),
+        codec=codec,
+        settings=settings(),
+        pause_after_s=0.05,
+        poll_timeout_s=0.01,
+    )
+    box["runner"] = runner
+    run_until(runner, lambda: runner.stats.processed == 1)
+    assert [e for e in log if e[0] in ("produce", "store")] == [
+        ("produce", "unit.transformed"),
+        ("store", 4),
+    ]
+    assert (runner.stats.processed, runner.stats.abandoned) == (1, 1)
 
 
 def test_a_batch_starts_as_soon_as_nothing_else_is_waiting(codec: EventCodec) -> None:

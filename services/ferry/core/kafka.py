@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -179,11 +179,14 @@ def build_admin(kafka: KafkaSettings) -> AdminClient:
 
 @dataclass(frozen=True)
 class OutboundRecord:
-    """One record to produce: topic (full name), key and value bytes."""
+    """One record to produce: topic (full name), key and value bytes; ``source`` is the input
+    record's (topic, partition) it answers, when there is one (the runner drops the outputs of a
+    partition revoked while its batch ran; not compared)."""
 
     topic: str
     key: bytes
     value: bytes
+    source: tuple[str, int] | None = field(default=None, compare=False)
 
 
 def produce_and_wait(

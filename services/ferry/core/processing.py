@@ -36,6 +36,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ferry.core.avro import EventCodec
@@ -82,7 +83,8 @@ def process_batch(
 
     Returns:
         the records to produce, in input order per event type (a quarantined undecodable record's
-        FileFailed first): each file's outputs, or its one FileFailed to ``<prefix>.failed``;
+        FileFailed first): each file's outputs, or its one FileFailed to ``<prefix>.failed``,
+        each with ``source`` = its input record's (topic, partition);
         ``None`` when shutdown was requested before the work finished (store nothing).
 
     Raises:
@@ -244,10 +246,12 @@ def _encode(
     else:
         outputs = result
     try:
-        return encode_events(outputs, settings, codec, fallback)
+        encoded = encode_events(outputs, settings, codec, fallback)
     except SerializationError as exc:
         unencodable = quarantine(stage.name, record, exc, attempt, event)
-        return encode_events([unencodable], settings, codec, fallback)
+        encoded = encode_events([unencodable], settings, codec, fallback)
+    source = (record.topic, record.partition)
+    return [replace(r, source=source) for r in encoded]
 
 
 def quarantine(

@@ -28,9 +28,13 @@ Guarantees:
   stored) or its record is abandoned without storing its offset; ``close()`` commits the stored
   offsets and leaves the group.
 - Rebalance: classic (eager) or cooperative protocol, as ``kafka.assignment_strategy`` says
-  (cooperative: only the partitions that move are revoked and assigned, incrementally). If the
-  running record's partition is revoked, its outcome is dropped (offset not stored): the
-  partition's new owner processes it.
+  (cooperative: only the partitions that move are revoked and assigned, incrementally). When a
+  partition is revoked while a batch runs, the outputs of that partition's records are dropped
+  (offsets not stored: the partition's new owner processes them; publishing them too would hand
+  the next stage a manifest whose staging files the new owner may rewrite); the batch's records
+  on partitions still assigned are delivered and their offsets stored as usual, since this
+  consumer's position on those partitions is already past them (dropping them too would let the
+  next batch's offsets commit over them: files lost, compose scaled-replica scenario).
   Every assigned partition is paused if a handler is running and resumed otherwise, because
   librdkafka keeps the pause flag of a revoked partition when it is assigned again.
 """
@@ -99,7 +103,8 @@ class StageRunner:
         self._stop = threading.Event()
         self._busy = False
         self._current: set[tuple[str, int]] = set()
-        self._current_revoked = False
+        #: partitions of the running batch revoked while it ran
+        self._revoked_meanwhile: set[tuple[str, int]] = set()
         self._buffer: deque[Any] = deque()
 
     # -- control -----------------------------------------------------------------------------
@@ -130,13 +135,28 @@ class StageRunner:
                 if not msgs:
                     continue
                 outbound = self._handle(msgs)
-                if outbound is None or self._current_revoked:
+                if outbound is None:
                     self.stats.abandoned += len(msgs)
                     continue
+                gone = self._revoked_meanwhile
+                kept = [m for m in msgs if (m.topic(), m.partition()) not in gone]
+                if gone:
+                    self.stats.abandoned += len(msgs) - len(kept)
+                    outbound = [r for r in outbound if r.source not in gone]
+                    log.info(
+                        "stage %s: %d of %d record(s) of the batch were on partitions revoked "
+                        "meanwhile %s: their outputs dropped, their new owner redoes them",
+                        self.stage.name,
+                        len(msgs) - len(kept),
+                        len(msgs),
+                        sorted(gone),
+                    )
+                if not kept:
+                    continue
                 self._deliver(outbound)
-                for msg in msgs:
+                for msg in kept:
                     self._store_offset(msg)
-                self.stats.processed += len(msgs)
+                self.stats.processed += len(kept)
                 self.stats.quarantined += sum(
                     r.topic == self._settings.kafka.topic("failed") for r in outbound
                 )
@@ -223,10 +243,10 @@ class StageRunner:
             finally:
                 done.set()
 
-        self._busy, self._current, self._current_revoked = (
+        self._busy, self._current, self._revoked_meanwhile = (
             True,
             {(r.topic, r.partition) for r in records},
-            False,
+            set(),
         )
         worker = threading.Thread(target=work, name=f"ferry-{self.stage.name}-handler", daemon=True)
         worker.start()
@@ -315,8 +335,8 @@ class StageRunner:
         if revoked:
             self.stats.revocations += 1
         self.stats.assigned -= revoked
-        if self._busy and self._current & revoked:
-            self._current_revoked = True
+        if self._busy:
+            self._revoked_meanwhile |= self._current & revoked
         log.info("stage %s: partitions revoked: %s", self.stage.name, sorted(revoked))
 
     def _install_signals(self) -> dict[int, Any]:
