@@ -168,5 +168,8 @@ class FakeConsumer:
     def store_offsets(self, message: FakeMessage) -> None:
         self.log.append(("store", message.offset() + 1))
 
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
+        self.log.append(("commit", [(tp.partition, tp.offset) for tp in offsets]))
+
     def close(self) -> None:
         self.log.append(("close",))

@@ -251,8 +251,9 @@ def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
     partitions back while idle. Every record of both partitions must then be handled.
     """
     # The eager (range) protocol this sequence is about: a group's members must all speak the
-    # same one, and the plain newcomer below uses librdkafka's default (range).
-    eager = {"partitions": 2, "assignment_strategy": "range"}
+    # same one, and the plain newcomer below uses librdkafka's default (range). revoke_grace_s 0:
+    # the revocation does not wait for the blocked handler (commit on revoke has its own test).
+    eager = {"partitions": 2, "assignment_strategy": "range", "revoke_grace_s": 0.0}
     ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update=eager)})
     codec = topics_and_codec(ks)
     topic = ks.kafka.topic("extracted")
@@ -397,3 +398,74 @@ if __name__ == "__main__":
         _child(sys.argv[2], Path(sys.argv[3]))
     else:
         sys.exit("usage: test_kafka_runner.py child <kill|run> <state dir>")
+
+
+def test_a_partition_revoked_mid_batch_is_committed_before_it_moves(
+    ks: Settings, running: list[Running]
+) -> None:
+    """Commit on revoke, cooperative protocol (the default): a batch holds one record of each of
+    two partitions when a second member joins; whichever partition moves, the revocation waits
+    for the batch, delivers it and commits both offsets before the newcomer gets the partition:
+    one handler call, nothing abandoned, committed offsets [1, 1] (the newcomer has nothing to
+    redo). Before, the batch's outcome was dropped and redone by the new owner."""
+    ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update={"partitions": 2})})
+    assert ks.kafka.assignment_strategy == "cooperative-sticky"
+    codec = topics_and_codec(ks)
+    topic = ks.kafka.topic("extracted")
+    producer = Producer({"bootstrap.servers": ks.kafka.bootstrap_servers})
+    evs = [FileExtracted(make_manifest(30 + p)) for p in (0, 1)]
+    for p, ev in enumerate(evs):
+        producer.produce(topic, key=ev.file_id.encode(), value=codec.encode(ev), partition=p)
+    assert producer.flush(10) == 0
+
+    calls: list[list[str]] = []
+    box: dict[str, Running] = {}
+
+    def batch(events: list[FileExtracted], deps: Any) -> list[list[Any]]:
+        calls.append(sorted(e.file_id for e in events))
+        if len(calls) == 1:  # still running when the newcomer's join revokes a partition
+            wait_for(lambda: box["r"].runner.stats.revocations == 1, "the revocation", 60, 0.05)
+        return [[transformed_of(e)] for e in events]
+
+    stage = Stage(STAGE, {FileExtracted: batch}, batch_size=10, batch_wait_s=10, linger_s=2)
+    box["r"] = r = Running(build_runner(stage, None, ks))
+    running.append(r)
+    wait_for(lambda: r.runner.stats.pauses == 1, "the batch's partitions paused")
+    assert calls == [sorted(e.file_id for e in evs)]
+
+    newcomer_parts: list[int] = []
+    newcomer = Consumer(
+        {
+            "bootstrap.servers": ks.kafka.bootstrap_servers,
+            "group.id": group_id(ks.kafka, STAGE),
+            "enable.auto.commit": False,
+            "partition.assignment.strategy": "cooperative-sticky",
+        }
+    )
+    newcomer.subscribe(
+        [topic],
+        on_assign=lambda c, ps: (
+            c.incremental_assign(ps),
+            newcomer_parts.extend(p.partition for p in ps),
+        ),
+    )
+
+    def joined() -> bool:
+        newcomer.poll(0.2)  # the newcomer joins the group only while it polls
+        return bool(newcomer_parts)
+
+    wait_for(joined, "the newcomer to get a partition", 90, poll_s=0)
+    try:
+        assert (r.runner.stats.processed, r.runner.stats.abandoned) == (2, 0)
+        assert calls == [sorted(e.file_id for e in evs)]
+        check = Consumer(
+            {"bootstrap.servers": ks.kafka.bootstrap_servers, "group.id": group_id(ks.kafka, STAGE)}
+        )
+        try:
+            got = check.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
+        finally:
+            check.close()
+        assert [tp.offset for tp in got] == [1, 1]
+    finally:
+        newcomer.close()
+    r.stop()

@@ -329,7 +329,11 @@ def test_stop_during_handler_within_grace_finishes_the_record(codec: EventCodec)
     ]
 
 
-def test_revoked_partition_drops_the_running_record(codec: EventCodec) -> None:
+def test_a_revoked_partition_waits_for_its_running_record_which_is_delivered_and_committed(
+    codec: EventCodec,
+) -> None:
+    """Commit on revoke: the revocation lets the running record finish, delivers its output and
+    commits its offset before the partition moves (its new owner has nothing to redo)."""
     box: dict[str, StageRunner] = {}
 
     def slow(ev: FileExtracted, deps: Any) -> list[Any]:
@@ -345,16 +349,42 @@ def test_revoked_partition_drops_the_running_record(codec: EventCodec) -> None:
             c.callbacks["on_revoke"](c, c.parts)
 
     consumer.on_poll = revoke_once
+    run_until(runner, lambda: runner.stats.processed == 1)
+    assert [e for e in log if e[0] in ("produce", "store", "commit")] == [
+        ("produce", "unit.transformed"),
+        ("store", 1),
+        ("commit", [(0, 1)]),
+    ]
+    assert (runner.stats.revocations, runner.stats.abandoned) == (1, 0)
+
+
+def test_lost_partition_drops_the_running_record(codec: EventCodec) -> None:
+    """Lost (this member was fenced): the partition is another's already; nothing is stored."""
+    box: dict[str, StageRunner] = {}
+
+    def slow(ev: FileExtracted, deps: Any) -> list[Any]:
+        wait_for(lambda: box["runner"].stats.revocations == 1, "the loss", 5.0, 0.005)
+        return [TRANSFORMED]
+
+    runner, consumer, producer, log = make_runner(codec, slow, [codec.encode(EXTRACTED)])
+    box["runner"] = runner
+
+    def lose_once(c: FakeConsumer) -> None:
+        if c.paused and runner.stats.revocations == 0:
+            c.callbacks["on_lost"](c, c.parts)
+
+    consumer.on_poll = lose_once
     run_until(runner, lambda: runner.stats.abandoned == 1)
-    assert [e for e in log if e[0] in ("produce", "store")] == []
+    assert [e for e in log if e[0] in ("produce", "store", "commit")] == []
     assert runner.stats.revocations == 1
 
 
 def test_a_revoked_partition_drops_only_its_own_records_of_the_batch(codec: EventCodec) -> None:
     """A batch took records from partitions 0 and 1; partition 0 is revoked while it runs
-    (cooperative rebalance: another instance joined). Partition 1's record is still this
-    consumer's: its output is delivered and its offset stored; dropping it too let the next
-    batch's offsets commit over it (compose scaled-replica scenario: 3 of 12 files lost)."""
+    (cooperative rebalance: another instance joined) and the batch outlasts the revoke grace.
+    Partition 1's record is still this consumer's: its output is delivered and its offset
+    stored; dropping it too let the next batch's offsets commit over it (compose scaled-replica
+    scenario: 3 of 12 files lost)."""
     log: list[Any] = []
     value = codec.encode(EXTRACTED)
     messages = [
@@ -366,7 +396,9 @@ def test_a_revoked_partition_drops_only_its_own_records_of_the_batch(codec: Even
     box: dict[str, StageRunner] = {}
 
     def batch(events: Any, deps: Any) -> list[list[Any]]:
-        wait_for(lambda: box["runner"].stats.revocations == 1, "the revocation", 5.0, 0.005)
+        # Outlasts the revoke grace: done only once the revocation gave up waiting.
+        only_1 = {("unit.extracted", 1)}
+        wait_for(lambda: box["runner"].stats.assigned == only_1, "the revocation", 5.0, 0.005)
         return [[TRANSFORMED] for _ in events]
 
     def revoke_partition_0(c: FakeConsumer) -> None:
@@ -381,7 +413,7 @@ def test_a_revoked_partition_drops_only_its_own_records_of_the_batch(codec: Even
         consumer=consumer,
         producer=FakeProducer(log),
         codec=codec,
-        settings=settings(),
+        settings=settings(revoke_grace_s=0.05),
         pause_after_s=0.05,
         poll_timeout_s=0.01,
     )

@@ -29,12 +29,18 @@ Guarantees:
   offsets and leaves the group.
 - Rebalance: classic (eager) or cooperative protocol, as ``kafka.assignment_strategy`` says
   (cooperative: only the partitions that move are revoked and assigned, incrementally). When a
-  partition is revoked while a batch runs, the outputs of that partition's records are dropped
-  (offsets not stored: the partition's new owner processes them; publishing them too would hand
-  the next stage a manifest whose staging files the new owner may rewrite); the batch's records
-  on partitions still assigned are delivered and their offsets stored as usual, since this
-  consumer's position on those partitions is already past them (dropping them too would let the
-  next batch's offsets commit over them: files lost, compose scaled-replica scenario).
+  partition of the running batch is revoked (another instance joined), the revoke callback
+  first lets the batch finish (at most ``kafka.revoke_grace_s``, default half of
+  ``max.poll.interval.ms``), delivers its outputs, stores and commits its offsets, and only then
+  lets the partition go: the work is not thrown away for the new owner to redo with a cold
+  Spark session (the commit-on-revoke pattern of the Kafka consumer documentation,
+  ``ConsumerRebalanceListener``). If the batch fails, outlasts the grace, or the partitions were
+  *lost* (this member was fenced: they already belong to another), the outputs of that
+  partition's records are dropped (offsets not stored: the new owner processes them; publishing
+  them too would hand the next stage a manifest whose staging files the new owner may
+  rewrite); the batch's records on partitions still assigned are delivered and stored as usual,
+  since this consumer's position there is already past them (dropping them too let the next
+  batch's offsets commit over them: files lost, compose scaled-replica scenario).
   Every assigned partition is paused if a handler is running and resumed otherwise, because
   librdkafka keeps the pause flag of a revoked partition when it is assigned again.
 """
@@ -50,7 +56,7 @@ from collections import deque
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 
 from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import Settings
@@ -63,13 +69,14 @@ from ferry.core.kafka import (
 )
 from ferry.core.processing import process_batch
 from ferry.core.publish import publish
+from ferry.core.rebalance import PartitionCallbacks
 from ferry.core.stage import BatchHandler, BatchResult, Handler, Record, RunStats, Stage
 from ferry.core.topics import ensure_topics
 
 log = logging.getLogger(__name__)
 
 
-class StageRunner:
+class StageRunner(PartitionCallbacks):
     """Runs one stage's consume → handle → produce → store loop. Build with :func:`build_runner`.
 
     Args:
@@ -100,6 +107,14 @@ class StageRunner:
         self._settings = settings
         self._pause_after_s = min(pause_after_s, settings.kafka.max_poll_interval_ms / 5000)
         self._poll_timeout_s = poll_timeout_s
+        grace = settings.kafka.revoke_grace_s
+        self._revoke_grace_s = (
+            settings.kafka.max_poll_interval_ms / 2000 if grace is None else grace
+        )
+        #: the running batch: its messages, the worker's done event and result box
+        self._inflight: tuple[list[Any], threading.Event, dict[str, Any]] | None = None
+        #: the running batch was delivered and committed by the revoke callback
+        self._settled_on_revoke = False
         self._stop = threading.Event()
         self._busy = False
         self._current: set[tuple[str, int]] = set()
@@ -126,7 +141,7 @@ class StageRunner:
         self._warm_up()
         topics = self.stage.input_topics(self._settings)
         self._consumer.subscribe(
-            topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
+            topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         log.info("stage %s consuming %s", self.stage.name, topics)
         try:
@@ -135,6 +150,9 @@ class StageRunner:
                 if not msgs:
                     continue
                 outbound = self._handle(msgs)
+                if self._settled_on_revoke:
+                    self.stats.processed += len(msgs)
+                    continue
                 if outbound is None:
                     self.stats.abandoned += len(msgs)
                     continue
@@ -248,6 +266,7 @@ class StageRunner:
             {(r.topic, r.partition) for r in records},
             set(),
         )
+        self._inflight, self._settled_on_revoke = (msgs, done, box), False
         worker = threading.Thread(target=work, name=f"ferry-{self.stage.name}-handler", daemon=True)
         worker.start()
         paused = False
@@ -270,7 +289,7 @@ class StageRunner:
                             )
                             return None
         finally:
-            self._busy = False
+            self._busy, self._inflight = False, None
             if paused and not self._stop.is_set():
                 self._resume()
         if "error" in box:
@@ -293,51 +312,6 @@ class StageRunner:
                 Record.of(msg).where,
                 exc,
             )
-
-    # -- partitions --------------------------------------------------------------------------
-    def _pause(self) -> None:
-        parts = self._consumer.assignment()
-        if parts:
-            self._consumer.pause(parts)
-        self.stats.pauses += 1
-
-    def _resume(self) -> None:
-        parts = self._consumer.assignment()
-        if parts:
-            self._consumer.resume(parts)
-
-    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        self.stats.assignments += 1
-        self.stats.assigned |= {(p.topic, p.partition) for p in partitions}
-        log.info(
-            "stage %s: partitions assigned: %s (busy: %s)",
-            self.stage.name,
-            sorted((p.topic, p.partition) for p in partitions),
-            self._busy,
-        )
-        if self._settings.kafka.assignment_strategy == "cooperative-sticky":
-            # Cooperative protocol: assignments are incremental and a full assign() is refused.
-            consumer.incremental_assign(partitions)
-        else:
-            consumer.assign(partitions)
-        if not partitions:
-            return
-        # librdkafka keeps a partition's pause flag across revoke and re-assign (librdkafka issue
-        # #1849): a partition paused for a long handler, revoked, and handed back once the
-        # handler is done would stay paused for good. Set the flag explicitly on every assign.
-        if self._busy:
-            consumer.pause(partitions)
-        else:
-            consumer.resume(partitions)
-
-    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        revoked = {(p.topic, p.partition) for p in partitions}
-        if revoked:
-            self.stats.revocations += 1
-        self.stats.assigned -= revoked
-        if self._busy:
-            self._revoked_meanwhile |= self._current & revoked
-        log.info("stage %s: partitions revoked: %s", self.stage.name, sorted(revoked))
 
     def _install_signals(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():

@@ -86,6 +86,16 @@ class KafkaSettings(_Frozen):
     request_timeout_s: float = Field(
         default=10.0, description="Timeout of one admin/produce/flush call, s."
     )
+    revoke_grace_s: float | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "When a rebalance revokes a partition of the running batch, how long the revocation "
+            "waits for the batch to finish (then delivers and commits it), s; after that its "
+            "records of that partition are dropped for the new owner to redo. None: half of "
+            "max_poll_interval_ms (the group waits that long for a member during a rebalance)."
+        ),
+    )
     shutdown_grace_s: float = Field(
         default=30.0,
         description=(
