@@ -59,7 +59,7 @@ test: install browser ## Set up and run every test tier (each tier starts and st
 	@mkdir -p var/log; failed=""; \
 	( $(MAKE) compose-build >var/log/compose-build.log 2>&1; echo $$? >var/log/compose-build.rc ) & \
 	build=$$!; \
-	$(PYTEST) tests/unit || failed="$$failed unit"; \
+	$(PYTEST) --durations=10 tests/unit || failed="$$failed unit"; \
 	$(PYTEST) --durations=15 tests/integration tests/e2e || failed="$$failed integration+e2e"; \
 	$(MAKE) test-secure || failed="$$failed secure"; \
 	$(MAKE) test-ha || failed="$$failed ha"; \
