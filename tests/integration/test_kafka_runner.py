@@ -107,6 +107,18 @@ def committed(s: Settings, stage: str, topic: str) -> int:
         consumer.close()
 
 
+def committed_both(s: Settings, topic: str) -> list[int]:
+    """The stage group's committed offsets of partitions 0 and 1 of ``topic`` (full name)."""
+    check = Consumer(
+        {"bootstrap.servers": s.kafka.bootstrap_servers, "group.id": group_id(s.kafka, STAGE)}
+    )
+    try:
+        got = check.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
+    finally:
+        check.close()
+    return [int(tp.offset) for tp in got]
+
+
 class Running:
     """A runner on a background thread (signals stay with pytest)."""
 
@@ -316,14 +328,7 @@ def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
     wait_for(lambda: r.runner.stats.processed == 3, "three records processed")
     r.stop()
     assert sorted(handled[1:]) == sorted([first.file_id, *(e.file_id for e in later)])
-    check = Consumer(
-        {"bootstrap.servers": ks.kafka.bootstrap_servers, "group.id": group_id(ks.kafka, STAGE)}
-    )
-    try:
-        got = check.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
-    finally:
-        check.close()
-    assert [tp.offset for tp in got] == [2, 1]
+    assert committed_both(ks, topic) == [2, 1]
 
 
 def test_sigkill_between_produce_and_offset_store_reprocesses_once(
@@ -458,14 +463,7 @@ def test_a_partition_revoked_mid_batch_is_committed_before_it_moves(
     try:
         assert (r.runner.stats.processed, r.runner.stats.abandoned) == (2, 0)
         assert calls == [sorted(e.file_id for e in evs)]
-        check = Consumer(
-            {"bootstrap.servers": ks.kafka.bootstrap_servers, "group.id": group_id(ks.kafka, STAGE)}
-        )
-        try:
-            got = check.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10)
-        finally:
-            check.close()
-        assert [tp.offset for tp in got] == [1, 1]
+        assert committed_both(ks, topic) == [1, 1]
     finally:
         newcomer.close()
     r.stop()

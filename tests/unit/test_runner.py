@@ -329,54 +329,42 @@ def test_stop_during_handler_within_grace_finishes_the_record(codec: EventCodec)
     ]
 
 
-def test_a_revoked_partition_waits_for_its_running_record_which_is_delivered_and_committed(
-    codec: EventCodec,
+@pytest.mark.parametrize(
+    ("callback", "expected", "processed_abandoned"),
+    [
+        # Commit on revoke: the revocation lets the running record finish, delivers its output
+        # and commits its offset before the partition moves (its new owner has nothing to redo).
+        (
+            "on_revoke",
+            [("produce", "unit.transformed"), ("store", 1), ("commit", [(0, 1)])],
+            (1, 0),
+        ),
+        # Lost (this member was fenced): the partition is another's already; nothing is stored.
+        ("on_lost", [], (0, 1)),
+    ],
+)
+def test_a_partition_taken_while_its_record_runs(
+    codec: EventCodec, callback: str, expected: list[Any], processed_abandoned: tuple[int, int]
 ) -> None:
-    """Commit on revoke: the revocation lets the running record finish, delivers its output and
-    commits its offset before the partition moves (its new owner has nothing to redo)."""
     box: dict[str, StageRunner] = {}
 
     def slow(ev: FileExtracted, deps: Any) -> list[Any]:
-        # Still running when its partition is revoked.
+        # Still running when its partition is taken.
         wait_for(lambda: box["runner"].stats.revocations == 1, "the revocation", 5.0, 0.005)
         return [TRANSFORMED]
 
     runner, consumer, producer, log = make_runner(codec, slow, [codec.encode(EXTRACTED)])
     box["runner"] = runner
 
-    def revoke_once(c: FakeConsumer) -> None:
+    def take_once(c: FakeConsumer) -> None:
         if c.paused and runner.stats.revocations == 0:
-            c.callbacks["on_revoke"](c, c.parts)
+            c.callbacks[callback](c, c.parts)
 
-    consumer.on_poll = revoke_once
-    run_until(runner, lambda: runner.stats.processed == 1)
-    assert [e for e in log if e[0] in ("produce", "store", "commit")] == [
-        ("produce", "unit.transformed"),
-        ("store", 1),
-        ("commit", [(0, 1)]),
-    ]
-    assert (runner.stats.revocations, runner.stats.abandoned) == (1, 0)
-
-
-def test_lost_partition_drops_the_running_record(codec: EventCodec) -> None:
-    """Lost (this member was fenced): the partition is another's already; nothing is stored."""
-    box: dict[str, StageRunner] = {}
-
-    def slow(ev: FileExtracted, deps: Any) -> list[Any]:
-        wait_for(lambda: box["runner"].stats.revocations == 1, "the loss", 5.0, 0.005)
-        return [TRANSFORMED]
-
-    runner, consumer, producer, log = make_runner(codec, slow, [codec.encode(EXTRACTED)])
-    box["runner"] = runner
-
-    def lose_once(c: FakeConsumer) -> None:
-        if c.paused and runner.stats.revocations == 0:
-            c.callbacks["on_lost"](c, c.parts)
-
-    consumer.on_poll = lose_once
-    run_until(runner, lambda: runner.stats.abandoned == 1)
-    assert [e for e in log if e[0] in ("produce", "store", "commit")] == []
-    assert runner.stats.revocations == 1
+    consumer.on_poll = take_once
+    run_until(runner, lambda: runner.stats.processed + runner.stats.abandoned == 1)
+    assert [e for e in log if e[0] in ("produce", "store", "commit")] == expected
+    stats = runner.stats
+    assert (stats.revocations, (stats.processed, stats.abandoned)) == (1, processed_abandoned)
 
 
 def test_a_revoked_partition_drops_only_its_own_records_of_the_batch(codec: EventCodec) -> None:
