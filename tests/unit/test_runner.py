@@ -226,6 +226,27 @@ def make_runner(
     return runner, consumer, producer, log
 
 
+def batching_runner(
+    codec: EventCodec,
+    batch: Callable[..., Any],
+    consumer: FakeConsumer,
+    log: list[Any],
+    s: Settings,
+) -> StageRunner:
+    """A batching transform runner (up to 10 records, batch_wait_s an hour, linger 50 ms) on
+    ``consumer``, producing to a FakeProducer that logs to ``log``."""
+    return StageRunner(
+        Stage("transform", {FileExtracted: batch}, batch_size=10, batch_wait_s=3600, linger_s=0.05),
+        None,
+        consumer=consumer,
+        producer=FakeProducer(log),
+        codec=codec,
+        settings=s,
+        pause_after_s=0.05,
+        poll_timeout_s=0.01,
+    )
+
+
 def run_until(runner: StageRunner, condition: Callable[[], bool], timeout_s: float = 5.0) -> Any:
     result: dict[str, Any] = {}
 
@@ -395,16 +416,7 @@ def test_a_revoked_partition_drops_only_its_own_records_of_the_batch(codec: Even
             c.callbacks["on_revoke"](c, [TopicPartition("unit.extracted", 0)])
 
     consumer.on_poll = revoke_partition_0
-    runner = StageRunner(
-        Stage("transform", {FileExtracted: batch}, batch_size=10, batch_wait_s=3600, linger_s=0.05),
-        None,
-        consumer=consumer,
-        producer=FakeProducer(log),
-        codec=codec,
-        settings=settings(revoke_grace_s=0.05),
-        pause_after_s=0.05,
-        poll_timeout_s=0.01,
-    )
+    runner = batching_runner(codec, batch, consumer, log, settings(revoke_grace_s=0.05))
     box["runner"] = runner
     run_until(runner, lambda: runner.stats.processed == 1)
     assert [e for e in log if e[0] in ("produce", "store")] == [
@@ -428,15 +440,6 @@ def test_a_batch_starts_as_soon_as_nothing_else_is_waiting(codec: EventCodec) ->
             consumer.queue.append(FakeMessage("unit.extracted", 0, 3, value))
         return [[TRANSFORMED] for _ in events]
 
-    runner = StageRunner(
-        Stage("transform", {FileExtracted: batch}, batch_size=10, batch_wait_s=3600, linger_s=0.05),
-        None,
-        consumer=consumer,
-        producer=FakeProducer(log),
-        codec=codec,
-        settings=settings(),
-        pause_after_s=0.05,
-        poll_timeout_s=0.01,
-    )
+    runner = batching_runner(codec, batch, consumer, log, settings())
     run_until(runner, lambda: runner.stats.processed == 4)
     assert (sizes, runner.stats.processed) == ([3, 1], 4)
