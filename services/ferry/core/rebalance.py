@@ -106,6 +106,8 @@ class PartitionCallbacks:
             TransientError: its outputs were not acknowledged (as :meth:`_deliver`); it leaves
                 ``poll()`` and stops the runner, and the records are redelivered.
         """
+        if self._settled_on_revoke:  # an earlier revocation of this batch delivered it
+            return True
         if self._inflight is None:
             return False
         msgs, done, box = self._inflight
