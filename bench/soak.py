@@ -38,6 +38,7 @@ from ferry.core.config import get_settings
 from ferry.pipeline import STAGES
 from ferry.stack.manager import Stack
 from ferry.testing.chaos import FaultRig, kill_active_master, wait_failover
+from ferry.testing.waiting import wait_for
 
 
 def main() -> int:
@@ -106,8 +107,7 @@ def main() -> int:
                 done.append((fault, time.time()))
                 stopped_at = time.monotonic()
                 stack.kill("kafka", signal.SIGTERM)
-                while stack.pid(broker) is not None and time.monotonic() - stopped_at < 60:
-                    time.sleep(0.2)  # poll interval of a bounded wait for the broker's exit
+                wait_for(lambda s=stack, b=broker: s.pid(b) is None, "the broker's exit", 60, 0.2)
                 stack.up(deadline_s=180)
                 broker_outage_s = time.monotonic() - stopped_at
                 console.print(

@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 from tests.compose.compose_checks import REPO
-from tests.waiting import wait_for
+
+from ferry.testing.waiting import wait_for
 
 pytestmark = pytest.mark.compose
 

@@ -20,11 +20,13 @@ from xml.etree import ElementTree
 
 import pytest
 from tests.compose import compose_checks as cc
+from tests.compose import env_checks as ec
+from tests.compose import image_checks as ic
 
 COMPOSE = cc.load_compose()
 FERRY = cc.ferry_services(COMPOSE)
 DOCKERFILE_TEXT = cc.DOCKERFILE.read_text(encoding="utf-8")
-IMAGE_ENV = cc.dockerfile_env(DOCKERFILE_TEXT)
+IMAGE_ENV = ic.dockerfile_env(DOCKERFILE_TEXT)
 
 
 def container_env(service: str) -> dict[str, str]:
@@ -78,7 +80,7 @@ def test_one_ferry_service_per_stage_run_by_command() -> None:
     servers = sorted(c for c in map(cc.server_component, FERRY.values()) if c)
     from ferry.stack.components import build_components
 
-    assert set(servers) == {c.name for c in build_components(cc.settings_from_env({}))}
+    assert set(servers) == {c.name for c in build_components(ec.settings_from_env({}))}
     from ferry.run_cli import Service
 
     assert {s.value for s in Service} == set(cc.STAGES)
@@ -103,14 +105,14 @@ def test_ferry_services_share_one_env_anchor_and_build() -> None:
 
 @pytest.mark.parametrize("service", sorted(FERRY))
 def test_ferry_env_names_are_real_settings(service: str) -> None:
-    assert cc.unknown_ferry_keys(container_env(service)) == []
+    assert ec.unknown_ferry_keys(container_env(service)) == []
 
 
 @pytest.mark.parametrize("service", sorted(FERRY))
 def test_ferry_settings_build_from_the_container_env_and_point_into_the_stack(service: str) -> None:
     from ferry.core.config import REPO_ROOT
 
-    s = cc.settings_from_env(container_env(service))
+    s = ec.settings_from_env(container_env(service))
     assert s.kafka.bootstrap_servers == "kafka:9092"
     assert s.cluster("b").fs_url == "hdfs://namenode-b:8020"
     assert s.cluster("b").webhdfs_url == "http://namenode-b:9870"
@@ -128,15 +130,15 @@ def test_ferry_settings_build_from_the_container_env_and_point_into_the_stack(se
     )
     assert s.paths.nas_dir == Path("/nas")
     assert cc.address_problems(COMPOSE, service, s) == []
-    assert cc.checkout_path_problems(s, REPO_ROOT) == []
+    assert ic.checkout_path_problems(s, REPO_ROOT) == []
 
 
 def test_hive_warehouse_is_where_ferry_writes_it() -> None:
     from ferry.stack.base import Layout
     from ferry.stack.servers import hive_metastore
 
-    s = cc.settings_from_env(container_env("load"))
-    ms = cc.settings_from_env(container_env("hive-metastore"))
+    s = ec.settings_from_env(container_env("load"))
+    ms = ec.settings_from_env(container_env("hive-metastore"))
     # The metastore container renders its hive-site.xml with the stack's own code.
     with tempfile.TemporaryDirectory() as var:
         hive_metastore(ms, Layout(Path(var))).prepare()
@@ -166,7 +168,7 @@ def test_each_datanode_advertises_its_own_reachable_name() -> None:
         dn, nn = f"datanode-{cluster}", f"namenode-{cluster}"
         assert cc.server_component(services[dn]) == f"hdfs-{cluster}-datanode"
         assert cc.server_component(services[nn]) == f"hdfs-{cluster}-namenode"
-        s = cc.settings_from_env(container_env(dn))
+        s = ec.settings_from_env(container_env(dn))
         with tempfile.TemporaryDirectory() as var:
             d = hdfs_conf(Layout(Path(var)), cluster, s.cluster(cluster))
             conf = ElementTree.parse(d / "hdfs-site.xml").getroot()
@@ -189,11 +191,11 @@ def test_nas_is_a_bind_mount_of_var_compose_nas() -> None:
 
 
 def test_dockerfile_installs_pyproject_dependencies_as_non_root() -> None:
-    assert cc.dockerfile_problems(DOCKERFILE_TEXT, cc.pyproject()) == []
+    assert ic.dockerfile_problems(DOCKERFILE_TEXT, cc.pyproject()) == []
 
 
 def test_build_context_leaves_out_venv_and_local_state() -> None:
-    assert cc.dockerignore_problems(cc.DOCKERIGNORE.read_text(encoding="utf-8")) == []
+    assert ic.dockerignore_problems(cc.DOCKERIGNORE.read_text(encoding="utf-8")) == []
 
 
 def test_makefile_compose_targets() -> None:
@@ -270,7 +272,7 @@ def test_version_check_rejects_a_spark_cluster_on_another_version() -> None:
     ],
 )
 def test_env_check_rejects_bogus_ferry_keys(key: str) -> None:
-    assert cc.unknown_ferry_keys({key: "x", "OTHER": "y"}) == [key]
+    assert ec.unknown_ferry_keys({key: "x", "OTHER": "y"}) == [key]
 
 
 @pytest.mark.parametrize(
@@ -284,11 +286,11 @@ def test_env_check_rejects_bogus_ferry_keys(key: str) -> None:
     ],
 )
 def test_env_check_accepts_real_names(key: str) -> None:
-    assert cc.unknown_ferry_keys({key: "x"}) == []
+    assert ec.unknown_ferry_keys({key: "x"}) == []
 
 
 def test_a_cluster_naming_only_its_host_keeps_its_default_ports() -> None:
-    s = cc.settings_from_env({"FERRY_CLUSTERS__A__HOST": "hdfs-a-namenode"})
+    s = ec.settings_from_env({"FERRY_CLUSTERS__A__HOST": "hdfs-a-namenode"})
     assert s.cluster("a").fs_url == "hdfs://hdfs-a-namenode:28020"
     assert s.cluster("b").fs_url == "hdfs://127.0.0.1:18020"
 
@@ -299,12 +301,12 @@ def test_address_check_rejects_foreign_hosts_and_a_wrong_driver_host() -> None:
         "FERRY_METASTORE__HOST": "metastore.example",
         "FERRY_SPARK__HOST": "extract",
     }
-    problems = cc.address_problems(COMPOSE, "load", cc.settings_from_env(env))
+    problems = cc.address_problems(COMPOSE, "load", ec.settings_from_env(env))
     assert any("metastore host 'metastore.example'" in p for p in problems), problems
     assert any("FERRY_SPARK__HOST" in p for p in problems), problems
     no_dep = copy.deepcopy(COMPOSE)
     del no_dep["services"]["load"]["depends_on"]["hive-metastore"]
-    problems = cc.address_problems(no_dep, "load", cc.settings_from_env(container_env("load")))
+    problems = cc.address_problems(no_dep, "load", ec.settings_from_env(container_env("load")))
     assert any("does not depend on it" in p for p in problems), problems
 
 
@@ -312,7 +314,7 @@ def test_path_check_rejects_checkout_defaults() -> None:
     from ferry.core.config import REPO_ROOT
 
     env = {k: v for k, v in container_env("tracker").items() if k != "FERRY_TRACKER__DATA_DIR"}
-    problems = cc.checkout_path_problems(cc.settings_from_env(env), REPO_ROOT)
+    problems = ic.checkout_path_problems(ec.settings_from_env(env), REPO_ROOT)
     assert any(p.startswith("tracker.data_dir") for p in problems), problems
 
 
@@ -366,15 +368,15 @@ def test_spark_check_rejects_missing_recovery_and_a_worker_on_one_master() -> No
 )
 def test_dockerfile_check_rejects(old: str, new: str, expect: str) -> None:
     assert old in DOCKERFILE_TEXT
-    problems = cc.dockerfile_problems(DOCKERFILE_TEXT.replace(old, new), cc.pyproject())
+    problems = ic.dockerfile_problems(DOCKERFILE_TEXT.replace(old, new), cc.pyproject())
     assert any(expect in p for p in problems), problems
 
 
 def test_dockerfile_check_rejects_a_project_needing_another_python() -> None:
     project = {"project": {"requires-python": ">=3.12"}}
-    assert any("3.11" in p for p in cc.dockerfile_problems(DOCKERFILE_TEXT, project))
+    assert any("3.11" in p for p in ic.dockerfile_problems(DOCKERFILE_TEXT, project))
 
 
 def test_dockerignore_check_rejects_a_context_with_the_venv() -> None:
-    assert cc.dockerignore_problems("*\n!.venv\n!services/\n") != []
-    assert cc.dockerignore_problems("__pycache__\n") != []
+    assert ic.dockerignore_problems("*\n!.venv\n!services/\n") != []
+    assert ic.dockerignore_problems("__pycache__\n") != []

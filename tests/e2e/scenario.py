@@ -25,7 +25,7 @@ from ferry.core.events import derive_file_id, sha256_file
 from ferry.datasets import load_datasets
 from ferry.demo_data import write_demo_files
 from ferry.pipeline import Outcomes, drop_file
-from tests.waiting import wait_for
+from ferry.testing.waiting import wait_for
 
 #: (table, file ids) → {file_id: rows in that table}
 HiveRows = Callable[[str, list[str]], Mapping[str, int]]

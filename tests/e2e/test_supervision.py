@@ -31,7 +31,7 @@ from ferry.datasets import load_datasets
 from ferry.demo_data import write_demo_files
 from ferry.pipeline import Outcomes, drop_file, private_overrides, run_cli, settings_env
 from ferry.supervise.control import PsRow, Services
-from tests.waiting import wait_for
+from ferry.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.stack("all")]
 

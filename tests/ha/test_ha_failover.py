@@ -23,7 +23,7 @@ from ferry.stack.hdfs_ha import namenode_state
 from ferry.stack.health import Unhealthy
 from ferry.stack.manager import Stack
 from ferry.testing.chaos import FaultRig, SliceFile, running_rig
-from tests.waiting import wait_for
+from ferry.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.stack("all")]
 

@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 from tests.factories import numbered
 from tests.kafka_io import produce, read_all
-from tests.waiting import wait_for
 
 from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import REPO_ROOT, RetrySettings, Settings, get_settings
@@ -37,6 +36,7 @@ from ferry.core.events import (
 from ferry.core.kafka import build_admin, group_id
 from ferry.core.runner import Stage, StageRunner, build_runner
 from ferry.core.topics import ensure_topics
+from ferry.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 
@@ -249,88 +249,6 @@ def test_handler_longer_than_max_poll_interval_stays_in_group(
     assert committed(ks, STAGE, "extracted") == 1
 
 
-def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
-    ks: Settings, running: list[Running]
-) -> None:
-    """Found by the Kafka-restart fault scenario: librdkafka keeps a partition's pause flag
-    across revoke and re-assign (librdkafka issue #1849), so a partition paused during a long
-    handler, revoked, and handed back after the handler finished stayed paused for good.
-
-    Deterministic sequence with a second group member: the runner pauses both partitions for a
-    blocked handler; a plain consumer joins (eager rebalance: the runner loses both, gets one
-    back, the other goes to the newcomer); the handler is released (its outcome is dropped:
-    its partition was revoked); the newcomer leaves without committing; the runner gets both
-    partitions back while idle. Every record of both partitions must then be handled.
-    """
-    # The eager (range) protocol this sequence is about: a group's members must all speak the
-    # same one, and the plain newcomer below uses librdkafka's default (range). revoke_grace_s 0:
-    # the revocation does not wait for the blocked handler (commit on revoke has its own test).
-    eager = {"partitions": 2, "assignment_strategy": "range", "revoke_grace_s": 0.0}
-    ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update=eager)})
-    codec = topics_and_codec(ks)
-    topic = ks.kafka.topic("extracted")
-    producer = Producer({"bootstrap.servers": ks.kafka.bootstrap_servers})
-
-    def put(n: int, partition: int) -> FileExtracted:
-        ev = FileExtracted(make_manifest(n))
-        producer.produce(
-            topic, key=ev.file_id.encode(), value=codec.encode(ev), partition=partition
-        )
-        assert producer.flush(10) == 0
-        return ev
-
-    release = threading.Event()
-    handled: list[str] = []
-
-    def handler(ev: FileExtracted, deps: Any) -> list[Any]:
-        if not handled:
-            release.wait(60)  # the first call blocks until the test has rebalanced the group
-        handled.append(ev.file_id)
-        return [transformed_of(ev)]
-
-    first = put(10, 0)
-    r = start(running, ks, handler)
-    wait_for(lambda: r.runner.stats.pauses == 1, "the blocked handler's partitions paused")
-
-    newcomer_parts: list[int] = []
-    newcomer = Consumer(
-        {
-            "bootstrap.servers": ks.kafka.bootstrap_servers,
-            "group.id": group_id(ks.kafka, STAGE),
-            "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-        }
-    )
-    newcomer.subscribe(
-        [topic], on_assign=lambda c, ps: newcomer_parts.extend(p.partition for p in ps)
-    )
-
-    def joined() -> bool:
-        if newcomer_parts and r.runner.stats.assignments == 2:
-            return True
-        newcomer.poll(0.2)  # the newcomer joins the group only while it polls
-        return False
-
-    wait_for(joined, "the newcomer to join the runner's group", 60, poll_s=0)
-    assert r.runner.stats.revocations == 1
-    assert len(newcomer_parts) == 1  # range assignor: one partition each
-    assert len(r.runner.stats.assigned) == 1
-    release.set()
-    wait_for(lambda: r.runner.stats.abandoned == 1, "the revoked handler's outcome dropped")
-    newcomer.close()  # leaves the group without committing anything
-
-    wait_for(lambda: len(r.runner.stats.assigned) == 2, "both partitions back at the runner")
-    later = [put(11, 0), put(12, 1)]
-    wait_for(
-        lambda: {first.file_id, *(e.file_id for e in later)} <= set(handled),
-        "every record of both partitions handled",
-    )
-    wait_for(lambda: r.runner.stats.processed == 3, "three records processed")
-    r.stop()
-    assert sorted(handled[1:]) == sorted([first.file_id, *(e.file_id for e in later)])
-    assert committed_both(ks, topic) == [2, 1]
-
-
 def test_sigkill_between_produce_and_offset_store_reprocesses_once(
     ks: Settings, tmp_path: Path
 ) -> None:
@@ -403,67 +321,3 @@ if __name__ == "__main__":
         _child(sys.argv[2], Path(sys.argv[3]))
     else:
         sys.exit("usage: test_kafka_runner.py child <kill|run> <state dir>")
-
-
-def test_a_partition_revoked_mid_batch_is_committed_before_it_moves(
-    ks: Settings, running: list[Running]
-) -> None:
-    """Commit on revoke, cooperative protocol (the default): a batch holds one record of each of
-    two partitions when a second member joins; whichever partition moves, the revocation waits
-    for the batch, delivers it and commits both offsets before the newcomer gets the partition:
-    one handler call, nothing abandoned, committed offsets [1, 1] (the newcomer has nothing to
-    redo). Before, the batch's outcome was dropped and redone by the new owner."""
-    ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update={"partitions": 2})})
-    assert ks.kafka.assignment_strategy == "cooperative-sticky"
-    codec = topics_and_codec(ks)
-    topic = ks.kafka.topic("extracted")
-    producer = Producer({"bootstrap.servers": ks.kafka.bootstrap_servers})
-    evs = [FileExtracted(make_manifest(30 + p)) for p in (0, 1)]
-    for p, ev in enumerate(evs):
-        producer.produce(topic, key=ev.file_id.encode(), value=codec.encode(ev), partition=p)
-    assert producer.flush(10) == 0
-
-    calls: list[list[str]] = []
-    box: dict[str, Running] = {}
-
-    def batch(events: list[FileExtracted], deps: Any) -> list[list[Any]]:
-        calls.append(sorted(e.file_id for e in events))
-        if len(calls) == 1:  # still running when the newcomer's join revokes a partition
-            wait_for(lambda: box["r"].runner.stats.revocations == 1, "the revocation", 60, 0.05)
-        return [[transformed_of(e)] for e in events]
-
-    stage = Stage(STAGE, {FileExtracted: batch}, batch_size=10, batch_wait_s=10, linger_s=2)
-    box["r"] = r = Running(build_runner(stage, None, ks))
-    running.append(r)
-    wait_for(lambda: r.runner.stats.pauses == 1, "the batch's partitions paused")
-    assert calls == [sorted(e.file_id for e in evs)]
-
-    newcomer_parts: list[int] = []
-    newcomer = Consumer(
-        {
-            "bootstrap.servers": ks.kafka.bootstrap_servers,
-            "group.id": group_id(ks.kafka, STAGE),
-            "enable.auto.commit": False,
-            "partition.assignment.strategy": "cooperative-sticky",
-        }
-    )
-    newcomer.subscribe(
-        [topic],
-        on_assign=lambda c, ps: (
-            c.incremental_assign(ps),
-            newcomer_parts.extend(p.partition for p in ps),
-        ),
-    )
-
-    def joined() -> bool:
-        newcomer.poll(0.2)  # the newcomer joins the group only while it polls
-        return bool(newcomer_parts)
-
-    wait_for(joined, "the newcomer to get a partition", 90, poll_s=0)
-    try:
-        assert (r.runner.stats.processed, r.runner.stats.abandoned) == (2, 0)
-        assert calls == [sorted(e.file_id for e in evs)]
-        assert committed_both(ks, topic) == [1, 1]
-    finally:
-        newcomer.close()
-    r.stop()

@@ -7,10 +7,10 @@ import threading
 import uuid
 
 import pytest
-from tests.waiting import wait_for
 
 from ferry.clusters.locks import TableLocked, TableLocks
 from ferry.core.config import Settings
+from ferry.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("zookeeper")]
 

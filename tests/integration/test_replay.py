@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from tests.factories import named
-from tests.waiting import wait_for
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings
@@ -28,6 +27,7 @@ from ferry.core.events import FileExtracted
 from ferry.core.kafka import build_admin, group_id
 from ferry.core.topics import ensure_topics
 from ferry.ops.replay import GroupActive, Target, apply_plan, build_plan, wait_drained
+from ferry.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 

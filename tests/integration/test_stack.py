@@ -12,10 +12,10 @@ import requests
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from hdfs import InsecureClient
-from tests.waiting import wait_for
 
 from ferry.stack import health
 from ferry.stack.manager import Stack
+from ferry.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("all")]
 

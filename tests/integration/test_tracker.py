@@ -24,7 +24,6 @@ import pytest
 import requests
 from confluent_kafka import Producer
 from tests.factories import failed, named
-from tests.waiting import wait_for as _wait_for
 
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings
@@ -37,6 +36,7 @@ from ferry.core.events import (
 from ferry.core.kafka import build_admin
 from ferry.core.timeline import to_ms
 from ferry.core.topics import ensure_topics
+from ferry.testing.waiting import wait_for as _wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 

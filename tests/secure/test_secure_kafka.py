@@ -27,12 +27,12 @@ from typing import Any
 import pytest
 import requests
 from confluent_kafka import Consumer, TopicPartition
-from tests.waiting import wait_for
 
 from ferry.core.config import Settings
 from ferry.core.kafka import build_admin, client_config
 from ferry.core.topics import ensure_topics
 from ferry.pipeline import ServiceGroup, settings_env
+from ferry.testing.waiting import wait_for
 
 PROFILE = "secure-kafka"
 

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 import requests
-from tests.waiting import wait_for
 
 from ferry.testing.faultproxy import FaultProxy
+from ferry.testing.waiting import wait_for
 
 BODY = b"hello from upstream\n" * 100  # 2000 bytes
 

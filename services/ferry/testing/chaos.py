@@ -38,6 +38,7 @@ from ferry.datasets import load_datasets
 from ferry.demo_data import csv_lines, daily_frames, write_csv
 from ferry.pipeline import Outcomes, ServiceGroup, drop_file, private_overrides, settings_env
 from ferry.testing.faultproxy import FaultProxy
+from ferry.testing.waiting import wait_for
 
 #: Seconds the rig waits, at start, for every consuming stage to join its group: a Spark stage
 #: joins only once its session is warm (``warm_up``), which took 40-250 s on the loaded 2-core
@@ -160,22 +161,24 @@ class FaultRig:
         """
         admin = build_admin(self.settings.kafka)
         kafka = self.settings.kafka
-        stages = [s for s in self.group.stages if s != "extract"]
         start = time.monotonic()
-        waiting = list(stages)
-        while waiting:
+        waiting = [s for s in self.group.stages if s != "extract"]
+
+        def none_waiting() -> bool:
             self.group.check_alive()
-            waiting = [
+            waiting[:] = [
                 s
                 for s in waiting
                 if not any(m.partitions for m in active_members(admin, kafka, group_id(kafka, s)))
             ]
-            assert not waiting or time.monotonic() - start < deadline_s, (
-                f"stages {waiting} not in their consumer groups within {deadline_s}s; "
-                f"logs in {self.group.log_dir}"
-            )
-            if waiting:
-                time.sleep(1.0)
+            return not waiting
+
+        wait_for(
+            none_waiting,
+            lambda: f"stages {waiting} in their consumer groups; logs in {self.group.log_dir}",
+            timeout_s=deadline_s,
+            poll_s=1.0,
+        )
         return time.monotonic() - start
 
     # -- files -----------------------------------------------------------------------------
@@ -340,11 +343,16 @@ def wait_failover(
     Raises:
         AssertionError: no takeover within ``deadline_s``.
     """
-    while True:
-        states = master_states(settings)
-        if any(s == "ALIVE" for n, s in states.items() if n != killed):
-            return time.monotonic() - killed_at
-        assert time.monotonic() < killed_at + deadline_s, (
-            f"no standby took over within {deadline_s}s: {states}"
-        )
-        time.sleep(0.2)
+    states: dict[str, str] = {}
+
+    def standby_alive() -> bool:
+        states.update(master_states(settings))
+        return any(s == "ALIVE" for n, s in states.items() if n != killed)
+
+    wait_for(
+        standby_alive,
+        lambda: f"a standby master ALIVE after {killed} was killed: {states}",
+        timeout_s=max(0.0, killed_at + deadline_s - time.monotonic()),
+        poll_s=0.2,
+    )
+    return time.monotonic() - killed_at

@@ -1,4 +1,7 @@
-"""Waiting on a condition with a deadline: never sleep-and-hope."""
+"""Waiting on a condition with a deadline: never sleep-and-hope.
+
+Used by the tests, the fault rig (:mod:`ferry.testing.chaos`) and the benchmarks alike.
+"""
 
 from __future__ import annotations
 
