@@ -13,6 +13,8 @@ from pyspark.testing import assertDataFrameEqual
 from tests.unit.test_jobs_load import stage, tiny_spec
 
 from ferry.clusters import hive
+from ferry.clusters.spark import session_conf
+from ferry.core.config import Settings
 from ferry.stages.load.job import load_files, rows_loaded
 
 D1, D2, D3 = dt.date(2013, 1, 1), dt.date(2013, 1, 2), dt.date(2013, 1, 3)
@@ -188,4 +190,19 @@ def test_every_row_carries_its_exact_nas_name_and_an_older_table_gains_the_colum
             Row(id=3, kind="a", ferry_file_id="a", ferry_source_path=names["a"], day=D2),
             Row(id=4, kind="b", ferry_file_id="b", ferry_source_path=names["b"], day=D2),
         ],
+    )
+
+
+def test_a_hive_session_sends_the_metastore_a_range_for_long_partition_lists() -> None:
+    """Spark turns a partition IN-list longer than ``metastore.filter_max_values`` into a range
+    the metastore can take, and prunes from partition names when the metastore still refuses a
+    filter (docs/hive-layout.md, "Partition filters")."""
+    conf = session_conf(Settings(metastore={"filter_max_values": 40}), "ferry-load", "a", hive=True)
+    assert {k: v for k, v in conf.items() if "metastorePartitionPruning" in k} == {
+        "spark.sql.hive.metastorePartitionPruningInSetThreshold": "40",
+        "spark.sql.hive.metastorePartitionPruningFallbackOnException": "true",
+        "spark.sql.hive.metastorePartitionPruningFastFallback": "true",
+    }
+    assert "spark.sql.hive.metastorePartitionPruningInSetThreshold" not in session_conf(
+        Settings(), "ferry-transform", "b"
     )

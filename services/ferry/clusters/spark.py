@@ -86,6 +86,14 @@ def session_conf(
             "spark.sql.sources.partitionOverwriteMode": "dynamic",
             "spark.hadoop.hive.exec.dynamic.partition": "true",
             "spark.hadoop.hive.exec.dynamic.partition.mode": "nonstrict",
+            # Partition filters the metastore can take (docs/hive-layout.md, "Partition filters"):
+            # a long IN becomes a range; a filter it still refuses (an OR over several partition
+            # columns) is pruned by Spark from the partition names instead of failing the job.
+            "spark.sql.hive.metastorePartitionPruningInSetThreshold": str(
+                settings.metastore.filter_max_values
+            ),
+            "spark.sql.hive.metastorePartitionPruningFallbackOnException": "true",
+            "spark.sql.hive.metastorePartitionPruningFastFallback": "true",
         }
     return conf
 

@@ -268,6 +268,17 @@ class MetastoreSettings(_Frozen):
     port: int = Field(default=19083, description="Metastore Thrift port (``thrift://`` URI).")
     heap_mb: int = Field(default=512, description="Metastore JVM heap, MiB.")
     warehouse_path: str = Field(default="/warehouse", description="Warehouse directory on HDFS A.")
+    filter_max_values: int = Field(
+        default=100,
+        ge=1,
+        description=(
+            "Most partition values a Spark job sends the metastore as one ``col IN (…)`` filter; "
+            "more become ``col >= min AND col <= max`` and Spark drops the extra partitions "
+            "itself (``spark.sql.hive.metastorePartitionPruningInSetThreshold``, Spark's default "
+            "1000). A Derby-backed metastore, as in the local stack, fails an IN of 256 dates "
+            "with 'Statement too complex' (a load batch touching 256 days did)."
+        ),
+    )
 
     @property
     def uri(self) -> str:
