@@ -232,6 +232,8 @@ def stream(settings: Settings, path: Path, rows: list[tuple[str, ...]]) -> None:
                 "",
             )
         )
+        hb.mkdirs(f"{root}/put")  # FsShell -put and -cp do not create a missing parent
+        ha.mkdirs(f"{root}/cp")
         s = fs_shell(settings, "b", ["-put", str(path), f"{b.fs_url}{root}/put/f"])
         rows.append(
             (

@@ -279,7 +279,11 @@ def floor(dataset: str, csvs: Sequence[Path], out: Path, log: Path) -> float:
 
 def fs_shell(settings: Settings, cluster: str, args: list[str]) -> float:
     """Seconds of ``hdfs dfs ARGS`` (FsShell from the stack's Hadoop jars, cluster's conf),
-    JVM start included."""
+    JVM start included.
+
+    Raises:
+        RuntimeError: FsShell exited non-zero (its last error lines in the message).
+    """
     var = settings.var_dir
     cmd = [
         java(),
@@ -291,5 +295,10 @@ def fs_shell(settings: Settings, cluster: str, args: list[str]) -> float:
         *args,
     ]
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, timeout=600, capture_output=True)  # noqa: S603
+    done = subprocess.run(cmd, timeout=600, capture_output=True, text=True)  # noqa: S603
+    if done.returncode != 0:
+        errors = [line for line in done.stderr.splitlines() if " WARN " not in line]
+        raise RuntimeError(
+            f"hdfs dfs {args[0]} exited {done.returncode}: {' | '.join(errors[-3:])}"
+        )
     return time.perf_counter() - t0
