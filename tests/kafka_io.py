@@ -1,12 +1,15 @@
-"""Plain produce and read-back on the real broker, for the integration tests (no Ferry code)."""
+"""Plain produce and read-back on the real broker, and a stage runner on a background thread
+(:class:`Running`), for the integration tests."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ferry.core.config import Settings
+from ferry.core.runner import StageRunner
 
 
 def produce(s: Settings, topic: str, key: bytes, value: bytes) -> None:
@@ -50,3 +53,25 @@ def read_all(s: Settings, topic: str) -> list[tuple[bytes | None, bytes | None]]
         return out
     finally:
         consumer.close()
+
+
+class Running:
+    """A runner on a background thread (signals stay with pytest)."""
+
+    def __init__(self, runner: StageRunner) -> None:
+        self.runner = runner
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.runner.run(install_signal_handlers=False)
+        except BaseException as exc:  # noqa: BLE001 - reported by stop()
+            self.error = exc
+
+    def stop(self) -> None:
+        self.runner.stop()
+        self.thread.join(60)
+        assert not self.thread.is_alive()
+        assert self.error is None, self.error

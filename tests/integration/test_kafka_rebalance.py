@@ -12,23 +12,19 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from tests.integration.test_kafka_runner import (
     STAGE,
-    Running,
     committed_both,
-    ks,
     make_manifest,
-    running,
     start,
     topics_and_codec,
     transformed_of,
 )
+from tests.kafka_io import Running
 
 from ferry.core.config import Settings
 from ferry.core.events import FileExtracted
 from ferry.core.kafka import group_id
 from ferry.core.runner import Stage, build_runner
 from ferry.testing.waiting import wait_for
-
-__all__ = ["ks", "running"]  # fixtures shared with test_kafka_runner.py
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 

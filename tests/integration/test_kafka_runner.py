@@ -12,9 +12,8 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 from tests.factories import numbered
-from tests.kafka_io import produce, read_all
+from tests.kafka_io import Running, produce, read_all
 
 from ferry.core.avro import EventCodec, default_codec
-from ferry.core.config import REPO_ROOT, RetrySettings, Settings, get_settings
+from ferry.core.config import REPO_ROOT, Settings, get_settings
 from ferry.core.events import (
     FileExtracted,
     FileFailed,
@@ -34,7 +33,7 @@ from ferry.core.events import (
     FileTransformed,
 )
 from ferry.core.kafka import build_admin, group_id
-from ferry.core.runner import Stage, StageRunner, build_runner
+from ferry.core.runner import Stage, build_runner
 from ferry.core.topics import ensure_topics
 from ferry.testing.waiting import wait_for
 
@@ -56,20 +55,6 @@ def transformed_of(event: FileExtracted) -> FileTransformed:
 
 
 # -- fixtures and helpers ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def ks(stack: Settings, unique: Any) -> Settings:
-    """This test's settings: own topic prefix, one partition, fast retries, short poll interval."""
-    base = unique.settings(stack)
-    return base.model_copy(
-        update={
-            "kafka": base.kafka.model_copy(
-                update={"partitions": 1, "max_poll_interval_ms": 6000, "session_timeout_ms": 6000}
-            ),
-            "retry": RetrySettings(max_attempts=3, initial_backoff_s=0.05, max_backoff_s=0.2),
-        }
-    )
 
 
 def topics_and_codec(s: Settings) -> EventCodec:
@@ -117,38 +102,6 @@ def committed_both(s: Settings, topic: str) -> list[int]:
     finally:
         check.close()
     return [int(tp.offset) for tp in got]
-
-
-class Running:
-    """A runner on a background thread (signals stay with pytest)."""
-
-    def __init__(self, runner: StageRunner) -> None:
-        self.runner = runner
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.runner.run(install_signal_handlers=False)
-        except BaseException as exc:  # noqa: BLE001 - reported by stop()
-            self.error = exc
-
-    def stop(self) -> None:
-        self.runner.stop()
-        self.thread.join(60)
-        assert not self.thread.is_alive()
-        assert self.error is None, self.error
-
-
-@pytest.fixture
-def running() -> Iterator[list[Running]]:
-    started: list[Running] = []
-    yield started
-    for r in started:
-        if r.thread.is_alive():
-            r.runner.stop()
-            r.thread.join(60)
 
 
 def start(running: list[Running], s: Settings, handler: Callable[..., Any]) -> Running:

@@ -12,7 +12,7 @@ from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 from tests.factories import failed, undecodable
 from tests.factories import manifest as make_manifest
 
-from ferry.core.avro import MAGIC, EventCodec, default_codec, load_schema_dir, schema_fingerprint
+from ferry.core.avro import MAGIC, EventCodec, load_schema_dir, schema_fingerprint
 from ferry.core.config import get_settings
 from ferry.core.errors import SerializationError
 from ferry.core.events import (
@@ -67,11 +67,6 @@ ALL_EVENTS = [
     ),
     undecodable("load", ("ferry.transferred", 0, 7), raw_key=b"k\x00\xff", at=T1),
 ]
-
-
-@pytest.fixture(scope="module")
-def codec() -> EventCodec:
-    return default_codec(SCHEMAS)
 
 
 @pytest.mark.parametrize("event", ALL_EVENTS, ids=lambda e: type(e).__name__)

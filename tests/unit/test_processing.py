@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 from tests.factories import T0, manifest
 
-from ferry.core.avro import EventCodec, default_codec
+from ferry.core.avro import EventCodec
 from ferry.core.config import RetrySettings, Settings, get_settings
 from ferry.core.errors import ConfigError, PermanentError, TransientError
 from ferry.core.events import (
@@ -37,11 +37,6 @@ def settings(**kafka: Any) -> Settings:
             "kafka": base.kafka.model_copy(update={"topic_prefix": "unit", **kafka}),
         }
     )
-
-
-@pytest.fixture(scope="module")
-def codec() -> EventCodec:
-    return default_codec(get_settings().paths.schemas_dir)
 
 
 def record(value: bytes | None, key: bytes | None = FILE_ID.encode(), offset: int = 5) -> Record:

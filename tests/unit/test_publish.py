@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests.factories import manifest
 
-from ferry.core.avro import EventCodec, default_codec
+from ferry.core.avro import EventCodec
 from ferry.core.config import RetrySettings, Settings, get_settings
 from ferry.core.errors import SerializationError, TransientError
 from ferry.core.events import (
@@ -38,11 +38,6 @@ def settings() -> Settings:
             "kafka": base.kafka.model_copy(update={"topic_prefix": "unit"}),
         }
     )
-
-
-@pytest.fixture(scope="module")
-def codec() -> EventCodec:
-    return default_codec(get_settings().paths.schemas_dir)
 
 
 # -- failed() --------------------------------------------------------------------------------

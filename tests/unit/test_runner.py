@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
-from tests.unit.test_processing import EXTRACTED, FILE_ID, TRANSFORMED, codec, settings
+from tests.unit.test_processing import EXTRACTED, FILE_ID, TRANSFORMED, settings
 
 from ferry.core.avro import EventCodec
 from ferry.core.config import Settings
@@ -20,9 +20,6 @@ from ferry.core.events import FileExtracted
 from ferry.core.runner import StageRunner
 from ferry.core.stage import Stage
 from ferry.testing.waiting import wait_for
-
-__all__ = ["codec"]  # the module-scoped fixture, shared with test_processing.py
-
 
 # -- the loop, with fakes -------------------------------------------------------------------
 

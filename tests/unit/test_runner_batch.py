@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.factories import numbered
 
-from ferry.core.avro import EventCodec, default_codec
+from ferry.core.avro import EventCodec
 from ferry.core.config import Settings, get_settings
 from ferry.core.errors import ConfigError, PermanentError, TransientError
 from ferry.core.events import (
@@ -39,11 +39,6 @@ def settings() -> Settings:
             "kafka": base.kafka.model_copy(update={"topic_prefix": "unit"}),
         }
     )
-
-
-@pytest.fixture(scope="module")
-def codec() -> EventCodec:
-    return default_codec(get_settings().paths.schemas_dir)
 
 
 def manifest(n: int) -> FileManifest:
