@@ -26,6 +26,7 @@ from pydantic_settings import (
 )
 
 from ferry.core.errors import ConfigError
+from ferry.core.kerberos_sections import KerberosSettings
 from ferry.core.sections import (
     REPO_ROOT,
     HdfsClusterSettings,
@@ -124,6 +125,9 @@ class Settings(BaseSettings):
     )
     supervise: SuperviseSettings = Field(
         default_factory=SuperviseSettings, description="ferry up: the services under supervisord."
+    )
+    kerberos: KerberosSettings = Field(
+        default_factory=KerberosSettings, description="Kerberos of the HDFS clusters (off)."
     )
 
     @field_validator("clusters", mode="before")

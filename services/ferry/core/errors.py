@@ -22,6 +22,14 @@ class ConfigError(FerryError):
     reason = "config"
 
 
+class AuthenticationFailed(ConfigError):
+    """A server refused Ferry's credentials, or none could be had (no ticket, a keytab without
+    the principal, an unknown principal): the same on every file, so the process stops with this
+    one-line message instead of quarantining every file (docs/security.md)."""
+
+    reason = "authentication"
+
+
 class StackError(FerryError):
     """A local-stack component failed to start, stop or pass its health check."""
 

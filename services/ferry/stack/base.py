@@ -138,8 +138,15 @@ def render(template: str, dest: Path, **values: object) -> None:
     dest.write_text(text, encoding="utf-8")
 
 
-def run_once(name: str, argv: list[str], log: Path, timeout_s: float = 180) -> None:
-    """Run a one-shot set-up command (storage format), output appended to ``log``.
+def run_once(
+    name: str,
+    argv: list[str],
+    log: Path,
+    timeout_s: float = 180,
+    env: dict[str, str] | None = None,
+) -> None:
+    """Run a one-shot set-up command (storage format), output appended to ``log``, with ``env``
+    added to this process's environment.
 
     Raises:
         StackError: the command timed out (after ``timeout_s`` seconds) or failed; the message
@@ -154,6 +161,7 @@ def run_once(name: str, argv: list[str], log: Path, timeout_s: float = 180) -> N
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 timeout=timeout_s,
+                env={**os.environ, **env} if env else None,
             )
         except subprocess.TimeoutExpired as exc:
             raise StackError(

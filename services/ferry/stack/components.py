@@ -22,6 +22,10 @@ Each component is built by its own function (:mod:`ferry.stack.servers`,
 order. :func:`select` picks a subset by component or group name (``zookeeper``, ``kafka``,
 ``hdfs``, ``spark``, ``hive``, ``all``) and adds what it requires, transitively.
 
+With ``kerberos.enabled`` (profile ``kerberos``), ``kdc`` (MIT krb5kdc, Debian's krb5-kdc;
+health: ``kinit -k``) starts first and the NameNodes and DataNodes run with Kerberos
+(:mod:`ferry.stack.kdc`).
+
 With ``clusters.a.nameservice`` set (profile ``ha``), cluster A is an HA pair instead of one
 NameNode: hdfs-a-jn1..3 (JournalNode), hdfs-a-nn1/nn2 (NameNode; health: /jmx HA state, so
 ``ferry stack status`` shows which is active), hdfs-a-zkfc-nn1/nn2 (DFSZKFailoverController) and
@@ -37,6 +41,7 @@ from ferry.core.errors import StackError
 from ferry.stack.base import Component, Layout
 from ferry.stack.hdfs_ha import ha_components
 from ferry.stack.hiveserver2 import hiveserver2
+from ferry.stack.kdc import kdc
 from ferry.stack.servers import datanode, hive_metastore, kafka, namenode, zookeeper
 from ferry.stack.spark_daemons import spark_cluster
 
@@ -57,6 +62,7 @@ def build_components(settings: Settings) -> list[Component]:
         hdfs = [namenode(settings, lay, c) for c in ("b", "a")]
         hdfs += [datanode(settings, lay, c) for c in ("b", "a")]
     return [
+        *([kdc(settings, lay)] if settings.kerberos.enabled else []),
         zookeeper(settings, lay),
         kafka(settings, lay),
         *hdfs,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -97,31 +98,35 @@ def kafka_roundtrip(
     return "produce+consume ok"
 
 
-def _get_json(url: str) -> Any:
+def _get_json(url: str, auth: Any = None) -> Any:
     try:
-        resp = requests.get(url, timeout=(TIMEOUT_S, TIMEOUT_S))
+        resp = requests.get(url, timeout=(TIMEOUT_S, TIMEOUT_S), auth=auth)
         resp.raise_for_status()
         return resp.json()
     except (requests.RequestException, ValueError) as exc:
         raise Unhealthy(f"GET {url}: {exc}") from exc
 
 
-def namenode(http_url: str) -> str:
-    """WebHDFS ``GETFILESTATUS /`` answers a directory. Returns a short summary."""
-    status = _get_json(f"{http_url}/webhdfs/v1/?op=GETFILESTATUS&user.name=ferry")
+def namenode(http_url: str, auth: Callable[[], Any] | None = None) -> str:
+    """WebHDFS ``GETFILESTATUS /`` answers a directory. Returns a short summary. ``auth`` makes
+    the ``requests`` auth of a Kerberos cluster (SPNEGO as Ferry's principal; no ``user.name``)."""
+    query = "op=GETFILESTATUS" if auth else "op=GETFILESTATUS&user.name=ferry"
+    status = _get_json(f"{http_url}/webhdfs/v1/?{query}", auth() if auth else None)
     if status.get("FileStatus", {}).get("type") != "DIRECTORY":
         raise Unhealthy(f"GETFILESTATUS / returned {status}")
     return "webhdfs ok"
 
 
-def datanode(http_url: str) -> str:
-    """The NameNode counts ≥1 live DataNode and has left safe mode."""
-    jmx = _get_json(f"{http_url}/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState")
+def datanode(http_url: str, auth: Callable[[], Any] | None = None) -> str:
+    """The NameNode counts ≥1 live DataNode and has left safe mode (``auth``: as for
+    :func:`namenode`; a Kerberos NameNode wants SPNEGO on ``/jmx`` too)."""
+    a = auth() if auth else None
+    jmx = _get_json(f"{http_url}/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState", a)
     beans = jmx.get("beans") or [{}]
     live = int(beans[0].get("NumLiveDataNodes", 0))
     if live < 1:
         raise Unhealthy("NameNode reports 0 live DataNodes")
-    info = _get_json(f"{http_url}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo")
+    info = _get_json(f"{http_url}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo", a)
     safemode = (info.get("beans") or [{}])[0].get("Safemode", "")
     if safemode:
         raise Unhealthy(f"NameNode in safe mode: {safemode}")

@@ -8,12 +8,16 @@ from __future__ import annotations
 import base64
 import shutil
 import uuid
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ferry.core.config import HdfsClusterSettings, Settings
 from ferry.core.errors import StackError
 from ferry.core.kafka import security_config
+from ferry.core.kerberos import hadoop_client_conf, spnego_auth
+from ferry.core.kerberos_sections import KerberosSettings
 from ferry.stack import health, kafka_secure
 from ferry.stack.base import (
     CONF_SRC,
@@ -25,6 +29,7 @@ from ferry.stack.base import (
     run_once,
     spark_home,
 )
+from ferry.stack.kdc import hdfs_server_conf
 from ferry.stack.process import markers
 
 NAMENODE_MAIN = "org.apache.hadoop.hdfs.server.namenode.NameNode"
@@ -175,11 +180,17 @@ def hdfs_conf(
     *,
     conf_name: str | None = None,
     extra: dict[str, str] | None = None,
+    krb: KerberosSettings | None = None,
 ) -> Path:
     """Render cluster ``cluster``'s core-site.xml, hdfs-site.xml and log4j.properties into
     ``conf/<conf_name>`` (default ``hdfs-<cluster>``) with ``extra`` hdfs-site keys (an HA
-    daemon's own ids and directories); returns that directory."""
+    daemon's own ids and directories) and, with ``krb.enabled``, the Kerberos keys of the
+    clients (:func:`ferry.core.kerberos.hadoop_client_conf`, in both files) and of the daemons
+    (:func:`ferry.stack.kdc.hdfs_server_conf`); returns that directory."""
     d = lay.conf / (conf_name or f"hdfs-{cluster}")
+    secure: dict[str, str] = {}
+    if krb is not None and krb.enabled:
+        secure = {**hadoop_client_conf(krb), **hdfs_server_conf(krb, lay)}
     values = dict(
         cluster=cluster,
         host=cs.host,
@@ -191,7 +202,8 @@ def hdfs_conf(
         datanode_port=cs.datanode_port,
         datanode_http_port=cs.datanode_http_port,
         datanode_ipc_port=cs.datanode_ipc_port,
-        extra_properties=xml_properties({**_ha_client_timeouts(cs), **(extra or {})}),
+        extra_properties=xml_properties({**_ha_client_timeouts(cs), **secure, **(extra or {})}),
+        core_properties=xml_properties(hadoop_client_conf(krb) if krb is not None else {}),
     )
     render("core-site.xml.tmpl", d / "core-site.xml", **values)
     render("hdfs-site.xml.tmpl", d / "hdfs-site.xml", **values)
@@ -207,12 +219,16 @@ def hadoop_argv(
     main: str,
     *args: str,
     conf_name: str | None = None,
+    krb: KerberosSettings | None = None,
 ) -> list[str]:
     """The JVM command line of a Hadoop daemon (or one-shot tool) of ``cluster``, its
-    configuration from ``conf/<conf_name>`` (default ``hdfs-<cluster>``)."""
+    configuration from ``conf/<conf_name>`` (default ``hdfs-<cluster>``); with ``krb.enabled``
+    the JVM reads ``krb.krb5_conf``."""
+    kerberos = [f"-Djava.security.krb5.conf={krb.krb5_conf}"] if krb and krb.enabled else []
     return [
         java(),
         f"-Xmx{heap_mb}m",
+        *kerberos,
         *markers(name, lay.var),
         *JAVA17_OPENS,
         f"-Dhadoop.log.dir={lay.logs}",
@@ -237,15 +253,24 @@ def check_jars(lay: Layout) -> None:
             )
 
 
+def _spnego(settings: Settings) -> Callable[[], Any] | None:
+    """What makes the health checks' SPNEGO auth on a Kerberos cluster (called at check time:
+    the keytab exists once the KDC's ``prepare`` ran), else None."""
+    if not settings.kerberos.enabled:
+        return None
+    return partial(spnego_auth, settings.kerberos)
+
+
 def namenode(settings: Settings, lay: Layout, cluster: str) -> Component:
     """The NameNode of ``cluster`` (Maven: hadoop-hdfs 3.5.0), formatted on first start; health:
     WebHDFS GETFILESTATUS."""
     cs = settings.cluster(cluster)
+    krb = settings.kerberos
     name = f"hdfs-{cluster}-namenode"
 
     def prepare() -> None:
         check_jars(lay)
-        hdfs_conf(lay, cluster, cs)
+        hdfs_conf(lay, cluster, cs, krb=krb)
         if not (lay.data / f"hdfs-{cluster}" / "name" / "current" / "VERSION").exists():
             run_once(
                 name,
@@ -258,15 +283,19 @@ def namenode(settings: Settings, lay: Layout, cluster: str) -> Component:
                     "-format",
                     "-nonInteractive",
                     "-force",
+                    krb=krb,
                 ),
                 lay.logs / f"{name}-format.log",
             )
 
+    http = f"http://{cs.host}:{cs.namenode_http_port}"
+    argv = hadoop_argv(lay, name, cs.namenode_heap_mb, cluster, NAMENODE_MAIN, krb=krb)
     return Component(
         name,
         cs.fs_url,
-        lay.launch(name, hadoop_argv(lay, name, cs.namenode_heap_mb, cluster, NAMENODE_MAIN)),
-        check=partial(health.namenode, f"http://{cs.host}:{cs.namenode_http_port}"),
+        lay.launch(name, argv),
+        check=partial(health.namenode, http, _spnego(settings)),
+        requires=("kdc",) if krb.enabled else (),
         ports=(cs.namenode_rpc_port, cs.namenode_http_port),
         host=cs.host,
         prepare=prepare,
@@ -277,16 +306,20 @@ def namenode(settings: Settings, lay: Layout, cluster: str) -> Component:
 def datanode(settings: Settings, lay: Layout, cluster: str) -> Component:
     """The DataNode of ``cluster``; health: its NameNode sees ≥ 1 live DataNode, no safe mode."""
     cs = settings.cluster(cluster)
+    krb = settings.kerberos
     name = f"hdfs-{cluster}-datanode"
 
     def prepare() -> None:
-        hdfs_conf(lay, cluster, cs)
+        hdfs_conf(lay, cluster, cs, krb=krb)
 
+    argv = hadoop_argv(lay, name, cs.datanode_heap_mb, cluster, DATANODE_MAIN, krb=krb)
     return Component(
         name,
         f"{cs.host}:{cs.datanode_port} (http {cs.datanode_http_port})",
-        lay.launch(name, hadoop_argv(lay, name, cs.datanode_heap_mb, cluster, DATANODE_MAIN)),
-        check=partial(health.datanode, f"http://{cs.host}:{cs.namenode_http_port}"),
+        lay.launch(name, argv),
+        check=partial(
+            health.datanode, f"http://{cs.host}:{cs.namenode_http_port}", _spnego(settings)
+        ),
         requires=(f"hdfs-{cluster}-namenode",),
         ports=(cs.datanode_port, cs.datanode_http_port, cs.datanode_ipc_port),
         host=cs.host,

@@ -24,6 +24,7 @@ from hdfs.util import HdfsError as _CliError
 from urllib3.exceptions import NewConnectionError
 
 from ferry.core.errors import (
+    AuthenticationFailed,
     DataNodeUnreachable,
     FerryError,
     HdfsPathExists,
@@ -32,6 +33,7 @@ from ferry.core.errors import (
     HdfsTimeout,
     HdfsUnavailable,
 )
+from ferry.core.kerberos import gss_failure, is_transient_gss
 
 #: ``FileFailed.reason`` of a path component longer than the NameNode allows.
 NAME_TOO_LONG = "name_too_long"
@@ -85,6 +87,11 @@ def classify(
     """
     if isinstance(exc, _CliError):
         return _remote_error(what, exc)
+    gss = gss_failure(exc)
+    if gss is not None:  # no ticket could be had: transient only when the KDC did not answer
+        if is_transient_gss(gss):
+            return HdfsUnavailable(f"{what}: Kerberos: {gss}")
+        return AuthenticationFailed(f"{what}: Kerberos: {gss}")
     chain = list(_exception_chain(exc))
     connect_failed = any(
         isinstance(e, (requests.ConnectTimeout, NewConnectionError, ConnectionRefusedError))
@@ -135,8 +142,8 @@ def _remote_error(what: str, exc: _CliError) -> FerryError:
         return _name_too_long(f"{what}: {name or 'error'}: {message}")
     if any(m in message for m in _PERMANENT_MESSAGES):
         return HdfsRequestRejected(f"{what}: {name or 'error'}: {message}")
-    if not name and "Authentication failure" in message:
-        return HdfsRequestRejected(f"{what}: {message}")
+    if not name and "Authentication failure" in message:  # HTTP 401 (HdfsCLI's _to_error)
+        return AuthenticationFailed(f"{what}: HTTP 401, the server refused Ferry's credentials")
     return HdfsUnavailable(f"{what}: {name or 'HTTP error'}: {message}")
 
 

@@ -42,6 +42,7 @@ from ferry.clusters.hdfs.errors import classify
 from ferry.clusters.hdfs.paths import FileStatus, normalize_path
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.core.errors import FerryError, HdfsRequestRejected, HdfsUnavailable
+from ferry.core.kerberos import spnego_auth
 
 if TYPE_CHECKING:
     from ferry.core.config import HdfsClusterSettings, RetrySettings, Settings
@@ -71,7 +72,7 @@ class _Client(_CliClient):
         self,
         url: str,
         *,
-        user: str,
+        user: str | None,
         timeout: tuple[float, float],
         address_map: dict[str, str],
         session: requests.Session,
@@ -99,7 +100,7 @@ class _Client(_CliClient):
     def _request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
         kwargs.pop("allow_redirects", None)
         params = kwargs.pop("params", None)
-        if params is not None:
+        if params is not None and self._user is not None:
             params = {**params, "user.name": self._user}
         url = self.rewrite(url)
         for hop in range(_MAX_REDIRECTS + 1):
@@ -133,7 +134,10 @@ class WebHdfs(HdfsPort):
         retry: ``connect_timeout_s`` and ``read_timeout_s`` are applied to every HTTP call.
         name: cluster name, for messages.
         user: ``user.name`` sent to the NameNode; default ``$HADOOP_USER_NAME`` or the login user.
+            Not sent when ``auth`` is given (Kerberos: the NameNode takes the user from the
+            ticket and refuses a ``user.name`` naming another).
         session: a ``requests.Session`` to use (default: a new one, owned and closed here).
+        auth: a ``requests`` auth for every call (:func:`ferry.core.kerberos.spnego_auth`).
     """
 
     def __init__(
@@ -144,14 +148,19 @@ class WebHdfs(HdfsPort):
         name: str = "?",
         user: str | None = None,
         session: requests.Session | None = None,
+        auth: Any = None,
     ) -> None:
         self.name = name
         self.cluster = cluster
         self.timeout = (retry.connect_timeout_s, retry.read_timeout_s)
         self._session = session or requests.Session()
+        if auth is not None:
+            self._session.auth = auth
         self._client = _Client(
             cluster.webhdfs_url,
-            user=user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser(),
+            user=None
+            if auth is not None
+            else user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser(),
             timeout=self.timeout,
             address_map=cluster.datanode_address_map,
             session=self._session,
@@ -161,13 +170,15 @@ class WebHdfs(HdfsPort):
 
     @classmethod
     def for_cluster(cls, name: str, settings: Settings) -> WebHdfs:
-        """Port of cluster ``name`` built from ``settings``: ``settings.cluster(name)`` and the
-        timeouts of ``settings.retry``.
+        """Port of cluster ``name`` built from ``settings``: ``settings.cluster(name)``, the
+        timeouts of ``settings.retry`` and, with ``settings.kerberos.enabled``, SPNEGO.
 
         Raises:
-            ConfigError: no cluster of that name.
+            ConfigError: no cluster of that name; Kerberos on without requests-kerberos.
+            AuthenticationFailed: Kerberos on, and the keytab is missing or open to others.
         """
-        return cls(settings.cluster(name), settings.retry, name=name)
+        auth = spnego_auth(settings.kerberos) if settings.kerberos.enabled else None
+        return cls(settings.cluster(name), settings.retry, name=name, auth=auth)
 
     def close(self) -> None:
         """Close the HTTP connections."""

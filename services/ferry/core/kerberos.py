@@ -1,0 +1,119 @@
+"""Ferry's processes as Kerberos clients (``kerberos.enabled``; docs/security.md, "Kerberos").
+
+MIT Kerberos does the work: :func:`configure_process` points the process at the krb5.conf
+(``KRB5_CONFIG``), its own ticket cache (``KRB5CCNAME=FILE:<kerberos.ccache>-<pid>``) and the
+service keytab (``KRB5_CLIENT_KTNAME``). With a client keytab, GSSAPI gets the first ticket from
+it when the cache is empty and gets a new one when the ticket is past its refresh time (half its
+lifetime; MIT krb5 ≥ 1.11, "Client keytab" in krb5's gssapi documentation), so tickets are renewed
+before expiry without a ``kinit`` loop. WebHDFS calls authenticate with SPNEGO
+(:func:`spnego_auth`: ``requests-kerberos`` over ``pyspnego`` and ``python-gssapi``); Hadoop's own
+clients and daemons read the keys of :func:`hadoop_client_conf`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import TYPE_CHECKING, Any
+
+from ferry.core.errors import AuthenticationFailed, ConfigError
+
+if TYPE_CHECKING:
+    from ferry.core.kerberos_sections import KerberosSettings
+
+#: Messages of a GSSAPI failure that another attempt can cure (the KDC is down or slow).
+_TRANSIENT_GSS = ("Cannot contact any KDC", "Resource temporarily unavailable", "timed out")
+
+
+def process_env(krb: KerberosSettings, pid: int | None = None) -> dict[str, str]:
+    """The environment variables that make process ``pid`` (default: this one) a Kerberos client
+    of ``krb``: ``KRB5_CONFIG``, ``KRB5_CLIENT_KTNAME``, ``KRB5CCNAME`` (a file per process)."""
+    return {
+        "KRB5_CONFIG": str(krb.krb5_conf),
+        "KRB5_CLIENT_KTNAME": str(krb.keytab),
+        "KRB5CCNAME": f"FILE:{krb.ccache}-{pid if pid is not None else os.getpid()}",
+    }
+
+
+def check_keytab(krb: KerberosSettings) -> None:
+    """Raise :class:`AuthenticationFailed` unless ``krb.keytab`` is a regular file of mode 0600
+    (or stricter) and ``krb.krb5_conf`` exists."""
+    if not krb.krb5_conf.is_file():
+        raise AuthenticationFailed(f"kerberos.krb5_conf {str(krb.krb5_conf)!r} does not exist")
+    try:
+        st = krb.keytab.stat()
+    except OSError as exc:
+        raise AuthenticationFailed(
+            f"kerberos.keytab {str(krb.keytab)!r} of {krb.client_principal}: {exc.strerror}"
+        ) from None
+    if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077:
+        raise AuthenticationFailed(
+            f"kerberos.keytab {str(krb.keytab)!r} must be a regular file of mode 0600 "
+            f"(is {stat.filemode(st.st_mode)})"
+        )
+
+
+def configure_process(krb: KerberosSettings) -> None:
+    """Make this process a Kerberos client of ``krb`` (sets :func:`process_env` in
+    ``os.environ``; MIT Kerberos reads it when GSSAPI is first used).
+
+    Raises:
+        AuthenticationFailed: the keytab or krb5.conf is missing, or the keytab is readable by
+            others.
+    """
+    check_keytab(krb)
+    os.environ.update(process_env(krb))
+
+
+def spnego_auth(krb: KerberosSettings) -> Any:
+    """A ``requests`` auth that sends SPNEGO (``Authorization: Negotiate``) on every request as
+    ``krb.client_principal``, without waiting for a 401 first (a WebHDFS ``CREATE`` body is sent
+    once). Calls :func:`configure_process`.
+
+    Raises:
+        ConfigError: ``requests-kerberos`` is not installed (``pip install '.[kerberos]'``).
+        AuthenticationFailed: as :func:`configure_process`.
+    """
+    try:
+        from requests_kerberos import OPTIONAL, HTTPKerberosAuth
+    except ImportError:
+        raise ConfigError(
+            "kerberos.enabled needs requests-kerberos: pip install -e '.[kerberos]' "
+            "(make test-secure installs it)"
+        ) from None
+    configure_process(krb)
+    return HTTPKerberosAuth(
+        mutual_authentication=OPTIONAL, force_preemptive=True, principal=krb.client_principal
+    )
+
+
+def gss_failure(exc: BaseException) -> str | None:
+    """The one-line GSSAPI message of ``exc`` (or an exception in its chain) when it is a
+    Kerberos failure of the client side (``requests_kerberos``'s ``KerberosExchangeError``),
+    else None."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__name__ == "KerberosExchangeError":
+            return " ".join(str(seen).split())[:300]
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def is_transient_gss(message: str) -> bool:
+    """Whether a GSSAPI failure message says the KDC could not be reached (worth retrying)."""
+    return any(m in message for m in _TRANSIENT_GSS)
+
+
+def hadoop_client_conf(krb: KerberosSettings) -> dict[str, str]:
+    """Hadoop client keys (core-site and hdfs-site) of a Kerberos cluster: empty when Kerberos is
+    off. Source: Hadoop's "Hadoop in Secure Mode" (SecureMode.md) and hdfs-default.xml."""
+    if not krb.enabled:
+        return {}
+    return {
+        "hadoop.security.authentication": "kerberos",
+        "hadoop.security.authorization": "true",
+        "dfs.namenode.kerberos.principal": krb.hdfs_principal,
+        "dfs.datanode.kerberos.principal": krb.hdfs_principal,
+        "dfs.data.transfer.protection": "authentication",
+        "dfs.block.access.token.enable": "true",
+    }

@@ -1,0 +1,157 @@
+"""Kerberos on both HDFS clusters of the local stack (profile ``kerberos``, docs/security.md).
+
+Real processes: MIT's krb5kdc (Debian's krb5-kdc) with the realm, principals and keytabs the stack
+made; NameNodes and DataNodes of clusters A and B with ``hadoop.security.authentication=kerberos``,
+SASL on data transfer and SPNEGO on their web servers. Ferry's WebHDFS client authenticates with
+SPNEGO from its keytab: bytes cross B → A as transfer streams them, a client without a ticket is
+refused with one line (not a hang, not a retry), a request without SPNEGO gets 401, and tickets
+shorter than the run are renewed from the keytab while calls go on.
+
+Runs only with ``kerberos`` in ``FERRY_PROFILE`` (``make test-secure`` runs it with
+``secure-kafka,kerberos``, 120 s tickets and a 30 s ``hadoop.auth`` cookie).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from ferry.clusters.hdfs.webhdfs import WebHdfs
+from ferry.core.config import Settings
+from ferry.core.kerberos import spnego_auth
+
+PROFILE = "kerberos"
+
+pytestmark = [
+    pytest.mark.stack("kdc", "hdfs"),
+    pytest.mark.skipif(
+        PROFILE not in os.environ.get("FERRY_PROFILE", "").split(","),
+        reason=f"needs {PROFILE} in FERRY_PROFILE (make test-secure)",
+    ),
+]
+
+
+def chunks(data: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
+    for i in range(0, len(data), size):
+        yield data[i : i + size]
+
+
+def owner(settings: Settings, cluster: str, path: str) -> str:
+    """The HDFS owner of ``path`` (raw WebHDFS GETFILESTATUS with SPNEGO)."""
+    cs = settings.cluster(cluster)
+    resp = requests.get(
+        f"http://{cs.host}:{cs.namenode_http_port}/webhdfs/v1{path}?op=GETFILESTATUS",
+        auth=spnego_auth(settings.kerberos),
+        timeout=(5, 30),
+    )
+    resp.raise_for_status()
+    return str(resp.json()["FileStatus"]["owner"])
+
+
+def test_bytes_cross_from_b_to_a_with_spnego_and_sasl_data_transfer(stack: Settings) -> None:
+    assert stack.kerberos.enabled
+    data = hashlib.sha256(b"ferry").digest() * (3 * 1024 * 1024 // 32 + 7)
+    digest = hashlib.sha256(data).hexdigest()
+    path = f"/test/krb-{uuid.uuid4().hex[:8]}/part-0.bin"
+    with WebHdfs.for_cluster("b", stack) as b, WebHdfs.for_cluster("a", stack) as a:
+        on_b = b.upload_stream(path, chunks(data))
+        # what transfer does: B's stream into A, checked against the size and sha256 it expects
+        on_a = a.upload_stream(
+            path, b.open_stream(path), expected_size=len(data), expected_sha256=digest
+        )
+        assert a.sha256(path) == (len(data), digest)
+    assert [(w.size, w.sha256) for w in (on_b, on_a)] == [(len(data), digest)] * 2
+    # the NameNodes took the user from the ticket (auth_to_local: ferry@FERRY.LOCAL → ferry)
+    assert [owner(stack, c, path) for c in ("b", "a")] == ["ferry", "ferry"]
+
+
+def test_a_request_without_spnego_gets_401(stack: Settings) -> None:
+    cs = stack.cluster("a")
+    base = f"http://{cs.host}:{cs.namenode_http_port}"
+    codes = [
+        requests.get(f"{base}{p}", timeout=(5, 30)).status_code
+        for p in ("/webhdfs/v1/?op=LISTSTATUS&user.name=ferry", "/jmx")
+    ]
+    assert codes == [401, 401]
+
+
+def client_error(stack: Settings, env: dict[str, str]) -> tuple[int, str, float]:
+    """Run a WebHDFS LISTSTATUS of cluster A in a child process with ``env`` (its Kerberos
+    environment is its own); returns (exit code, last stderr line, seconds)."""
+    code = (
+        "from ferry.core.config import get_settings\n"
+        "from ferry.clusters.hdfs.webhdfs import WebHdfs\n"
+        "from ferry.core.errors import FerryError\n"
+        "try:\n"
+        "    with WebHdfs.for_cluster('a', get_settings()) as a: a.list('/')\n"
+        "except FerryError as exc:\n"
+        "    raise SystemExit(f'{type(exc).__name__}: {exc}')\n"
+    )
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "FERRY_VAR_DIR": str(stack.var_dir), **env},
+        timeout=120,
+        check=False,
+    )
+    return out.returncode, out.stderr.strip().splitlines()[-1], time.monotonic() - t0
+
+
+def test_a_client_without_a_ticket_is_refused_with_one_line(stack: Settings, tmp_path) -> None:
+    empty = tmp_path / "nobody.keytab"
+    empty.write_bytes(b"\x05\x02")  # a keytab (format 0x502) with no key in it
+    empty.chmod(0o600)
+    rc, line, took = client_error(stack, {"FERRY_KERBEROS__KEYTAB": str(empty)})
+    nn = f"127.0.0.1:{stack.cluster('a').namenode_http_port}"
+    assert (rc, took < 60) == (1, True), (took, line)
+    assert line.startswith(
+        f"AuthenticationFailed: WebHDFS LISTSTATUS '/' on cluster 'a' via NameNode {nn}: Kerberos: "
+    ), line
+    assert "ferry@FERRY.LOCAL" in line, line
+
+    missing = tmp_path / "missing.keytab"
+    rc, line, _ = client_error(stack, {"FERRY_KERBEROS__KEYTAB": str(missing)})
+    assert (rc, line) == (
+        1,
+        f"AuthenticationFailed: kerberos.keytab '{missing}' of ferry@FERRY.LOCAL: "
+        "No such file or directory",
+    )
+
+
+def test_tickets_are_renewed_from_the_keytab_over_a_run_longer_than_their_life(
+    stack: Settings,
+) -> None:
+    krb = stack.kerberos
+    if krb.ticket_lifetime_s > 120 or krb.http_token_validity_s > 30:
+        pytest.skip("needs 120 s tickets and a 30 s hadoop.auth cookie (make test-secure)")
+    run_s = 2.5 * krb.ticket_lifetime_s
+    tgts: list[str] = []
+    calls = 0
+    with WebHdfs.for_cluster("a", stack) as a:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < run_s:
+            a.status("/")  # raises if the NameNode refused: the ticket was not renewed
+            calls += 1
+            klist = subprocess.run(
+                ["klist", "-c", os.environ["KRB5CCNAME"]],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout
+            tgts += [" ".join(ln.split()[:2]) for ln in klist.splitlines() if "krbtgt/" in ln]
+            time.sleep(10)
+    starts = sorted(set(tgts))
+    print(f"\n{calls} calls over {run_s:.0f} s; ticket-granting tickets started at {starts}")
+    # one ticket lives 120 s: a run of 300 s needed at least two more, got from the keytab
+    assert len(starts) >= 3, starts

@@ -1,0 +1,148 @@
+"""Kerberos settings, the Hadoop keys they give, the stack's components and how Kerberos failures
+are classified (no server; tests/secure/test_kerberos_hdfs.py runs the real KDC and clusters)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import requests
+from hdfs.util import HdfsError as _CliError
+
+from ferry.clusters.hdfs.errors import _remote_error, classify
+from ferry.core.config import Settings
+from ferry.core.errors import AuthenticationFailed, HdfsUnavailable
+from ferry.core.kerberos import check_keytab, hadoop_client_conf, process_env
+from ferry.core.kerberos_sections import KerberosSettings
+from ferry.core.section_base import REPO_ROOT
+from ferry.stack.base import Layout
+from ferry.stack.components import build_components
+from ferry.stack.servers import hdfs_conf
+
+
+class KerberosExchangeError(requests.RequestException):
+    """Stands for requests_kerberos's error of the same name (matched by name: the package is
+    an optional extra)."""
+
+
+ON = KerberosSettings(enabled=True, keytab=Path("var/secrets/k.keytab"))
+
+
+def test_kerberos_is_off_by_default_and_adds_no_hadoop_keys() -> None:
+    krb = Settings().kerberos
+    assert (krb.enabled, hadoop_client_conf(krb)) == (False, {})
+
+
+def test_paths_are_taken_from_the_repository_root_and_the_realm_is_appended() -> None:
+    assert ON.keytab == REPO_ROOT / "var" / "secrets" / "k.keytab"
+    assert ON.krb5_conf == REPO_ROOT / "var" / "conf" / "krb5" / "krb5.conf"
+    assert (ON.client_principal, ON.hdfs_principal, ON.http_principal) == (
+        "ferry@FERRY.LOCAL",
+        "hdfs/localhost@FERRY.LOCAL",
+        "HTTP/localhost@FERRY.LOCAL",
+    )
+    assert KerberosSettings(principal="svc@EX.NET").client_principal == "svc@EX.NET"
+
+
+def test_hadoop_client_keys_of_a_kerberos_cluster() -> None:
+    assert hadoop_client_conf(ON) == {
+        "hadoop.security.authentication": "kerberos",
+        "hadoop.security.authorization": "true",
+        "dfs.namenode.kerberos.principal": "hdfs/localhost@FERRY.LOCAL",
+        "dfs.datanode.kerberos.principal": "hdfs/localhost@FERRY.LOCAL",
+        "dfs.data.transfer.protection": "authentication",
+        "dfs.block.access.token.enable": "true",
+    }
+
+
+def test_each_process_gets_its_own_ticket_cache_and_the_keytab() -> None:
+    assert process_env(ON, pid=42) == {
+        "KRB5_CONFIG": str(REPO_ROOT / "var" / "conf" / "krb5" / "krb5.conf"),
+        "KRB5_CLIENT_KTNAME": str(REPO_ROOT / "var" / "secrets" / "k.keytab"),
+        "KRB5CCNAME": f"FILE:{REPO_ROOT / 'var' / 'run' / 'krb5cc_ferry'}-42",
+    }
+
+
+def test_a_keytab_readable_by_others_or_missing_is_refused(tmp_path: Path) -> None:
+    conf = tmp_path / "krb5.conf"
+    conf.write_text("")
+    keytab = tmp_path / "k.keytab"
+    krb = KerberosSettings(enabled=True, keytab=keytab, krb5_conf=conf)
+    with pytest.raises(AuthenticationFailed) as missing:
+        check_keytab(krb)
+    assert str(missing.value) == (
+        f"kerberos.keytab '{keytab}' of ferry@FERRY.LOCAL: No such file or directory"
+    )
+    keytab.write_bytes(b"\x05\x02")
+    keytab.chmod(0o644)
+    with pytest.raises(AuthenticationFailed) as open_to_others:
+        check_keytab(krb)
+    assert str(open_to_others.value) == (
+        f"kerberos.keytab '{keytab}' must be a regular file of mode 0600 (is -rw-r--r--)"
+    )
+    keytab.chmod(0o600)
+    check_keytab(krb)
+
+
+def _classified(exc: BaseException) -> Exception:
+    return classify("WebHDFS LISTSTATUS '/'", exc, netloc="nn:1", is_datanode=False, timeout=(1, 2))
+
+
+def test_no_ticket_stops_the_process_and_an_unreachable_kdc_is_retried() -> None:
+    gss = "ctx init failed: Can't find client principal ferry@FERRY.LOCAL in cache collection"
+    no_ticket = _classified(KerberosExchangeError(gss))
+    assert type(no_ticket) is AuthenticationFailed
+    assert str(no_ticket) == f"WebHDFS LISTSTATUS '/': Kerberos: {gss}"
+    kdc_down = _classified(KerberosExchangeError("Cannot contact any KDC for realm 'FERRY.LOCAL'"))
+    assert type(kdc_down) is HdfsUnavailable
+    # an error caused by it (requests wraps it) is judged the same
+    try:
+        try:
+            raise KerberosExchangeError(gss)
+        except KerberosExchangeError as inner:
+            raise requests.ConnectionError("while sending") from inner
+    except requests.ConnectionError as outer:
+        assert type(_classified(outer)) is AuthenticationFailed
+
+
+def test_http_401_stops_the_process() -> None:
+    err = _remote_error("WebHDFS MKDIRS '/x'", _CliError("Authentication failure. Check your …"))
+    assert (type(err), str(err)) == (
+        AuthenticationFailed,
+        "WebHDFS MKDIRS '/x': HTTP 401, the server refused Ferry's credentials",
+    )
+
+
+def test_hdfs_config_carries_the_kerberos_keys_only_when_on(tmp_path: Path) -> None:
+    lay = Layout(tmp_path)
+    cs = Settings().cluster("a")
+    plain = hdfs_conf(lay, "a", cs, krb=KerberosSettings())
+    for f in ("core-site.xml", "hdfs-site.xml"):
+        assert "<value>kerberos</value>" not in (plain / f).read_text()
+        assert "hadoop.security" not in (plain / f).read_text()
+    secure = hdfs_conf(lay, "a", cs, conf_name="secure", krb=ON)
+    core, site = ((secure / f).read_text() for f in ("core-site.xml", "hdfs-site.xml"))
+    keytab = tmp_path / "conf" / "krb5" / "hdfs.keytab"
+    for line in (
+        "<name>hadoop.security.authentication</name><value>kerberos</value>",
+        "<name>dfs.data.transfer.protection</name><value>authentication</value>",
+    ):
+        assert line in core and line in site
+    for line in (
+        f"<name>dfs.namenode.keytab.file</name><value>{keytab}</value>",
+        "<name>dfs.web.authentication.kerberos.principal</name><value>*</value>",
+        "<name>hadoop.http.authentication.type</name><value>kerberos</value>",
+        "<name>hadoop.http.authentication.token.validity</name><value>36000</value>",
+        "<name>ignore.secure.ports.for.testing</name><value>true</value>",
+    ):
+        assert line in site
+
+
+def test_the_kdc_starts_first_and_the_namenodes_wait_for_it(tmp_path: Path) -> None:
+    plain = Settings(var_dir=tmp_path)
+    assert "kdc" not in [c.name for c in build_components(plain)]
+    secure = Settings(var_dir=tmp_path, kerberos=ON)
+    comps = {c.name: c for c in build_components(secure)}
+    assert next(iter(comps)) == "kdc"
+    assert [comps[f"hdfs-{x}-namenode"].requires for x in ("a", "b")] == [("kdc",), ("kdc",)]
+    assert "-Djava.security.krb5.conf=" + str(ON.krb5_conf) in comps["hdfs-a-datanode"].launch.argv
