@@ -9,8 +9,10 @@ for cluster ``"b"`` has B's NameNode as its default filesystem; the ``"a"`` sess
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
+from ferry.clusters import spark_kerberos
 from ferry.core.config import Settings
 
 if TYPE_CHECKING:
@@ -95,7 +97,8 @@ def session_conf(
             "spark.sql.hive.metastorePartitionPruningFallbackOnException": "true",
             "spark.sql.hive.metastorePartitionPruningFastFallback": "true",
         }
-    return conf
+    # Kerberos (docs/security.md): Hadoop's keys, the krb5.conf, the executors' token file
+    return conf | spark_kerberos.session_conf(settings, cluster, app_name, hive)
 
 
 def build_session(
@@ -117,12 +120,28 @@ def build_session(
 
     # Without it Spark resolves the hostname and may pick a non-loopback interface for the driver.
     os.environ.setdefault("SPARK_LOCAL_IP", settings.spark.host)
+    conf = session_conf(settings, app_name, cluster, hive=hive, master=master)
+    if settings.kerberos.enabled:
+        _kerberos_driver(settings, app_name, cluster, conf)
     builder = SparkSession.builder
-    for key, value in session_conf(settings, app_name, cluster, hive=hive, master=master).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     if hive:
         builder = builder.enableHiveSupport()
     return builder.getOrCreate()
+
+
+def _kerberos_driver(settings: Settings, app_name: str, cluster: str, conf: dict[str, str]) -> None:
+    """Start the driver's JVM with ``conf`` (its class path and Java options are read at launch),
+    log it in from the keytab and write the executors' token file, before the SparkContext
+    exists (:func:`ferry.clusters.spark_kerberos.prepare_driver`)."""
+    from pyspark import SparkConf, SparkContext
+
+    spark_kerberos.write_conf_dir(settings, cluster)
+    # pyspark's own start of the gateway (what SparkContext() does first), with the conf the
+    # context gets: spark-submit receives it as --conf, as for any session
+    SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(list(conf.items())))
+    spark_kerberos.prepare_driver(SparkContext._jvm, settings, cluster, app_name)
 
 
 class SparkHolder:
@@ -131,12 +150,24 @@ class SparkHolder:
     def __init__(self, settings: Settings, app_name: str, cluster: str, hive: bool = False) -> None:
         self.settings, self.app_name, self.cluster, self.hive = settings, app_name, cluster, hive
         self._spark: Any = None
+        self._built_at = 0.0
 
     def get(self) -> Any:
         if self._spark is not None and self._spark.sparkContext._jsc.sc().isStopped():
             self.reset()
+        krb = self.settings.kerberos
+        if (
+            self._spark is not None
+            and krb.enabled
+            and time.monotonic() - self._built_at > krb.session_max_age_s
+        ):
+            # the executors' HDFS delegation token would expire: a new session fetches a new one
+            log.info("%s: rebuilding the Spark session for a new delegation token", self.app_name)
+            self._spark.stop()
+            self._spark = None
         if self._spark is None:
             self._spark = build_session(self.settings, self.app_name, self.cluster, hive=self.hive)
+            self._built_at = time.monotonic()
         return self._spark
 
     def warm(self) -> None:

@@ -23,8 +23,9 @@ order. :func:`select` picks a subset by component or group name (``zookeeper``, 
 ``hdfs``, ``spark``, ``hive``, ``all``) and adds what it requires, transitively.
 
 With ``kerberos.enabled`` (profile ``kerberos``), ``kdc`` (MIT krb5kdc, Debian's krb5-kdc;
-health: ``kinit -k``) starts first and the NameNodes and DataNodes run with Kerberos
-(:mod:`ferry.stack.kdc`).
+health: ``kinit -k``) starts first, the NameNodes and DataNodes run with Kerberos, the Hive
+metastore with SASL (health: TCP connect), and hiveserver2 is left out (not a Kerberos client
+yet) (:mod:`ferry.stack.kdc`).
 
 With ``clusters.a.nameservice`` set (profile ``ha``), cluster A is an HA pair instead of one
 NameNode: hdfs-a-jn1..3 (JournalNode), hdfs-a-nn1/nn2 (NameNode; health: /jmx HA state, so
@@ -68,7 +69,8 @@ def build_components(settings: Settings) -> list[Component]:
         *hdfs,
         *spark_cluster(settings, lay),
         hive_metastore(settings, lay),
-        hiveserver2(settings, lay),
+        # not yet a Kerberos client (docs/security.md, "Not covered yet")
+        *([] if settings.kerberos.enabled else [hiveserver2(settings, lay)]),
     ]
 
 

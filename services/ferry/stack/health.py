@@ -166,6 +166,16 @@ def spark_worker(master_webui_urls: list[str]) -> str:
     raise Unhealthy("no ALIVE master: " + ("; ".join(errors) or "all STANDBY"))
 
 
+def tcp_open(host: str, port: int) -> str:
+    """The port accepts a TCP connection (a SASL/Kerberos metastore: a plain Thrift call would be
+    refused, and Ferry's stages make the authenticated calls)."""
+    try:
+        with socket.create_connection((host, port), timeout=TIMEOUT_S):
+            return f"{host}:{port} accepts connections"
+    except OSError as exc:
+        raise Unhealthy(f"{host}:{port}: {exc}") from exc
+
+
 def metastore(host: str, port: int) -> str:
     """Thrift ``ThriftHiveMetastore.get_all_databases()`` lists ``default``.
 

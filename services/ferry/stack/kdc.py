@@ -95,6 +95,9 @@ def hdfs_server_conf(krb: KerberosSettings, lay: Layout) -> dict[str, str]:
         "dfs.web.authentication.kerberos.principal": "*",
         "dfs.web.authentication.kerberos.keytab": keytab,
         "ignore.secure.ports.for.testing": "true",
+        # the SASL metastore acts on HDFS as its caller (its doAs of the client's user)
+        "hadoop.proxyuser.hive.hosts": "*",
+        "hadoop.proxyuser.hive.groups": "*",
     }
 
 

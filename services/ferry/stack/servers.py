@@ -29,7 +29,7 @@ from ferry.stack.base import (
     run_once,
     spark_home,
 )
-from ferry.stack.kdc import hdfs_server_conf
+from ferry.stack.kdc import hdfs_server_conf, hive_keytab
 from ferry.stack.process import markers
 
 NAMENODE_MAIN = "org.apache.hadoop.hdfs.server.namenode.NameNode"
@@ -336,8 +336,19 @@ def hive_metastore(settings: Settings, lay: Layout) -> Component:
     a = settings.cluster("a")
     data = lay.data / "hive-metastore"
 
+    krb = settings.kerberos
+    sasl = (
+        {
+            "hive.metastore.sasl.enabled": "true",
+            "hive.metastore.kerberos.principal": krb.hive_principal,
+            "hive.metastore.kerberos.keytab.file": str(hive_keytab(lay)),
+        }
+        if krb.enabled
+        else {}
+    )
+
     def prepare() -> None:
-        hdfs_conf(lay, "a", a)
+        hdfs_conf(lay, "a", a, krb=krb)
         ms_conf.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(lay.conf / "hdfs-a" / "core-site.xml", ms_conf / "core-site.xml")
         shutil.copyfile(lay.conf / "hdfs-a" / "hdfs-site.xml", ms_conf / "hdfs-site.xml")
@@ -347,12 +358,14 @@ def hive_metastore(settings: Settings, lay: Layout) -> Component:
             base_dir=data,
             warehouse_url=f"{a.fs_url}{ms.warehouse_path}",
             port=ms.port,
+            extra_properties=xml_properties(sasl),
         )
         data.mkdir(parents=True, exist_ok=True)
 
     argv = [
         java(),
         f"-Xmx{ms.heap_mb}m",
+        *([f"-Djava.security.krb5.conf={krb.krb5_conf}"] if krb.enabled else []),
         *markers("hive-metastore", lay.var),
         *JAVA17_OPENS,
         f"-Dderby.system.home={data}",
@@ -367,7 +380,7 @@ def hive_metastore(settings: Settings, lay: Layout) -> Component:
         "hive-metastore",
         ms.uri,
         lay.launch("hive-metastore", argv),
-        check=lambda: health.metastore(ms.host, ms.port),
+        check=partial(health.tcp_open if krb.enabled else health.metastore, ms.host, ms.port),
         requires=("hdfs-a-datanode",),
         ports=(ms.port,),
         host=ms.host,

@@ -1,0 +1,133 @@
+"""Ferry's Spark applications on Kerberos clusters (``kerberos.enabled``; docs/security.md).
+
+Spark's standalone cluster manager has no Kerberos support of its own: ``spark-submit
+--principal/--keytab`` logs in only for YARN and Kubernetes, and no delegation token reaches a
+standalone executor (Spark's "Security" page, "Kerberos"). Ferry does what YARN does for a
+container:
+
+* the driver (this Python process's JVM) logs in from ``kerberos.keytab`` as
+  ``kerberos.principal`` (``UserGroupInformation.loginUserFromKeytab``) before the session is
+  built: its NameNode calls and the Hive metastore's SASL use that login, and Hadoop logs in again
+  from the keytab when the ticket runs out;
+* it fetches an HDFS delegation token of the session's cluster (``FileSystem
+  .addDelegationTokens``) into a token file (0600) that every executor reads at start
+  (``HADOOP_TOKEN_FILE_LOCATION``, as a YARN container does), so executors authenticate to the
+  NameNode and DataNodes with the token, never with a ticket;
+* driver and executors get a ``core-site.xml`` with the Kerberos keys on their class path
+  (``spark.{driver,executor}.extraClassPath``) and the krb5.conf (``-Djava.security.krb5.conf``).
+
+A delegation token lives ``dfs.namenode.delegation.token.renew-interval`` (24 h by default)
+unless renewed; :class:`ferry.clusters.spark.SparkHolder` rebuilds the session, and so fetches a
+new token, after ``kerberos.session_max_age_s`` (12 h). The executors must run on hosts that see
+the token file's path (the local stack's one worker does; a real standalone cluster needs it on
+a shared path, or Spark on YARN).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ferry.core.errors import AuthenticationFailed
+from ferry.core.kerberos import configure_process, hadoop_client_conf
+
+if TYPE_CHECKING:
+    from ferry.core.config import Settings
+    from ferry.core.kerberos_sections import KerberosSettings
+
+
+def conf_dir(settings: Settings, cluster: str) -> Path:
+    """Directory of the driver's and executors' Hadoop ``core-site.xml`` for ``cluster``."""
+    return settings.var_dir / "conf" / f"spark-kerberos-{cluster}"
+
+
+def token_file(settings: Settings, cluster: str, app_name: str) -> Path:
+    """The delegation token file of application ``app_name`` on ``cluster``."""
+    return settings.var_dir / "run" / f"{app_name}-{cluster}-{os.getpid()}.token"
+
+
+def metastore_conf(krb: KerberosSettings) -> dict[str, str]:
+    """Hive client keys of a SASL/Kerberos metastore (HiveConf: ``hive.metastore.sasl.enabled``,
+    ``hive.metastore.kerberos.principal``)."""
+    return {
+        "hive.metastore.sasl.enabled": "true",
+        "hive.metastore.kerberos.principal": krb.hive_principal,
+    }
+
+
+def session_conf(settings: Settings, cluster: str, app_name: str, hive: bool) -> dict[str, str]:
+    """The Spark keys of a Kerberos session (empty when Kerberos is off)."""
+    krb = settings.kerberos
+    if not krb.enabled:
+        return {}
+    java = f"-Djava.security.krb5.conf={krb.krb5_conf}"
+    hadoop = {**hadoop_client_conf(krb), **(metastore_conf(krb) if hive else {})}
+    return {
+        **{f"spark.hadoop.{k}": v for k, v in hadoop.items()},
+        "spark.driver.extraJavaOptions": java,
+        "spark.executor.extraJavaOptions": java,
+        "spark.driver.extraClassPath": str(conf_dir(settings, cluster)),
+        "spark.executor.extraClassPath": str(conf_dir(settings, cluster)),
+        "spark.executorEnv.HADOOP_TOKEN_FILE_LOCATION": str(
+            token_file(settings, cluster, app_name)
+        ),
+    }
+
+
+def write_conf_dir(settings: Settings, cluster: str) -> Path:
+    """Write ``core-site.xml`` (the Kerberos client keys and ``fs.defaultFS``) into
+    :func:`conf_dir`; returns the directory."""
+    from xml.sax.saxutils import escape
+
+    keys = {"fs.defaultFS": settings.cluster(cluster).fs_url}
+    keys |= hadoop_client_conf(settings.kerberos)
+    d = conf_dir(settings, cluster)
+    d.mkdir(parents=True, exist_ok=True)
+    props = "\n".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
+        for k, v in keys.items()
+    )
+    (d / "core-site.xml").write_text(
+        f'<?xml version="1.0"?>\n<!-- written by ferry.clusters.spark_kerberos -->\n'
+        f"<configuration>\n{props}\n</configuration>\n",
+        encoding="utf-8",
+    )
+    return d
+
+
+def prepare_driver(jvm: Any, settings: Settings, cluster: str, app_name: str) -> Path:
+    """In the driver's JVM ``jvm`` (py4j, before the SparkContext exists): log in from the
+    keytab and write the executors' token file. Returns the token file.
+
+    Raises:
+        AuthenticationFailed: the keytab is refused, the login or the token fetch failed (the
+            message is the JVM's first line).
+    """
+    krb = settings.kerberos
+    configure_process(krb)
+    cs = settings.cluster(cluster)
+    hconf = jvm.org.apache.hadoop.conf.Configuration()
+    for k, v in {"fs.defaultFS": cs.fs_url, **hadoop_client_conf(krb)}.items():
+        hconf.set(k, v)
+    ugi = jvm.org.apache.hadoop.security.UserGroupInformation
+    path = token_file(settings, cluster, app_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        ugi.setConfiguration(hconf)
+        ugi.loginUserFromKeytab(krb.client_principal, str(krb.keytab))
+        creds = jvm.org.apache.hadoop.security.Credentials()
+        fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI(cs.fs_url), hconf)
+        fs.addDelegationTokens(krb.principal.split("@")[0].split("/")[0], creds)
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        creds.writeTokenStorageFile(jvm.org.apache.hadoop.fs.Path(path.as_uri()), hconf)
+    except Exception as exc:  # noqa: BLE001 - py4j wraps the JVM's exception
+        first = " ".join(str(exc).split("\n\tat ")[0].split())[:300]
+        raise AuthenticationFailed(
+            f"Spark driver {app_name!r}: Kerberos login as {krb.client_principal} or HDFS "
+            f"delegation token of cluster {cluster!r} failed: {first}"
+        ) from None
+    os.chmod(path, 0o600)
+    return path

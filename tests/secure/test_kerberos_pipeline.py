@@ -1,0 +1,89 @@
+"""The whole pipeline on the secure profiles: Kafka on SASL_SSL and Kerberos on both HDFS clusters
+and the Hive metastore (``FERRY_PROFILE=secure-kafka,kerberos``, ``make test-secure``).
+
+Real processes: the KDC, the SASL_SSL broker, Kerberos NameNodes and DataNodes of A and B, the
+Spark master pair and worker, the Hive metastore with SASL; the four stages as child processes.
+The e2e scenario (daily files of both datasets and the field cases, tests/e2e/scenario.py) flows
+NAS → Hive with exact counts. Spark drivers log in from the keytab, their executors use HDFS
+delegation tokens (docs/security.md, "Spark and the metastore"); the NameNodes' logs show both.
+Hive is read back through a Spark session of this process (HiveServer2 is not a Kerberos client
+yet).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
+from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
+
+from ferry.clusters.spark import build_session
+from ferry.core.config import Settings
+
+PROFILES = {"secure-kafka", "kerberos"}
+
+pytestmark = [
+    pytest.mark.stack("kdc", "kafka", "hdfs", "spark", "hive-metastore"),
+    pytest.mark.skipif(
+        not set(os.environ.get("FERRY_PROFILE", "").split(",")) >= PROFILES,
+        reason="needs FERRY_PROFILE=secure-kafka,kerberos (make test-secure)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def pipeline(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
+    assert (stack.kafka.security_protocol, stack.kerberos.enabled) == ("SASL_SSL", True)
+    p = start_pipeline(stack, tmp_path_factory.mktemp("krb-e2e"))
+    try:
+        yield p
+    finally:
+        stop_pipeline(p)
+
+
+def spark_rows(settings: Settings) -> Any:
+    """``hive_rows`` for the scenario: rows per ``ferry_file_id`` through a Kerberos Spark
+    session with Hive support (the metastore over SASL, HDFS A with a delegation token)."""
+    spark = build_session(settings, "ferry-krb-verify", "a", hive=True)
+
+    def rows(table: str, file_ids: list[str]) -> dict[str, int]:
+        assert re.fullmatch(r"\w+\.\w+", table) and all(re.fullmatch(r"\w+", f) for f in file_ids)
+        ids = ", ".join(f"'{f}'" for f in file_ids)
+        got = spark.sql(
+            f"SELECT ferry_file_id, count(*) FROM {table} WHERE ferry_file_id IN ({ids}) "
+            "GROUP BY ferry_file_id"
+        ).collect()
+        return {r[0]: int(r[1]) for r in got}
+
+    return rows
+
+
+def test_files_reach_hive_with_exact_counts_over_kerberos_and_sasl_ssl(
+    pipeline: Pipeline, stack: Settings
+) -> None:
+    result = run_pipeline_scenario(
+        pipeline.settings,
+        pipeline.nas_dir,
+        pipeline.work,
+        spark_rows(pipeline.settings),
+        deadline_s=600,
+        check_alive=pipeline.group.check_alive,
+    )
+    assert_scenario(result)
+    assert sum(1 for d in result.dropped if d.rows is not None) == 7
+    assert result.outcomes.events["failed"] == 2  # the 0-byte and the header-only file
+    # No call failed on Kerberos (e.g. a mutual-authentication check) and was retried
+    for log_file in sorted((pipeline.work / "logs").glob("*.log")):
+        text = log_file.read_text(errors="replace")
+        assert [m for m in ("Mutual", "Kerberos:", "SpnegoError") if m in text] == [], log_file
+    # Both NameNodes saw Ferry's principal with a ticket (drivers, WebHDFS) and with a delegation
+    # token (the Spark executors of transform on B and of load on A)
+    principal = re.escape(stack.kerberos.client_principal)
+    for cluster in ("b", "a"):
+        log = (stack.var_dir / "log" / f"hdfs-{cluster}-namenode.log").read_text(errors="replace")
+        methods = set(re.findall(rf"Auth successful for {principal} \(auth:(\w+)\)", log))
+        assert {"KERBEROS", "TOKEN"} <= methods, (cluster, methods)
