@@ -1,5 +1,5 @@
 """The whole pipeline on the secure profiles: Kafka on SASL_SSL and Kerberos on both HDFS clusters
-and the Hive metastore (``FERRY_PROFILE=secure-kafka,kerberos``, ``make test-secure``).
+and the Hive metastore (profile ``secure``, ``make test-secure``).
 
 Real processes: the KDC, the SASL_SSL broker, Kerberos NameNodes and DataNodes of A and B, the
 Spark master pair and worker, the Hive metastore with SASL; the four stages as child processes.
@@ -12,7 +12,6 @@ yet).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -24,13 +23,13 @@ from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
 from ferry.clusters.spark import build_session
 from ferry.core.config import Settings
 
-PROFILES = {"secure-kafka", "kerberos"}
+_SETTINGS = Settings()
 
 pytestmark = [
     pytest.mark.stack("kdc", "kafka", "hdfs", "spark", "hive-metastore"),
     pytest.mark.skipif(
-        not set(os.environ.get("FERRY_PROFILE", "").split(",")) >= PROFILES,
-        reason="needs FERRY_PROFILE=secure-kafka,kerberos (make test-secure)",
+        not (_SETTINGS.kerberos.enabled and _SETTINGS.kafka.security_protocol == "SASL_SSL"),
+        reason="needs Kerberos and Kafka on SASL_SSL: FERRY_PROFILE=secure (make test-secure)",
     ),
 ]
 
@@ -76,10 +75,13 @@ def test_files_reach_hive_with_exact_counts_over_kerberos_and_sasl_ssl(
     assert_scenario(result)
     assert sum(1 for d in result.dropped if d.rows is not None) == 7
     assert result.outcomes.events["failed"] == 2  # the 0-byte and the header-only file
-    # No call failed on Kerberos (e.g. a mutual-authentication check) and was retried
+    # No call failed on Kerberos (e.g. a mutual-authentication check) and was retried; no
+    # service printed the Kafka password
+    password = stack.kafka.password().get_secret_value()
     for log_file in sorted((pipeline.work / "logs").glob("*.log")):
         text = log_file.read_text(errors="replace")
-        assert [m for m in ("Mutual", "Kerberos:", "SpnegoError") if m in text] == [], log_file
+        found = [m for m in ("Mutual", "Kerberos:", "SpnegoError", password) if m in text]
+        assert found == [], log_file
     # Both NameNodes saw Ferry's principal with a ticket (drivers, WebHDFS) and with a delegation
     # token (the Spark executors of transform on B and of load on A)
     principal = re.escape(stack.kerberos.client_principal)

@@ -7,8 +7,9 @@ a wrong password stops with one line; and no secret (the SASL password, the wron
 tracker token) appears in any log under ``var/log``, any service log, any captured output, any
 event or any tracker page.
 
-Runs only with ``FERRY_PROFILE=secure-kafka`` (``make test-secure``), so this tier can hold
-modules of other security profiles side by side.
+Runs only when the settings put Kafka on SASL_SSL (``FERRY_PROFILE=secure`` in ``make
+test-secure``, or ``secure-kafka``), so this tier can hold modules of other protections side by
+side.
 """
 
 from __future__ import annotations
@@ -34,13 +35,11 @@ from ferry.core.topics import ensure_topics
 from ferry.pipeline import ServiceGroup, settings_env
 from ferry.testing.waiting import wait_for
 
-PROFILE = "secure-kafka"
-
 pytestmark = [
     pytest.mark.stack("kafka", "hdfs-b-namenode", "hdfs-b-datanode"),
     pytest.mark.skipif(
-        PROFILE not in os.environ.get("FERRY_PROFILE", "").split(","),
-        reason=f"needs FERRY_PROFILE={PROFILE} (make test-secure)",
+        Settings().kafka.security_protocol != "SASL_SSL",
+        reason="needs Kafka on SASL_SSL: FERRY_PROFILE=secure or secure-kafka (make test-secure)",
     ),
 ]
 
