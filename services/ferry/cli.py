@@ -153,14 +153,10 @@ def _root(
     ),
 ) -> None:
     """Ferry: NAS → HDFS B → Spark → HDFS A → Hive, over Kafka."""
-    import os
-
     if profile:
-        from ferry.core.config import get_settings, profile_files
+        from ferry.core.config import use_profile
 
-        profile_files(profile)  # unknown profile: ConfigError now, not at the first settings read
-        os.environ["FERRY_PROFILE"] = profile
-        get_settings.cache_clear()
+        use_profile(profile)
 
 
 @app.command("demo")

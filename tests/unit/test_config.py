@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import typing
 
 import pytest
@@ -104,3 +105,29 @@ def test_the_shipped_default_profile_changes_nothing(monkeypatch):  # type: igno
     with_profile = Settings()
     monkeypatch.delenv("FERRY_PROFILE")
     assert with_profile == Settings()
+
+
+def test_the_secure_profile_is_secure_kafka_and_kerberos_together(monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("FERRY_CONFIG", raising=False)
+    monkeypatch.setenv("FERRY_PROFILE", "secure")
+    secure = Settings()
+    monkeypatch.setenv("FERRY_PROFILE", "secure-kafka,kerberos")
+    assert secure == Settings()
+    assert (secure.kafka.security_protocol, secure.kerberos.enabled) == ("SASL_SSL", True)
+
+
+def test_stack_up_takes_a_profile_as_the_root_option_does(monkeypatch):  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from ferry.core.config import get_settings
+    from ferry.stack import cli as stack_cli
+
+    monkeypatch.setenv("FERRY_PROFILE", "")  # restored after the test (use_profile sets it)
+    out = CliRunner().invoke(stack_cli.app, ["up", "--profile", "nope"])
+    assert out.exit_code == 2
+    assert "stack up failed: unknown profile 'nope'; known profiles: [" in out.output
+    monkeypatch.setattr(stack_cli, "get_settings", lambda: (_ for _ in ()).throw(SystemExit(7)))
+    out = CliRunner().invoke(stack_cli.app, ["up", "--profile", "secure"])
+    # the profile is taken before the settings are read (here: the read stops the command)
+    assert (out.exit_code, os.environ.get("FERRY_PROFILE")) == (7, "secure")
+    assert get_settings.cache_info().currsize == 0

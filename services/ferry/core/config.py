@@ -195,6 +195,18 @@ def profile_files(names: str) -> list[Path]:
     return files
 
 
+def use_profile(names: str) -> None:
+    """Make the comma-separated profile ``names`` this process's (``FERRY_PROFILE``, inherited
+    by the services it starts) and read the settings anew at the next :func:`get_settings`.
+
+    Raises:
+        ConfigError: an unknown profile (now, not at the first settings read).
+    """
+    profile_files(names)
+    os.environ["FERRY_PROFILE"] = names
+    get_settings.cache_clear()
+
+
 def _read_yaml(path: Path, what: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}

@@ -8,9 +8,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ferry.core.config import get_settings
+from ferry.core.config import get_settings, use_profile
 from ferry.core.console import literal_console
-from ferry.core.errors import StackError
+from ferry.core.errors import ConfigError, StackError
 
 app = typer.Typer(no_args_is_help=True)
 console = literal_console(150)
@@ -32,9 +32,23 @@ def up(
     deadline: float = typer.Option(
         300.0, help="Seconds to wait for every component to be healthy."
     ),
+    profile: str = typer.Option(
+        "",
+        "--profile",
+        help="Settings profile(s), as `ferry --profile` (e.g. secure): `ferry stack up --profile "
+        "secure` is `ferry --profile secure stack up`.",
+        show_default=False,
+    ),
 ) -> None:
     """Start the local stack (idempotent) and wait until every component passes its health check."""
     from ferry.stack.manager import Stack
+
+    if profile:
+        try:
+            use_profile(profile)
+        except ConfigError as exc:
+            console.print(f"stack up failed: {exc}", style="red")
+            raise typer.Exit(2) from exc
 
     t0 = time.monotonic()
     try:
