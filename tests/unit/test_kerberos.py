@@ -145,7 +145,9 @@ def test_the_kdc_starts_first_and_the_namenodes_wait_for_it(tmp_path: Path) -> N
     comps = {c.name: c for c in build_components(secure)}
     assert next(iter(comps)) == "kdc"
     assert [comps[f"hdfs-{x}-namenode"].requires for x in ("a", "b")] == [("kdc",), ("kdc",)]
-    assert "-Djava.security.krb5.conf=" + str(ON.krb5_conf) in comps["hdfs-a-datanode"].launch.argv
+    krb5_conf = tmp_path / "conf" / "krb5" / "krb5.conf"  # under var_dir (Settings' default)
+    assert secure.kerberos.krb5_conf == krb5_conf
+    assert f"-Djava.security.krb5.conf={krb5_conf}" in comps["hdfs-a-datanode"].launch.argv
 
 
 def test_spark_sessions_get_the_keys_a_kerberos_driver_and_its_executors_need(
@@ -156,7 +158,7 @@ def test_spark_sessions_get_the_keys_a_kerberos_driver_and_its_executors_need(
     plain = session_conf(Settings(var_dir=tmp_path), "ferry-load", "a", hive=True)
     assert not [k for k in plain if "kerberos" in k or "extraClassPath" in k or "Token" in k]
     conf = session_conf(Settings(var_dir=tmp_path, kerberos=ON), "ferry-load", "a", hive=True)
-    java = f"-Djava.security.krb5.conf={ON.krb5_conf}"
+    java = f"-Djava.security.krb5.conf={tmp_path / 'conf' / 'krb5' / 'krb5.conf'}"
     token = conf["spark.executorEnv.HADOOP_TOKEN_FILE_LOCATION"]
     assert token.startswith(str(tmp_path / "run" / "ferry-load-a-")) and token.endswith(".token")
     assert {k: v for k, v in conf.items() if k in KERBEROS_SPARK_KEYS} == {

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -129,6 +129,25 @@ class Settings(BaseSettings):
     kerberos: KerberosSettings = Field(
         default_factory=KerberosSettings, description="Kerberos of the HDFS clusters (off)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kerberos_files_under_var_dir(cls, data: Any) -> Any:
+        """Kerberos files default to ``<var_dir>/secrets/ferry.keytab``, ``<var_dir>/conf/krb5/
+        krb5.conf`` and ``<var_dir>/run/krb5cc_ferry`` (beside the KDC the stack runs from that
+        ``var_dir``); a value given for one of them wins."""
+        if not isinstance(data, dict):
+            return data
+        var = Path(data.get("var_dir") or REPO_ROOT / "var")
+        given = data.get("kerberos") or {}
+        if isinstance(given, BaseModel):
+            given = given.model_dump(exclude_unset=True)
+        defaults = {
+            "keytab": var / "secrets" / "ferry.keytab",
+            "krb5_conf": var / "conf" / "krb5" / "krb5.conf",
+            "ccache": var / "run" / "krb5cc_ferry",
+        }
+        return {**data, "kerberos": {**defaults, **given}}
 
     @field_validator("clusters", mode="before")
     @classmethod

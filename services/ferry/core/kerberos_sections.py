@@ -37,18 +37,22 @@ class KerberosSettings(_Frozen):
         default=REPO_ROOT / "var" / "secrets" / "ferry.keytab",
         description=(
             "Keytab of ``principal``, mode 0600; MIT Kerberos gets and renews tickets from it "
-            "(KRB5_CLIENT_KTNAME). The local stack writes it."
+            "(KRB5_CLIENT_KTNAME). The local stack writes it. Default: "
+            "``<var_dir>/secrets/ferry.keytab``."
         ),
     )
     krb5_conf: Path = Field(
         default=REPO_ROOT / "var" / "conf" / "krb5" / "krb5.conf",
-        description="krb5.conf of the clients (KRB5_CONFIG, java.security.krb5.conf).",
+        description=(
+            "krb5.conf of the clients (KRB5_CONFIG, java.security.krb5.conf). Default: "
+            "``<var_dir>/conf/krb5/krb5.conf`` (the local stack writes it)."
+        ),
     )
     ccache: Path = Field(
         default=REPO_ROOT / "var" / "run" / "krb5cc_ferry",
         description=(
             "Ticket cache file of Ferry's processes (KRB5CCNAME=FILE:…); ``-<pid>`` is appended "
-            "so that processes never share one."
+            "so that processes never share one. Default: ``<var_dir>/run/krb5cc_ferry``."
         ),
     )
     service_host: str = Field(
