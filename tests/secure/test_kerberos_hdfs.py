@@ -148,7 +148,7 @@ def test_tickets_are_renewed_from_the_keytab_over_a_run_longer_than_their_life(
                 check=True,
             ).stdout
             tgts += [" ".join(ln.split()[:2]) for ln in klist.splitlines() if "krbtgt/" in ln]
-            time.sleep(10)
+            time.sleep(10)  # the pace of the calls over the run, not a wait for a condition
     starts = sorted(set(tgts))
     print(f"\n{calls} calls over {run_s:.0f} s; ticket-granting tickets started at {starts}")
     # one ticket lives 120 s and is replaced past half its life: a run of 300 s saw at least
