@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ferry.core.errors import AuthenticationFailed
+from ferry.core.hadoop_xml import xml_properties
 from ferry.core.kerberos import configure_process, hadoop_client_conf
 
 if TYPE_CHECKING:
@@ -78,16 +79,11 @@ def session_conf(settings: Settings, cluster: str, app_name: str, hive: bool) ->
 def write_conf_dir(settings: Settings, cluster: str) -> Path:
     """Write ``core-site.xml`` (the Kerberos client keys and ``fs.defaultFS``) into
     :func:`conf_dir`; returns the directory."""
-    from xml.sax.saxutils import escape
-
     keys = {"fs.defaultFS": settings.cluster(cluster).fs_url}
     keys |= hadoop_client_conf(settings.kerberos)
     d = conf_dir(settings, cluster)
     d.mkdir(parents=True, exist_ok=True)
-    props = "\n".join(
-        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
-        for k, v in keys.items()
-    )
+    props = xml_properties(keys)
     (d / "core-site.xml").write_text(
         f'<?xml version="1.0"?>\n<!-- written by ferry.clusters.spark_kerberos -->\n'
         f"<configuration>\n{props}\n</configuration>\n",

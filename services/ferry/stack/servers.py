@@ -15,6 +15,7 @@ from typing import Any
 
 from ferry.core.config import HdfsClusterSettings, Settings
 from ferry.core.errors import StackError
+from ferry.core.hadoop_xml import xml_properties
 from ferry.core.kafka import security_config
 from ferry.core.kerberos import hadoop_client_conf, spnego_auth
 from ferry.core.kerberos_sections import KerberosSettings
@@ -153,16 +154,6 @@ def kafka(settings: Settings, lay: Layout) -> Component:
 
 
 # --- HDFS -----------------------------------------------------------------------------------
-
-
-def xml_properties(props: dict[str, str]) -> str:
-    """``<property>`` lines of a Hadoop ``*-site.xml`` for ``props`` (values XML-escaped)."""
-    from xml.sax.saxutils import escape
-
-    return "\n".join(
-        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
-        for k, v in props.items()
-    )
 
 
 def _ha_client_timeouts(cs: HdfsClusterSettings) -> dict[str, str]:
