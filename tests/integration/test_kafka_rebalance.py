@@ -1,11 +1,12 @@
 """Rebalances on the real broker: a partition's pause flag across revoke and re-assign (eager
-protocol), and commit on revoke (cooperative protocol, the default). Helpers and fixtures are
-those of test_kafka_runner.py; each test has its own topic prefix, topics and consumer groups.
+protocol), commit on revoke (cooperative protocol, the default), and the takeover batch. Helpers
+are those of test_kafka_runner.py; each test has its own topic prefix, topics and consumer groups.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -173,3 +174,87 @@ def test_a_partition_revoked_mid_batch_is_committed_before_it_moves(
     finally:
         newcomer.close()
     r.stop()
+
+
+def test_partitions_taken_over_mid_batch_run_beside_it(
+    ks: Settings, running: list[Running]
+) -> None:
+    """Hot standby: the runner owns one of two partitions and is in a batch that will not end
+    until the other partition's record is handled and committed; the member owning that other
+    partition leaves. The runner gets it while busy and runs its record as a takeover batch
+    beside the first, delivered and committed while the first still runs. Before, the new
+    partition waited paused behind the running batch (here: for ever; in the hot-standby
+    scenario, a 55 s transform batch)."""
+    ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update={"partitions": 2})})
+    codec = topics_and_codec(ks)
+    topic = ks.kafka.topic("extracted")
+    producer = Producer({"bootstrap.servers": ks.kafka.bootstrap_servers})
+
+    def put(n: int, partition: int) -> FileExtracted:
+        ev = FileExtracted(make_manifest(n))
+        producer.produce(
+            topic, key=ev.file_id.encode(), value=codec.encode(ev), partition=partition
+        )
+        assert producer.flush(10) == 0
+        return ev
+
+    member_parts: set[int] = set()
+    member = Consumer(
+        {
+            "bootstrap.servers": ks.kafka.bootstrap_servers,
+            "group.id": group_id(ks.kafka, STAGE),
+            "enable.auto.commit": False,
+            "partition.assignment.strategy": "cooperative-sticky",
+        }
+    )
+    member.subscribe(
+        [topic],
+        on_assign=lambda c, ps: member_parts.update(p.partition for p in ps),
+        on_revoke=lambda c, ps: member_parts.difference_update(p.partition for p in ps),
+    )
+
+    def member_has(n: int) -> Callable[[], bool]:
+        def check() -> bool:
+            member.poll(0.2)  # a member takes part in a rebalance only while it polls
+            return len(member_parts) == n
+
+        return check
+
+    wait_for(member_has(2), "the first member to own both partitions", 60, poll_s=0)
+
+    calls: list[list[str]] = []
+    box: dict[str, Any] = {}
+
+    def batch(events: list[FileExtracted], deps: Any) -> list[list[Any]]:
+        calls.append([e.file_id for e in events])
+        if len(calls) == 1:  # the first batch ends only once the taken-over record is committed
+            other = 1 - box["mine"]
+            wait_for(
+                lambda: committed_both(ks, topic)[other] == 1,
+                "the taken-over partition's record committed while this batch runs",
+                90,
+                0.2,
+            )
+        return [[transformed_of(e)] for e in events]
+
+    stage = Stage(STAGE, {FileExtracted: batch}, batch_size=10, linger_s=0.2, takeover=True)
+    r = Running(build_runner(stage, None, ks))
+    running.append(r)
+
+    def split() -> bool:
+        member_has(1)()
+        return len(member_parts) == 1 and len(r.runner.stats.assigned) == 1
+
+    wait_for(split, "the runner to join and get one partition", 90, poll_s=0)
+    [(_, mine)] = r.runner.stats.assigned
+    box["mine"] = mine
+    first = put(40, mine)
+    wait_for(lambda: r.runner.stats.pauses == 1, "the runner's batch running, paused")
+    second = put(41, 1 - mine)
+    member.close()  # leaves: its partition moves to the runner while the batch runs
+
+    wait_for(lambda: r.runner.stats.processed == 2, "both records processed", 120)
+    r.stop()
+    assert calls == [[first.file_id], [second.file_id]]
+    assert (r.runner.stats.takeover_batches, r.runner.stats.abandoned) == (1, 0)
+    assert committed_both(ks, topic) == [1, 1]

@@ -9,6 +9,7 @@ for cluster ``"b"`` has B's NameNode as its default filesystem; the ``"a"`` sess
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -145,16 +146,23 @@ def _kerberos_driver(settings: Settings, app_name: str, cluster: str, conf: dict
 
 
 class SparkHolder:
-    """Lazily builds the stage's SparkSession and rebuilds it after a failure stopped it."""
+    """Lazily builds the stage's SparkSession and rebuilds it after a failure stopped it.
+    Thread-safe: a stage's takeover batch (ferry.core.runner) runs its jobs from a second
+    thread on the same session (Spark schedules jobs of several threads in one application)."""
 
     def __init__(self, settings: Settings, app_name: str, cluster: str, hive: bool = False) -> None:
         self.settings, self.app_name, self.cluster, self.hive = settings, app_name, cluster, hive
         self._spark: Any = None
         self._built_at = 0.0
+        self._lock = threading.RLock()
 
     def get(self) -> Any:
+        with self._lock:
+            return self._get()
+
+    def _get(self) -> Any:
         if self._spark is not None and self._spark.sparkContext._jsc.sc().isStopped():
-            self.reset()
+            self._reset()
         krb = self.settings.kerberos
         if (
             self._spark is not None
@@ -184,6 +192,10 @@ class SparkHolder:
 
     def reset(self) -> None:
         """Stop the session if its context died (e.g. the application was removed by a master)."""
+        with self._lock:
+            self._reset()
+
+    def _reset(self) -> None:
         if self._spark is None:
             return
         try:

@@ -1,5 +1,6 @@
-"""The stage runner's partition side: pause/resume for long handlers and the rebalance callbacks
-(assign, revoke, lost), with commit-on-revoke for the running batch.
+"""The stage runner's partition side: pause/resume for long handlers, the rebalance callbacks
+(assign, revoke, lost) with commit-on-revoke for the running batches, and the takeover batch for
+partitions assigned while a batch runs.
 
 :class:`PartitionCallbacks` is a mixin of :class:`ferry.core.runner.StageRunner`, which owns the
 state named below; the guarantees are listed in :mod:`ferry.core.runner`'s docstring.
@@ -9,15 +10,41 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
 from ferry.core.config import Settings
 from ferry.core.kafka import OutboundRecord
-from ferry.core.stage import RunStats, Stage
+from ferry.core.stage import Record, RunStats, Stage
 
 log = logging.getLogger("ferry.core.runner")
+
+
+@dataclass
+class RunningBatch:
+    """One batch a worker thread is running: its messages, the partitions they are on, the
+    worker's ``done`` event and result ``box`` (``result``: the records to produce, or
+    ``error``)."""
+
+    msgs: list[Any]
+    #: a takeover batch (records of partitions assigned while another batch ran)
+    takeover: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+    box: dict[str, Any] = field(default_factory=dict)
+    #: its partitions revoked or lost while it ran: their records' outputs are dropped
+    revoked: set[tuple[str, int]] = field(default_factory=set)
+    #: delivered, stored and committed by the revoke callback; ``delivered`` records of it
+    settled: bool = False
+    delivered: int = 0
+
+    def __post_init__(self) -> None:
+        self.records = [Record.of(m) for m in self.msgs]
+        self.parts = {(r.topic, r.partition) for r in self.records}
 
 
 class PartitionCallbacks:
@@ -28,16 +55,21 @@ class PartitionCallbacks:
     _consumer: Any
     _settings: Settings
     _busy: bool
-    _current: set[tuple[str, int]]
-    _revoked_meanwhile: set[tuple[str, int]]
-    _inflight: tuple[list[Any], threading.Event, dict[str, Any]] | None
+    _running: list[RunningBatch]
+    _takeover: set[tuple[str, int]]
+    _takeover_msgs: list[Any]
+    _takeover_first: float
+    _takeover_seen: float
+    _buffer: deque[Any]
     _revoke_grace_s: float
-    _settled_on_revoke: bool
 
     def _deliver(self, outbound: list[OutboundRecord]) -> None:
         raise NotImplementedError
 
     def _store_offset(self, msg: Any) -> None:
+        raise NotImplementedError
+
+    def _start(self, msgs: list[Any], *, takeover: bool) -> RunningBatch:
         raise NotImplementedError
 
     def _pause(self) -> None:
@@ -50,6 +82,63 @@ class PartitionCallbacks:
         parts = self._consumer.assignment()
         if parts:
             self._consumer.resume(parts)
+
+    def _takeover_running(self) -> bool:
+        return any(b.takeover for b in self._running)
+
+    def _set_flow(self, parts: Iterable[tuple[str, int]], *, flowing: bool) -> None:
+        """Resume (``flowing``) or pause these partitions, those still assigned."""
+        tps = [TopicPartition(t, p) for t, p in sorted(parts) if (t, p) in self.stats.assigned]
+        if tps:
+            (self._consumer.resume if flowing else self._consumer.pause)(tps)
+
+    def _gather_takeover(self, msg: Any) -> None:
+        now = time.monotonic()
+        if not self._takeover_msgs:
+            self._takeover_first = now
+        self._takeover_seen = now
+        self._takeover_msgs.append(msg)
+
+    def _maybe_start_takeover(self) -> None:
+        """Start a takeover batch of the records gathered from partitions assigned meanwhile,
+        when the stage allows one, none runs, and the gathering is over (``batch_size``
+        records, nothing new for ``linger_s``, or ``batch_wait_s`` since the first)."""
+        if not (self.stage.takeover and self._takeover_msgs) or self._takeover_running():
+            return
+        msgs = [m for m in self._takeover_msgs if (m.topic(), m.partition()) in self._takeover]
+        if not msgs:
+            self._takeover_msgs = []
+            return
+        now = time.monotonic()
+        size = self.stage.batch_size if self.stage.batching else 1
+        gathering = (
+            now - self._takeover_seen < self.stage.linger_s
+            and now - self._takeover_first < self.stage.batch_wait_s
+        )
+        if len(msgs) < size and gathering:
+            return
+        take, self._takeover_msgs = msgs[:size], msgs[size:]
+        self._set_flow(self._takeover, flowing=False)  # one takeover batch at a time
+        parts = sorted({(m.topic(), m.partition()) for m in take})
+        log.info(
+            "stage %s: takeover batch of %d record(s) of %s beside the running batch",
+            self.stage.name,
+            len(take),
+            parts,
+        )
+        self.stats.takeover_batches += 1
+        self._start(take, takeover=True)
+
+    def _forget(self, parts: set[tuple[str, int]]) -> None:
+        """Drop the buffered records of partitions that left this member (their new owner
+        reads them from the committed offset)."""
+        self._takeover -= parts
+        self._takeover_msgs = [
+            m for m in self._takeover_msgs if (m.topic(), m.partition()) not in parts
+        ]
+        kept = [m for m in self._buffer if (m.topic(), m.partition()) not in parts]
+        self._buffer.clear()
+        self._buffer.extend(kept)
 
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         self.stats.assignments += 1
@@ -70,10 +159,16 @@ class PartitionCallbacks:
         # librdkafka keeps a partition's pause flag across revoke and re-assign (librdkafka issue
         # #1849): a partition paused for a long handler, revoked, and handed back once the
         # handler is done would stay paused for good. Set the flag explicitly on every assign.
-        if self._busy:
-            consumer.pause(partitions)
-        else:
+        # While a batch runs, new partitions wait paused behind it, unless the stage runs a
+        # takeover batch for them (they were another member's: see ferry.core.runner) and none
+        # runs yet.
+        if not self._busy:
             consumer.resume(partitions)
+        elif self.stage.takeover:
+            self._takeover |= {(p.topic, p.partition) for p in partitions}
+            (consumer.pause if self._takeover_running() else consumer.resume)(partitions)
+        else:
+            consumer.pause(partitions)
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Partitions leave this member in a rebalance: finish the running batch first when it
@@ -82,9 +177,11 @@ class PartitionCallbacks:
         if revoked:
             self.stats.revocations += 1
         log.info("stage %s: partitions revoked: %s", self.stage.name, sorted(revoked))
-        if self._busy and self._current & revoked and not self._finish_before_revoke(consumer):
-            self._revoked_meanwhile |= self._current & revoked
+        for batch in list(self._running):
+            if batch.parts & revoked and not self._finish_before_revoke(consumer, batch):
+                batch.revoked |= batch.parts & revoked
         self.stats.assigned -= revoked
+        self._forget(revoked)
 
     def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Partitions already given to another member (this one missed its session timeout):
@@ -93,24 +190,24 @@ class PartitionCallbacks:
         if lost:
             self.stats.revocations += 1
         self.stats.assigned -= lost
-        if self._busy:
-            self._revoked_meanwhile |= self._current & lost
+        for batch in self._running:
+            batch.revoked |= batch.parts & lost
+        self._forget(lost)
         log.warning("stage %s: partitions lost: %s", self.stage.name, sorted(lost))
 
-    def _finish_before_revoke(self, consumer: Any) -> bool:
-        """Wait (at most ``revoke_grace_s``) for the running batch, deliver its outputs, store
-        and commit its offsets while its partitions are still assigned. True when done; False
-        when it failed, was abandoned or outlasted the grace (the caller drops its records).
+    def _finish_before_revoke(self, consumer: Any, batch: RunningBatch) -> bool:
+        """Wait (at most ``revoke_grace_s``) for the running ``batch``, deliver its outputs,
+        store and commit its offsets while its partitions are still assigned. True when done;
+        False when it failed, was abandoned or outlasted the grace (the caller drops its
+        records of the revoked partitions).
 
         Raises:
             TransientError: its outputs were not acknowledged (as :meth:`_deliver`); it leaves
                 ``poll()`` and stops the runner, and the records are redelivered.
         """
-        if self._settled_on_revoke:  # an earlier revocation of this batch delivered it
+        if batch.settled:  # an earlier revocation of this batch delivered it
             return True
-        if self._inflight is None:
-            return False
-        msgs, done, box = self._inflight
+        msgs, done, box = batch.msgs, batch.done, batch.box
         log.info(
             "stage %s: finishing the running batch of %d before its partitions move "
             "(at most %.0f s)",
@@ -120,9 +217,11 @@ class PartitionCallbacks:
         )
         if not done.wait(self._revoke_grace_s) or box.get("result") is None:
             return False
-        self._deliver(box["result"])
+        gone = batch.revoked  # lost earlier: those records' outputs are never published
+        self._deliver([r for r in box["result"] if r.source not in gone])
         last: dict[tuple[str, int], int] = {}
-        for msg in msgs:
+        kept = [m for m in msgs if (m.topic(), m.partition()) not in gone]
+        for msg in kept:
             self._store_offset(msg)
             key = (msg.topic(), msg.partition())
             last[key] = max(last.get(key, -1), msg.offset())
@@ -133,5 +232,5 @@ class PartitionCallbacks:
             )
         except KafkaException as exc:  # the stored offsets are committed by auto-commit too
             log.warning("stage %s: commit before revoke failed: %s", self.stage.name, exc)
-        self._settled_on_revoke = True
+        batch.settled, batch.delivered = True, len(kept)
         return True

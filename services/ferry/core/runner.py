@@ -43,6 +43,11 @@ Guarantees:
   batch's offsets commit over them: files lost, compose scaled-replica scenario).
   Every assigned partition is paused if a handler is running and resumed otherwise, because
   librdkafka keeps the pause flag of a revoked partition when it is assigned again.
+- Takeover batch (hot standby; ``Stage.takeover``: transform and load unless
+  ``<stage>.takeover_batch`` is off): partitions assigned while a batch runs were another
+  member's (it died or left). Their records run as a second batch beside the first (one at a
+  time, never on a partition of the first, so each partition stays in order), not after it;
+  each batch is delivered and stored when it ends (:mod:`ferry.core.rebalance`).
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ from ferry.core.kafka import (
 )
 from ferry.core.processing import process_batch
 from ferry.core.publish import publish
-from ferry.core.rebalance import PartitionCallbacks
+from ferry.core.rebalance import PartitionCallbacks, RunningBatch
 from ferry.core.stage import BatchHandler, BatchResult, Handler, Record, RunStats, Stage
 from ferry.core.topics import ensure_topics
 
@@ -111,15 +116,16 @@ class StageRunner(PartitionCallbacks):
         self._revoke_grace_s = (
             settings.kafka.max_poll_interval_ms / 2000 if grace is None else grace
         )
-        #: the running batch: its messages, the worker's done event and result box
-        self._inflight: tuple[list[Any], threading.Event, dict[str, Any]] | None = None
-        #: the running batch was delivered and committed by the revoke callback
-        self._settled_on_revoke = False
         self._stop = threading.Event()
+        #: a batch is running (set for the whole of :meth:`_run_batches`)
         self._busy = False
-        self._current: set[tuple[str, int]] = set()
-        #: partitions of the running batch revoked while it ran
-        self._revoked_meanwhile: set[tuple[str, int]] = set()
+        #: the running batches: the first one, and at most one takeover batch beside it
+        self._running: list[RunningBatch] = []
+        #: partitions assigned while a batch ran (a takeover) and their records not yet handled
+        self._takeover: set[tuple[str, int]] = set()
+        self._takeover_msgs: list[Any] = []
+        #: when the first and the last of ``_takeover_msgs`` arrived (monotonic s)
+        self._takeover_first = self._takeover_seen = 0.0
         self._buffer: deque[Any] = deque()
 
     # -- control -----------------------------------------------------------------------------
@@ -147,37 +153,8 @@ class StageRunner(PartitionCallbacks):
         try:
             while not self._stop.is_set():
                 msgs = self._next_batch()
-                if not msgs:
-                    continue
-                outbound = self._handle(msgs)
-                if self._settled_on_revoke:
-                    self.stats.processed += len(msgs)
-                    continue
-                if outbound is None:
-                    self.stats.abandoned += len(msgs)
-                    continue
-                gone = self._revoked_meanwhile
-                kept = [m for m in msgs if (m.topic(), m.partition()) not in gone]
-                if gone:
-                    self.stats.abandoned += len(msgs) - len(kept)
-                    outbound = [r for r in outbound if r.source not in gone]
-                    log.info(
-                        "stage %s: %d of %d record(s) of the batch were on partitions revoked "
-                        "meanwhile %s: their outputs dropped, their new owner redoes them",
-                        self.stage.name,
-                        len(msgs) - len(kept),
-                        len(msgs),
-                        sorted(gone),
-                    )
-                if not kept:
-                    continue
-                self._deliver(outbound)
-                for msg in kept:
-                    self._store_offset(msg)
-                self.stats.processed += len(kept)
-                self.stats.quarantined += sum(
-                    r.topic == self._settings.kafka.topic("failed") for r in outbound
-                )
+                if msgs:
+                    self._run_batches(msgs)
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -237,17 +214,65 @@ class StageRunner(PartitionCallbacks):
             return None
         return msg
 
-    def _handle(self, msgs: list[Any]) -> list[OutboundRecord] | None:
-        """Run :func:`~ferry.core.processing.process_batch` in a worker thread; keep polling
-        (paused) while it runs. Returns its records to produce, or ``None`` (abandoned)."""
-        records = [Record.of(m) for m in msgs]
-        record = records[0]
-        box: dict[str, Any] = {}
-        done = threading.Event()
+    def _run_batches(self, msgs: list[Any]) -> None:
+        """Run ``msgs`` as a batch in a worker thread and keep polling (paused) while it runs;
+        run a takeover batch beside it when partitions are assigned meanwhile; deliver and store
+        each batch as it ends (:meth:`_complete`). Returns when none runs."""
+        self._busy, self._takeover, self._takeover_msgs = True, set(), []
+        first = self._start(msgs, takeover=False)
+        paused = False
+        pause_at = time.monotonic() + self._pause_after_s
+        abandon_at: float | None = None
+        try:
+            while self._running:
+                for batch in [b for b in self._running if b.done.is_set()]:
+                    self._running.remove(batch)
+                    self._complete(batch)
+                    if batch.takeover and self._running:
+                        self._set_flow(self._takeover, flowing=True)  # the lane is free again
+                if not self._running:
+                    break
+                if not paused:
+                    left = pause_at - time.monotonic()
+                    if left > 0 and first.done.wait(left):
+                        continue  # a short handler: done before anything was paused
+                    self._pause()
+                    paused = True
+                extra = self._consumer.poll(min(self._poll_timeout_s, 0.2))
+                if extra is not None and extra.error() is None:
+                    if (extra.topic(), extra.partition()) in self._takeover:
+                        self._gather_takeover(extra)
+                    else:
+                        self._buffer.append(extra)  # polled before its pause took effect
+                self._maybe_start_takeover()
+                if self._stop.is_set():
+                    grace = self._settings.kafka.shutdown_grace_s
+                    abandon_at = abandon_at or time.monotonic() + grace
+                    if time.monotonic() >= abandon_at:
+                        for batch in self._running:
+                            log.warning(
+                                "stage %s: abandoning %s at shutdown",
+                                self.stage.name,
+                                batch.records[0].where,
+                            )
+                            self.stats.abandoned += len(batch.msgs)
+                        self._running.clear()
+                        return
+        finally:
+            self._busy = False
+            self._buffer.extend(self._takeover_msgs)  # their partitions are ordinary ones now
+            self._takeover, self._takeover_msgs = set(), []
+            if paused and not self._stop.is_set():
+                self._resume()
+
+    def _start(self, msgs: list[Any], *, takeover: bool) -> RunningBatch:
+        """Start :func:`~ferry.core.processing.process_batch` over ``msgs`` in a worker thread."""
+        batch = RunningBatch(msgs, takeover=takeover)
+        records = batch.records
 
         def work() -> None:
             try:
-                box["result"] = process_batch(
+                batch.box["result"] = process_batch(
                     records,
                     self.stage,
                     self.deps,
@@ -257,45 +282,56 @@ class StageRunner(PartitionCallbacks):
                     self.stats,
                 )
             except BaseException as exc:  # noqa: BLE001 - handed to the loop thread and re-raised
-                box["error"] = exc
+                batch.box["error"] = exc
             finally:
-                done.set()
+                batch.done.set()
 
-        self._busy, self._current, self._revoked_meanwhile = (
-            True,
-            {(r.topic, r.partition) for r in records},
-            set(),
+        self._running.append(batch)
+        name = f"ferry-{self.stage.name}-{'takeover' if takeover else 'handler'}"
+        threading.Thread(target=work, name=name, daemon=True).start()
+        return batch
+
+    def _complete(self, batch: RunningBatch) -> None:
+        """A batch ended: deliver its outputs and store its offsets, except the records of
+        partitions revoked or lost meanwhile (dropped, their new owner redoes them); nothing
+        when the revoke callback delivered it already or it was abandoned.
+
+        Raises:
+            the batch's own error (ConfigError, StackError, …); TransientError from delivery.
+        """
+        msgs = batch.msgs
+        if batch.settled:
+            self.stats.processed += batch.delivered
+            self.stats.abandoned += len(msgs) - batch.delivered
+            return
+        if "error" in batch.box:
+            raise batch.box["error"]
+        outbound: list[OutboundRecord] | None = batch.box["result"]
+        if outbound is None:
+            self.stats.abandoned += len(msgs)
+            return
+        gone = batch.revoked
+        kept = [m for m in msgs if (m.topic(), m.partition()) not in gone]
+        if gone:
+            self.stats.abandoned += len(msgs) - len(kept)
+            outbound = [r for r in outbound if r.source not in gone]
+            log.info(
+                "stage %s: %d of %d record(s) of the batch were on partitions revoked "
+                "meanwhile %s: their outputs dropped, their new owner redoes them",
+                self.stage.name,
+                len(msgs) - len(kept),
+                len(msgs),
+                sorted(gone),
+            )
+        if not kept:
+            return
+        self._deliver(outbound)
+        for msg in kept:
+            self._store_offset(msg)
+        self.stats.processed += len(kept)
+        self.stats.quarantined += sum(
+            r.topic == self._settings.kafka.topic("failed") for r in outbound
         )
-        self._inflight, self._settled_on_revoke = (msgs, done, box), False
-        worker = threading.Thread(target=work, name=f"ferry-{self.stage.name}-handler", daemon=True)
-        worker.start()
-        paused = False
-        abandon_at: float | None = None
-        try:
-            if not done.wait(self._pause_after_s):
-                self._pause()
-                paused = True
-                while not done.is_set():
-                    extra = self._consumer.poll(min(self._poll_timeout_s, 0.2))
-                    if extra is not None and extra.error() is None:
-                        self._buffer.append(extra)  # from a partition assigned meanwhile
-                    if self._stop.is_set():
-                        abandon_at = (
-                            abandon_at or time.monotonic() + self._settings.kafka.shutdown_grace_s
-                        )
-                        if time.monotonic() >= abandon_at:
-                            log.warning(
-                                "stage %s: abandoning %s at shutdown", self.stage.name, record.where
-                            )
-                            return None
-        finally:
-            self._busy, self._inflight = False, None
-            if paused and not self._stop.is_set():
-                self._resume()
-        if "error" in box:
-            raise box["error"]
-        result: list[OutboundRecord] | None = box["result"]
-        return result
 
     def _deliver(self, outbound: list[OutboundRecord]) -> None:
         """Produce and wait for acks, retried by ``settings.retry``; raises TransientError after."""

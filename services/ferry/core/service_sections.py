@@ -111,6 +111,14 @@ class BatchSettings(_Frozen):
         description="Longest a batch gathers after its first file, s; it starts sooner when no "
         "further file arrives within the stage's linger (0.2 s): a lone file does not wait.",
     )
+    takeover_batch: bool = Field(
+        default=True,
+        description=(
+            "Hot standby: files of partitions this instance takes over from one that died or left "
+            "run as a second batch beside a running one (same Spark session), not after it "
+            "(ferry.core.runner; measured in docs/operations.md, Hot standby)."
+        ),
+    )
 
 
 class LoadSettings(BatchSettings):

@@ -46,6 +46,11 @@ class Stage:
     #: session and reach the Hive metastore), so an instance owns partitions only once it can
     #: process them at full speed: a hot standby takes over a killed instance's partitions warm.
     warm_up: Callable[[], None] | None = None
+    #: Partitions assigned while a batch runs (taken over from a member that died or left) get
+    #: a second batch beside the running one instead of waiting for it (hot standby, see
+    #: :mod:`ferry.core.runner`). Only for handlers that may run two batches at once in two
+    #: threads on records of different partitions.
+    takeover: bool = False
 
     @classmethod
     def batched(
@@ -56,14 +61,15 @@ class Stage:
         warm_up: Callable[[], None],
     ) -> Stage:
         """A batching stage sized by its settings section (``settings.transform``,
-        ``settings.load``: batch_size, batch_wait_s), warmed up by ``warm_up`` before it joins
-        its consumer group."""
+        ``settings.load``: batch_size, batch_wait_s, takeover_batch), warmed up by ``warm_up``
+        before it joins its consumer group."""
         return cls(
             name,
             handlers,
             batch_size=section.batch_size,
             batch_wait_s=section.batch_wait_s,
             warm_up=warm_up,
+            takeover=section.takeover_batch,
         )
 
     @property
@@ -114,6 +120,7 @@ class RunStats:
     pauses: int = 0  #: times the partitions were paused for a long handler
     assignments: int = 0  #: on_assign callbacks
     revocations: int = 0  #: on_revoke/on_lost callbacks with at least one partition
+    takeover_batches: int = 0  #: batches run beside a running one, of partitions taken over
     assigned: set[tuple[str, int]] = field(default_factory=set)
 
 
