@@ -122,9 +122,11 @@ class HadoopFileSystem:
         jvm: Any = spark._jvm
         self._jvm = jvm
         self._conf = spark._jsc.hadoopConfiguration()
+        # the class once: each package step of jvm.org.apache... is a py4j round trip
+        self._path_class = jvm.org.apache.hadoop.fs.Path
 
     def _fs_path(self, path: str) -> tuple[Any, Any]:
-        p = self._jvm.org.apache.hadoop.fs.Path(path)
+        p = self._path_class(path)
         return p.getFileSystem(self._conf), p
 
     def exists(self, path: str) -> bool:

@@ -227,19 +227,37 @@ def _reasons(spec: DatasetSpec) -> Column:
     return F.when(F.size(every) > 0, F.array_join(every, REASON_SEPARATOR))
 
 
+#: The classification's column expressions per dataset definition (keyed by ``id(spec)``, the
+#: spec kept alive beside them): building them from Python is thousands of py4j round trips
+#: (6,800 for flights, measured with bench/bench_transform.py), which a loaded machine makes
+#: slow (each round trip waits for both the Python process and a JVM thread to be scheduled).
+#: Built once per dataset and process, reused by every batch (and by both batches of a
+#: takeover): unresolved expressions belong to the driver's JVM, not to a session.
+_BUILT: dict[int, tuple[DatasetSpec, dict[str, Column], Column]] = {}
+
+
+def _expressions(spec: DatasetSpec) -> tuple[dict[str, Column], Column]:
+    """(derived column expressions by name, the reason expression) of ``spec``, built once."""
+    from pyspark.sql import functions as F
+
+    hit = _BUILT.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        derived = {d.name: F.expr(d.expr).try_cast(spark_type(d.type)) for d in spec.derived}
+        hit = _BUILT[id(spec)] = (spec, derived, _reasons(spec))
+    return hit[1], hit[2]
+
+
 def classify(df: DataFrame, spec: DatasetSpec) -> DataFrame:
     """Add the derived columns (``try_cast`` to their type) and :data:`REJECT_REASON_COLUMN`.
 
     Input: the frame of :func:`read_csv` (any frame with the definition's columns,
     :data:`CORRUPT_COLUMN` and :data:`SOURCE_COLUMN`). Output: the same rows, no row added or
-    removed, columns = input + derived + reason. Pure: no action is run.
+    removed, columns = input + derived + reason. Pure: no action is run. Two projections (the
+    derived columns read only parse columns; the reasons read derived ones).
     """
-    from pyspark.sql import functions as F
-
-    out = df
-    for d in spec.derived:
-        out = out.withColumn(d.name, F.expr(d.expr).try_cast(spark_type(d.type)))
-    return out.withColumn(REJECT_REASON_COLUMN, _reasons(spec))
+    derived, reasons = _expressions(spec)
+    out = df.withColumns(derived) if derived else df
+    return out.withColumn(REJECT_REASON_COLUMN, reasons)
 
 
 def split(classified: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFrame]:
