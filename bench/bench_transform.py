@@ -10,7 +10,10 @@ prints:
   checks, then ``exists``/``mkdirs``/``rename``/``delete`` per file to commit), from
   :data:`ferry.stages.transform.job.DRIVER_THREADS` threads: count, and the wall time they took;
 * the rest of the wall time: the Spark jobs (one CSV scan, per-file counts, one or two writes);
-* per method: calls and their summed duration (thread time).
+* per method: calls and their summed duration (thread time);
+* every py4j round trip of the batch (HDFS calls, building the query, the actions): on a loaded
+  machine each waits for a Python and a JVM thread to be scheduled, so their number matters as
+  much as the Spark jobs.
 
 The first batch also pays the session's warm-up (executor start, class loading); it is printed
 apart. Every batch uses fresh output directories, so sizes do not overwrite each other.
@@ -41,6 +44,23 @@ from ferry.core.config import get_settings
 from ferry.datasets import load_datasets
 from ferry.stack.manager import Stack
 from ferry.testing.chaos import flight_slices
+
+
+class Py4jCalls:
+    """Counts every py4j round trip of this process (``GatewayClient.send_command``, which
+    pyspark's pinned-thread client inherits)."""
+
+    def __init__(self) -> None:
+        from py4j.java_gateway import GatewayClient
+
+        self.n = 0
+        original = GatewayClient.send_command
+
+        def counted(client: Any, *args: Any, **kwargs: Any) -> Any:
+            self.n += 1
+            return original(client, *args, **kwargs)
+
+        GatewayClient.send_command = counted
 
 
 class TimedFs:
@@ -133,6 +153,7 @@ def main() -> int:
     from ferry.clusters.spark import build_session
     from ferry.stages.transform.job import run_batch
 
+    py4j = Py4jCalls()
     t0 = time.perf_counter()
     spark = build_session(settings, "ferry-bench-transform", "b")
     session_s = time.perf_counter() - t0
@@ -146,6 +167,7 @@ def main() -> int:
         "HDFS wall s",
         "HDFS wall ms/file",
         "Spark jobs s",
+        "py4j calls",
     ):
         table.add_column(col, justify="right" if col != "batch" else "left")
     paths = list(landed.items())
@@ -155,7 +177,7 @@ def main() -> int:
         for label, n in runs:
             fs = TimedFs(HadoopFileSystem(spark))
             out = f"{b.fs_url}{root}/out-{uuid.uuid4().hex[:6]}"
-            start = time.perf_counter()
+            start, calls0 = time.perf_counter(), py4j.n
             results = run_batch(
                 spark,
                 spec,
@@ -182,6 +204,7 @@ def main() -> int:
                 f"{hdfs_s:.2f}",
                 f"{1000 * hdfs_s / n:.1f}",
                 f"{wall - hdfs_s:.2f}",
+                str(py4j.n - calls0),
             )
     finally:
         spark.stop()
