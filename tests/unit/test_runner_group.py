@@ -7,10 +7,12 @@ import os
 from typing import Any
 
 from confluent_kafka import TopicPartition
+from tests.fakes import FakeMessage
 
 from ferry.core.config import Settings
 from ferry.core.events import FileExtracted
 from ferry.core.kafka import consumer_config
+from ferry.core.rebalance import RunningBatch
 from ferry.core.runner import StageRunner
 from ferry.core.stage import Stage
 
@@ -49,11 +51,13 @@ class NullProducer:
         return 0
 
 
-def runner(settings: Settings, warm_up: Any = None) -> tuple[StageRunner, RecordingConsumer]:
+def runner(
+    settings: Settings, warm_up: Any = None, takeover: bool = False
+) -> tuple[StageRunner, RecordingConsumer]:
     box: dict[str, StageRunner] = {}
     consumer = RecordingConsumer(box)
     r = StageRunner(
-        Stage("load", {FileExtracted: lambda e, d: []}, warm_up=warm_up),
+        Stage("load", {FileExtracted: lambda e, d: []}, warm_up=warm_up, takeover=takeover),
         None,
         consumer=consumer,
         producer=NullProducer(),
@@ -90,6 +94,27 @@ def test_eager_protocol_assigns_the_full_list_cooperative_only_the_added():
     coop._on_assign(cc, tp)
     assert ec.calls == [("assign", [1, 2]), ("resume", [1, 2])]
     assert cc.calls == [("incremental_assign", [1, 2]), ("resume", [1, 2])]
+
+
+def test_partitions_assigned_mid_batch_flow_for_a_takeover_batch_unless_one_runs():
+    """While a batch runs (on partition 0): new partitions are resumed and marked for a takeover
+    batch; the batch's own partition handed back (eager protocol) waits paused; once a takeover
+    batch runs, further new partitions wait paused too; without ``takeover`` all wait."""
+    tp = [TopicPartition("p.extracted", n) for n in range(4)]
+    r, c = runner(Settings(), takeover=True)
+    r._busy = True
+    r._running = [RunningBatch([FakeMessage("p.extracted", 0, 7, b"")])]
+    r._on_assign(c, tp[:2])
+    assert c.calls == [("incremental_assign", [0, 1]), ("resume", [1]), ("pause", [0])]
+    assert r._takeover == {("p.extracted", 1)}
+    r._running.append(RunningBatch([FakeMessage("p.extracted", 1, 3, b"")], takeover=True))
+    r._on_assign(c, tp[2:3])
+    assert c.calls[-1] == ("pause", [2])
+    assert r._takeover == {("p.extracted", 1), ("p.extracted", 2)}
+    plain, pc = runner(Settings())
+    plain._busy = True
+    plain._on_assign(pc, tp[3:])
+    assert pc.calls == [("incremental_assign", [3]), ("pause", [3])]
 
 
 def test_consumer_group_settings_for_failover():

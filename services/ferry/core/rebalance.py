@@ -162,11 +162,18 @@ class PartitionCallbacks:
         # While a batch runs, new partitions wait paused behind it, unless the stage runs a
         # takeover batch for them (they were another member's: see ferry.core.runner) and none
         # runs yet.
+        # A partition a running batch holds records of (the eager protocol hands a member its
+        # own partitions back) is not a takeover: it waits for that batch.
+        held = {key for b in self._running for key in b.parts}
+        taken = [p for p in partitions if (p.topic, p.partition) not in held]
         if not self._busy:
             consumer.resume(partitions)
-        elif self.stage.takeover:
-            self._takeover |= {(p.topic, p.partition) for p in partitions}
-            (consumer.pause if self._takeover_running() else consumer.resume)(partitions)
+        elif self.stage.takeover and taken:
+            self._takeover |= {(p.topic, p.partition) for p in taken}
+            (consumer.pause if self._takeover_running() else consumer.resume)(taken)
+            waiting = [p for p in partitions if (p.topic, p.partition) in held]
+            if waiting:
+                consumer.pause(waiting)
         else:
             consumer.pause(partitions)
 
