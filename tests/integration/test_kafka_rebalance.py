@@ -21,6 +21,7 @@ from tests.integration.test_kafka_runner import (
 )
 from tests.kafka_io import Running
 
+from ferry.core.avro import EventCodec
 from ferry.core.config import Settings
 from ferry.core.events import FileExtracted
 from ferry.core.kafka import group_id
@@ -28,6 +29,21 @@ from ferry.core.runner import Stage, build_runner
 from ferry.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
+
+
+def putter(ks: Settings, codec: EventCodec, topic: str) -> Callable[[int, int], FileExtracted]:
+    """``put(n, partition)``: produce FileExtracted of manifest ``n`` to that partition (acked)."""
+    producer = Producer({"bootstrap.servers": ks.kafka.bootstrap_servers})
+
+    def put(n: int, partition: int) -> FileExtracted:
+        ev = FileExtracted(make_manifest(n))
+        producer.produce(
+            topic, key=ev.file_id.encode(), value=codec.encode(ev), partition=partition
+        )
+        assert producer.flush(10) == 0
+        return ev
+
+    return put
 
 
 def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
@@ -50,15 +66,7 @@ def test_partitions_paused_across_a_rebalance_are_consumed_after_reassignment(
     ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update=eager)})
     codec = topics_and_codec(ks)
     topic = ks.kafka.topic("extracted")
-    producer = Producer({"bootstrap.servers": ks.kafka.bootstrap_servers})
-
-    def put(n: int, partition: int) -> FileExtracted:
-        ev = FileExtracted(make_manifest(n))
-        producer.produce(
-            topic, key=ev.file_id.encode(), value=codec.encode(ev), partition=partition
-        )
-        assert producer.flush(10) == 0
-        return ev
+    put = putter(ks, codec, topic)
 
     release = threading.Event()
     handled: list[str] = []
@@ -188,15 +196,7 @@ def test_partitions_taken_over_mid_batch_run_beside_it(
     ks = ks.model_copy(update={"kafka": ks.kafka.model_copy(update={"partitions": 2})})
     codec = topics_and_codec(ks)
     topic = ks.kafka.topic("extracted")
-    producer = Producer({"bootstrap.servers": ks.kafka.bootstrap_servers})
-
-    def put(n: int, partition: int) -> FileExtracted:
-        ev = FileExtracted(make_manifest(n))
-        producer.produce(
-            topic, key=ev.file_id.encode(), value=codec.encode(ev), partition=partition
-        )
-        assert producer.flush(10) == 0
-        return ev
+    put = putter(ks, codec, topic)
 
     member_parts: set[int] = set()
     member = Consumer(
