@@ -42,7 +42,7 @@ def session_conf(
         "spark.master": master or sp.master_url,
         # Share the one worker between transform and load: cap each application's cores.
         "spark.cores.max": str(sp.app_cores_max),
-        "spark.executor.cores": "1",
+        "spark.executor.cores": str(sp.executor_cores),
         "spark.executor.memory": f"{sp.executor_memory_mb}m",
         "spark.driver.memory": f"{sp.driver_memory_mb}m",
         "spark.driver.host": sp.host,

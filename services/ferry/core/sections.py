@@ -244,10 +244,19 @@ class SparkSettings(_Frozen):
     app_cores_max: int = Field(
         default=2,
         description=(
-            "spark.cores.max of each Ferry application, cores (executors of one core each). Two "
-            "let a big file's splits and a batch's scan run on both cores of the development "
+            "spark.cores.max of each Ferry application, cores (executors of executor_cores "
+            "each). Two let a big file's splits and a batch's scan run on both cores of the "
+            "development "
             "machine (bench/profile_batch.py); transform and load then hold 4 of the worker's 8 "
             "slots, and an application started when fewer slots are free gets what is free."
+        ),
+    )
+    executor_cores: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "spark.executor.cores, cores: an application of app_cores_max cores runs "
+            "app_cores_max / executor_cores executor JVMs on the worker."
         ),
     )
     executor_memory_mb: int = Field(default=640, description="spark.executor.memory, MiB.")
