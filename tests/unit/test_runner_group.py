@@ -4,6 +4,7 @@ that tells instances apart, incremental assignment under the cooperative protoco
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from confluent_kafka import TopicPartition
@@ -125,3 +126,46 @@ def test_consumer_group_settings_for_failover():
         cfg["partition.assignment.strategy"],
         cfg["client.id"],
     ) == (10_000, 3000, "cooperative-sticky", f"ferry-load-{os.getpid()}")
+
+
+class Waits:
+    """A batch's ``done`` event that never ends: each wait lasts its whole timeout (s), which is
+    recorded."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float] = []
+
+    def wait(self, timeout: float) -> bool:
+        self.timeouts.append(timeout)
+        time.sleep(timeout)
+        return False
+
+    def is_set(self) -> bool:
+        return False
+
+
+def test_one_revocation_waits_one_grace_for_all_its_running_batches():
+    """Found by review: each running batch got a whole ``revoke_grace_s``, so a revocation of
+    the first and the takeover batch's partitions could block poll() for twice the grace."""
+    r, c = runner(Settings(kafka={"revoke_grace_s": 0.3}), takeover=True)
+    first = RunningBatch([FakeMessage("p.extracted", 0, 1, b"")])
+    takeover = RunningBatch([FakeMessage("p.extracted", 1, 1, b"")], takeover=True)
+    waits = Waits()
+    first.done = takeover.done = waits  # type: ignore[assignment]
+    r._busy, r._running = True, [first, takeover]
+    r._on_revoke(c, [TopicPartition("p.extracted", 0), TopicPartition("p.extracted", 1)])
+    # the first batch waits out the grace; the second has none left (was: a grace of its own)
+    assert len(waits.timeouts) == 2
+    assert 0.25 < waits.timeouts[0] <= 0.3
+    assert waits.timeouts[1] == 0.0
+    assert (first.revoked, takeover.revoked) == ({("p.extracted", 0)}, {("p.extracted", 1)})
+
+
+def test_a_revocation_drops_the_records_of_the_batch_being_gathered():
+    """Found by review: records gathered for the next batch were kept when their partition was
+    revoked meanwhile (outputs published for a partition no longer owned; when it came back,
+    its stored offset moved backwards)."""
+    r, c = runner(Settings())
+    gathered = r._gathering = [FakeMessage("p.extracted", p, 5, b"") for p in (0, 1, 0)]
+    r._on_revoke(c, [TopicPartition("p.extracted", 0)])
+    assert [(m.partition(), m.offset()) for m in gathered] == [(1, 5)]

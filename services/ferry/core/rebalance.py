@@ -61,6 +61,7 @@ class PartitionCallbacks:
     _takeover_first: float
     _takeover_seen: float
     _buffer: deque[Any]
+    _gathering: list[Any]
     _revoke_grace_s: float
 
     def _deliver(self, outbound: list[OutboundRecord]) -> None:
@@ -130,9 +131,11 @@ class PartitionCallbacks:
         self._start(take, takeover=True)
 
     def _forget(self, parts: set[tuple[str, int]]) -> None:
-        """Drop the buffered records of partitions that left this member (their new owner
-        reads them from the committed offset)."""
+        """Drop the buffered records of partitions that left this member, and those of a batch
+        being gathered (their new owner, or this member if they come back, reads them again
+        from the committed offset)."""
         self._takeover -= parts
+        self._gathering[:] = [m for m in self._gathering if (m.topic(), m.partition()) not in parts]
         self._takeover_msgs = [
             m for m in self._takeover_msgs if (m.topic(), m.partition()) not in parts
         ]
@@ -184,8 +187,9 @@ class PartitionCallbacks:
         if revoked:
             self.stats.revocations += 1
         log.info("stage %s: partitions revoked: %s", self.stage.name, sorted(revoked))
+        deadline = time.monotonic() + self._revoke_grace_s  # one grace for every running batch
         for batch in list(self._running):
-            if batch.parts & revoked and not self._finish_before_revoke(consumer, batch):
+            if batch.parts & revoked and not self._finish_before_revoke(consumer, batch, deadline):
                 batch.revoked |= batch.parts & revoked
         self.stats.assigned -= revoked
         self._forget(revoked)
@@ -202,9 +206,10 @@ class PartitionCallbacks:
         self._forget(lost)
         log.warning("stage %s: partitions lost: %s", self.stage.name, sorted(lost))
 
-    def _finish_before_revoke(self, consumer: Any, batch: RunningBatch) -> bool:
-        """Wait (at most ``revoke_grace_s``) for the running ``batch``, deliver its outputs,
-        store and commit its offsets while its partitions are still assigned. True when done;
+    def _finish_before_revoke(self, consumer: Any, batch: RunningBatch, deadline: float) -> bool:
+        """Wait (until ``deadline``, monotonic s: ``revoke_grace_s`` from the revocation, shared
+        by the running batches) for the running ``batch``, deliver its outputs, store and
+        commit its offsets while its partitions are still assigned. True when done;
         False when it failed, was abandoned or outlasted the grace (the caller drops its
         records of the revoked partitions).
 
@@ -222,7 +227,7 @@ class PartitionCallbacks:
             len(msgs),
             self._revoke_grace_s,
         )
-        if not done.wait(self._revoke_grace_s) or box.get("result") is None:
+        if not done.wait(max(0.0, deadline - time.monotonic())) or box.get("result") is None:
             return False
         gone = batch.revoked  # lost earlier: those records' outputs are never published
         self._deliver([r for r in box["result"] if r.source not in gone])

@@ -112,10 +112,8 @@ class StageRunner(PartitionCallbacks):
         self._settings = settings
         self._pause_after_s = min(pause_after_s, settings.kafka.max_poll_interval_ms / 5000)
         self._poll_timeout_s = poll_timeout_s
-        grace = settings.kafka.revoke_grace_s
-        self._revoke_grace_s = (
-            settings.kafka.max_poll_interval_ms / 2000 if grace is None else grace
-        )
+        grace, half = settings.kafka.revoke_grace_s, settings.kafka.max_poll_interval_ms / 2000
+        self._revoke_grace_s = half if grace is None else grace
         self._stop = threading.Event()
         #: a batch is running (set for the whole of :meth:`_run_batches`)
         self._busy = False
@@ -127,6 +125,7 @@ class StageRunner(PartitionCallbacks):
         #: when the first and the last of ``_takeover_msgs`` arrived (monotonic s)
         self._takeover_first = self._takeover_seen = 0.0
         self._buffer: deque[Any] = deque()
+        self._gathering: list[Any] = []  #: the batch being gathered (a revocation drops some)
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -186,7 +185,7 @@ class StageRunner(PartitionCallbacks):
         first = self._next_message()
         if first is None or not self.stage.batching:
             return [] if first is None else [first]
-        batch = [first]
+        batch = self._gathering = [first]
         deadline = time.monotonic() + self.stage.batch_wait_s
         while len(batch) < self.stage.batch_size and not self._stop.is_set():
             left = deadline - time.monotonic()
@@ -196,6 +195,7 @@ class StageRunner(PartitionCallbacks):
             if msg is None:
                 break  # nothing else waiting: start now
             batch.append(msg)
+        self._gathering = []
         return batch
 
     def _next_message(self, timeout_s: float | None = None) -> Any:
@@ -244,8 +244,9 @@ class StageRunner(PartitionCallbacks):
                         self._gather_takeover(extra)
                     else:
                         self._buffer.append(extra)  # polled before its pause took effect
-                self._maybe_start_takeover()
-                if self._stop.is_set():
+                if not self._stop.is_set():
+                    self._maybe_start_takeover()
+                else:
                     grace = self._settings.kafka.shutdown_grace_s
                     abandon_at = abandon_at or time.monotonic() + grace
                     if time.monotonic() >= abandon_at:
@@ -256,9 +257,10 @@ class StageRunner(PartitionCallbacks):
                                 batch.records[0].where,
                             )
                             self.stats.abandoned += len(batch.msgs)
-                        self._running.clear()
                         return
         finally:
+            # after an error or at shutdown: abandoned (redelivered), not awaited again by close()
+            self._running.clear()
             self._busy = False
             self._buffer.extend(self._takeover_msgs)  # their partitions are ordinary ones now
             self._takeover, self._takeover_msgs = set(), []
@@ -385,8 +387,7 @@ def build_runner(
     )
 
 
-#: The stage table's types are defined in :mod:`ferry.core.processing`; the stages import them
-#: from here together with :func:`build_runner`.
+#: The stage table's types (ferry.core.stage), exported here with :func:`build_runner`.
 __all__ = [
     "BatchHandler",
     "BatchResult",
