@@ -46,6 +46,13 @@ class RunningBatch:
         self.records = [Record.of(m) for m in self.msgs]
         self.parts = {(r.topic, r.partition) for r in self.records}
 
+    def kept(self, outbound: list[OutboundRecord]) -> tuple[list[Any], list[OutboundRecord]]:
+        """(its messages, ``outbound``) without those of partitions in :attr:`revoked`: what
+        may still be delivered and stored."""
+        gone = self.revoked
+        msgs = [m for m in self.msgs if (m.topic(), m.partition()) not in gone]
+        return msgs, [r for r in outbound if r.source not in gone]
+
 
 class PartitionCallbacks:
     """Partition pause/resume and the rebalance callbacks given to ``Consumer.subscribe``."""
@@ -106,10 +113,7 @@ class PartitionCallbacks:
         records, nothing new for ``linger_s``, or ``batch_wait_s`` since the first)."""
         if not (self.stage.takeover and self._takeover_msgs) or self._takeover_running():
             return
-        msgs = [m for m in self._takeover_msgs if (m.topic(), m.partition()) in self._takeover]
-        if not msgs:
-            self._takeover_msgs = []
-            return
+        msgs = self._takeover_msgs  # of assigned partitions only: _forget drops the others
         now = time.monotonic()
         size = self.stage.batch_size if self.stage.batching else 1
         gathering = (
@@ -229,10 +233,9 @@ class PartitionCallbacks:
         )
         if not done.wait(max(0.0, deadline - time.monotonic())) or box.get("result") is None:
             return False
-        gone = batch.revoked  # lost earlier: those records' outputs are never published
-        self._deliver([r for r in box["result"] if r.source not in gone])
+        kept, outbound = batch.kept(box["result"])  # partitions lost earlier: never published
+        self._deliver(outbound)
         last: dict[tuple[str, int], int] = {}
-        kept = [m for m in msgs if (m.topic(), m.partition()) not in gone]
         for msg in kept:
             self._store_offset(msg)
             key = (msg.topic(), msg.partition())

@@ -312,18 +312,16 @@ class StageRunner(PartitionCallbacks):
         if outbound is None:
             self.stats.abandoned += len(msgs)
             return
-        gone = batch.revoked
-        kept = [m for m in msgs if (m.topic(), m.partition()) not in gone]
-        if gone:
+        kept, outbound = batch.kept(outbound)
+        if batch.revoked:
             self.stats.abandoned += len(msgs) - len(kept)
-            outbound = [r for r in outbound if r.source not in gone]
             log.info(
                 "stage %s: %d of %d record(s) of the batch were on partitions revoked "
                 "meanwhile %s: their outputs dropped, their new owner redoes them",
                 self.stage.name,
                 len(msgs) - len(kept),
                 len(msgs),
-                sorted(gone),
+                sorted(batch.revoked),
             )
         if not kept:
             return
