@@ -54,6 +54,17 @@ def test_single_namenode_stays_the_default() -> None:
     assert conf["spark.sql.warehouse.dir"] == "hdfs://127.0.0.1:28020/warehouse"
 
 
+def test_spark_jvm_options_reach_drivers_and_executors_and_empty_means_jvm_defaults() -> None:
+    conf = session_conf(Settings(), "ferry-transform", "b")
+    c1_serial = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    assert conf["spark.driver.extraJavaOptions"] == conf["spark.executor.extraJavaOptions"]
+    assert conf["spark.executor.extraJavaOptions"] == c1_serial
+    mine = Settings(spark={"driver_java_options": "", "executor_java_options": "-Xss2m"})
+    conf = session_conf(mine, "ferry-transform", "b")
+    assert "spark.driver.extraJavaOptions" not in conf
+    assert conf["spark.executor.extraJavaOptions"] == "-Xss2m"
+
+
 def test_ha_cluster_addresses_the_nameservice_and_generates_client_conf() -> None:
     s = Settings(clusters={"a": HA_A})
     a = s.cluster("a")

@@ -166,11 +166,15 @@ def test_spark_sessions_get_the_keys_a_kerberos_driver_and_its_executors_need(
         "spark.hadoop.dfs.namenode.kerberos.principal": "hdfs/localhost@FERRY.LOCAL",
         "spark.hadoop.hive.metastore.sasl.enabled": "true",
         "spark.hadoop.hive.metastore.kerberos.principal": "hive/localhost@FERRY.LOCAL",
-        "spark.driver.extraJavaOptions": java,
-        "spark.executor.extraJavaOptions": java,
+        "spark.driver.extraJavaOptions": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {java}",
+        "spark.executor.extraJavaOptions": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {java}",
         "spark.driver.extraClassPath": str(tmp_path / "conf" / "spark-kerberos-a"),
         "spark.executor.extraClassPath": str(tmp_path / "conf" / "spark-kerberos-a"),
     }
+    bare = {"driver_java_options": "", "executor_java_options": ""}
+    alone = session_conf(Settings(var_dir=tmp_path, kerberos=ON, spark=bare), "l", "a", hive=True)
+    assert alone["spark.driver.extraJavaOptions"] == java
+    assert alone["spark.executor.extraJavaOptions"] == java
     transform = session_conf(Settings(var_dir=tmp_path, kerberos=ON), "t", "b", hive=False)
     assert "spark.hadoop.hive.metastore.sasl.enabled" not in transform
 

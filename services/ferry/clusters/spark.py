@@ -99,7 +99,16 @@ def session_conf(
             "spark.sql.hive.metastorePartitionPruningFastFallback": "true",
         }
     # Kerberos (docs/security.md): Hadoop's keys, the krb5.conf, the executors' token file
-    return conf | spark_kerberos.session_conf(settings, cluster, app_name, hive)
+    krb = spark_kerberos.session_conf(settings, cluster, app_name, hive)
+    # JVM options (SparkSettings), then the Kerberos one
+    for key, mine in (
+        ("spark.driver.extraJavaOptions", sp.driver_java_options),
+        ("spark.executor.extraJavaOptions", sp.executor_java_options),
+    ):
+        java = " ".join(o for o in (mine, krb.pop(key, "")) if o)
+        if java:
+            conf[key] = java
+    return conf | krb
 
 
 def build_session(

@@ -260,6 +260,26 @@ class SparkSettings(_Frozen):
         ),
     )
     executor_memory_mb: int = Field(default=640, description="spark.executor.memory, MiB.")
+    driver_java_options: str = Field(
+        default="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        description=(
+            "JVM options of every Ferry driver (spark.driver.extraJavaOptions; the Kerberos "
+            "option is added). Default: C1 compiler only, serial collector. On 2 cores shared "
+            "by the stack and four Spark applications, C2 compilation and G1's threads took "
+            "48% of the Spark JVMs' CPU during a hot-standby takeover; docs/operations.md "
+            "'JVM options' has the figures. Empty: the JVM's defaults."
+        ),
+    )
+    executor_java_options: str = Field(
+        default="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        description=(
+            "JVM options of every Ferry executor (spark.executor.extraJavaOptions; the Kerberos "
+            "option is added). Default as for drivers: with C2 kept in executors the transform "
+            "takeover took 50-59 s instead of 36-44 s. C1 code is slower per row: a 300 MB "
+            "file's load took 66 s instead of 50 s; on a host with spare cores, or for big "
+            "files, '-XX:+UseSerialGC' keeps C2 (docs/operations.md, 'JVM options')."
+        ),
+    )
     driver_memory_mb: int = Field(default=768, description="Driver JVM heap, MiB.")
 
     @property
