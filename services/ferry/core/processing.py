@@ -174,7 +174,7 @@ def _call(
         for i in pending:
             tries[i] += 1
             results.pop(i, None)  # a per-file error of an earlier attempt is stale now
-        stats.handler_calls += 1
+        stats.count("handler_calls")  # from the worker threads of both batches
         got = list(handler([events[i] for i in pending], deps))
         if len(got) != len(pending):
             raise PermanentError(

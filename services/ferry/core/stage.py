@@ -4,6 +4,7 @@ counters its runner deals in (:mod:`ferry.core.processing` runs it; :mod:`ferry.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -122,6 +123,13 @@ class RunStats:
     revocations: int = 0  #: on_revoke/on_lost callbacks with at least one partition
     takeover_batches: int = 0  #: batches run beside a running one, of partitions taken over
     assigned: set[tuple[str, int]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def count(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to counter ``name`` atomically: the batch and the takeover batch count
+        from two worker threads, and ``+=`` on an attribute is a read, an add and a write."""
+        with self._lock:
+            setattr(self, name, getattr(self, name) + n)
 
 
 class HandlerBug(PermanentError):
