@@ -167,26 +167,58 @@ def _value_kind(type_name: str, token: Column) -> Column:
     return F.lit("type")
 
 
-def _reasons(spec: DatasetSpec) -> Column:
-    """Spark column: the reasons of a row, joined; NULL when the row is valid."""
+#: Helper columns of :func:`classify`, dropped before it returns: the raw record's field count
+#: and the flagged record's fields as strings (a struct ``c0``, ``c1``, …).
+_FIELDS_COLUMN = "_ferry_fields"
+_TOKENS_COLUMN = "_ferry_tokens"
+#: Helper column of :func:`classify`: the array of value and rule reasons (:func:`_checks`).
+_CHECKS_COLUMN = "_ferry_checks"
+
+
+def _helpers(spec: DatasetSpec) -> dict[str, Column]:
+    """The helper columns, each computed once per row and referenced by name by the reasons.
+
+    Written inline, ``from_csv`` and the field count were copied into every column's checks
+    (about 100 copies for flights): the driver then analysed, optimised and printed a tree that
+    large for each of a batch's actions. As columns of their own projection they are one node
+    each; Spark does not collapse a projection into the next one when that would duplicate a
+    non-cheap expression (``CollapseProject``), so they are also computed once per row.
+    """
     from pyspark.sql import functions as F
 
     o, n = spec.csv, len(spec.columns)
     raw = F.col(CORRUPT_COLUMN)
-    found = field_count(raw, o)
-    bad_fields = raw.isNotNull() & (found != F.lit(n))
-    flagged = raw.isNotNull() & ~bad_fields
-    names = [f"c{i}" for i in range(n)]
-    tokens = F.when(
-        flagged, F.from_csv(raw, ", ".join(f"{c} string" for c in names), reader_options(o))
-    )
+    flagged = raw.isNotNull() & (F.col(_FIELDS_COLUMN) == F.lit(n))
+    schema = ", ".join(f"c{i} string" for i in range(n))
+    return {
+        _FIELDS_COLUMN: field_count(raw, o),
+        _TOKENS_COLUMN: F.when(flagged, F.from_csv(raw, schema, reader_options(o))),
+    }
+
+
+def _flags(n: int) -> tuple[Column, Column]:
+    """(the record has another number of fields than ``n``, the parser flagged it otherwise)."""
+    from pyspark.sql import functions as F
+
+    raw = F.col(CORRUPT_COLUMN)
+    bad_fields = raw.isNotNull() & (F.col(_FIELDS_COLUMN) != F.lit(n))
+    return bad_fields, raw.isNotNull() & ~bad_fields
+
+
+def _checks(spec: DatasetSpec) -> Column:
+    """Spark column: the array of the row's value and rule reasons (empty when none applies, or
+    when the field count is wrong). Reads the columns of :func:`_helpers`."""
+    from pyspark.sql import functions as F
+
+    bad_fields, flagged = _flags(len(spec.columns))
+    tokens = F.col(_TOKENS_COLUMN)
     value_error: dict[str, Column] = {}
     checks: list[tuple[Column, Column]] = []
     # Every parse column, strings too: a query then always reads all of them, so Spark's CSV
     # column pruning never narrows what the parser checks (it compares a record's field count
     # only with the columns a query reads).
-    for col, tok_name in zip(spec.columns, names, strict=True):
-        token = tokens.getField(tok_name)
+    for i, col in enumerate(spec.columns):
+        token = tokens.getField(f"c{i}")
         failed = flagged & token.isNotNull() & F.col(col.name).isNull()
         value_error[col.name] = failed
         text = F.concat(_value_kind(col.type, token), F.lit(f":{col.name}="), _shown(token))
@@ -208,7 +240,18 @@ def _reasons(spec: DatasetSpec) -> Column:
     for c, values in rules.allowed_values.items():
         bad = F.coalesce(~F.col(c).isin(list(values)), F.lit(False))
         checks.append((bad, F.lit(f"not_allowed:{c}")))
-    others = F.array_compact(F.array(*[F.when(ok_fields & cond, r) for cond, r in checks]))
+    return F.array_compact(F.array(*[F.when(ok_fields & cond, r) for cond, r in checks]))
+
+
+def _reasons(spec: DatasetSpec) -> Column:
+    """Spark column: the reasons of a row, joined; NULL when the row is valid. Reads the
+    columns of :func:`_helpers` and :data:`_CHECKS_COLUMN` (:func:`_checks`)."""
+    from pyspark.sql import functions as F
+
+    n = len(spec.columns)
+    bad_fields, flagged = _flags(n)
+    found = F.col(_FIELDS_COLUMN)
+    others = F.col(_CHECKS_COLUMN)
     # A record the parser flagged always gets a reason, even one none of the checks names.
     malformed = F.when(flagged & (F.size(others) == 0), F.lit("malformed"))
     fields = F.when(bad_fields, F.concat(F.lit("fields:"), found.cast("string"), F.lit(f"/{n}")))
@@ -233,18 +276,20 @@ def _reasons(spec: DatasetSpec) -> Column:
 #: slow (each round trip waits for both the Python process and a JVM thread to be scheduled).
 #: Built once per dataset and process, reused by every batch (and by both batches of a
 #: takeover): unresolved expressions belong to the driver's JVM, not to a session.
-_BUILT: dict[int, tuple[DatasetSpec, dict[str, Column], Column]] = {}
+_BUILT: dict[int, tuple[DatasetSpec, dict[str, Column], dict[str, Column], Column]] = {}
 
 
-def _expressions(spec: DatasetSpec) -> tuple[dict[str, Column], Column]:
-    """(derived column expressions by name, the reason expression) of ``spec``, built once."""
+def _expressions(spec: DatasetSpec) -> tuple[dict[str, Column], dict[str, Column], Column]:
+    """(derived column expressions by name, helper columns by name in the order they are added,
+    the reason expression) of ``spec``, built once."""
     from pyspark.sql import functions as F
 
     hit = _BUILT.get(id(spec))
     if hit is None or hit[0] is not spec:
         derived = {d.name: F.expr(d.expr).try_cast(spark_type(d.type)) for d in spec.derived}
-        hit = _BUILT[id(spec)] = (spec, derived, _reasons(spec))
-    return hit[1], hit[2]
+        helpers = _helpers(spec) | {_CHECKS_COLUMN: _checks(spec)}
+        hit = _BUILT[id(spec)] = (spec, derived, helpers, _reasons(spec))
+    return hit[1], hit[2], hit[3]
 
 
 def classify(df: DataFrame, spec: DatasetSpec) -> DataFrame:
@@ -252,12 +297,18 @@ def classify(df: DataFrame, spec: DatasetSpec) -> DataFrame:
 
     Input: the frame of :func:`read_csv` (any frame with the definition's columns,
     :data:`CORRUPT_COLUMN` and :data:`SOURCE_COLUMN`). Output: the same rows, no row added or
-    removed, columns = input + derived + reason. Pure: no action is run. Two projections (the
-    derived columns read only parse columns; the reasons read derived ones).
+    removed, columns = input + derived + reason. Pure: no action is run. One projection per
+    step, each reading the columns of the one before: the derived columns, the field count, the
+    flagged record's fields, the value and rule reasons, the joined reason (the helper columns
+    are dropped). Written as one expression, the reason held ~100 copies of ``from_csv`` and
+    the field count for flights, which the driver analysed, optimised and printed for every
+    action (docs/operations.md, "Query planning").
     """
-    derived, reasons = _expressions(spec)
+    derived, helpers, reasons = _expressions(spec)
     out = df.withColumns(derived) if derived else df
-    return out.withColumn(REJECT_REASON_COLUMN, reasons)
+    for name, expr in helpers.items():  # one projection each: each reads the one before
+        out = out.withColumn(name, expr)
+    return out.withColumn(REJECT_REASON_COLUMN, reasons).drop(*helpers)
 
 
 def split(classified: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFrame]:
