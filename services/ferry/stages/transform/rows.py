@@ -272,10 +272,8 @@ def _reasons(spec: DatasetSpec) -> Column:
 
 #: The classification's column expressions per dataset definition (keyed by ``id(spec)``, the
 #: spec kept alive beside them): building them from Python is thousands of py4j round trips
-#: (6,800 for flights, measured with bench/bench_transform.py), which a loaded machine makes
-#: slow (each round trip waits for both the Python process and a JVM thread to be scheduled).
-#: Built once per dataset and process, reused by every batch (and by both batches of a
-#: takeover): unresolved expressions belong to the driver's JVM, not to a session.
+#: (6,800 for flights, bench/bench_transform.py), slow on a loaded machine. Built once per
+#: dataset and process: unresolved expressions belong to the driver's JVM, not to a session.
 _BUILT: dict[int, tuple[DatasetSpec, dict[str, Column], dict[str, Column], Column]] = {}
 
 
