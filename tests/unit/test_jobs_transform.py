@@ -221,3 +221,19 @@ def test_run_batch_commits_each_file_and_classifies_empty_and_bad_header(spark, 
 def test_hadoop_fs_read_head(spark, tmp_path):
     p = put(tmp_path / "é #.csv", b"0123456789")
     assert HadoopFileSystem(spark).read_head(p, 4) == b"0123"
+
+
+def test_classified_plan_holds_each_parse_helper_once(spark, tmp_path):
+    """The reason expression reads the field count, the flagged record's fields and the checks
+    as columns: the flights plan holds ``from_csv`` once and the field count's quoted-section
+    regex (``(?s)…``) twice, as the two projections print it. Inlined, they were 768 and 2,360,
+    a 957,000-character plan the driver analysed, optimised and printed for every action."""
+    from ferry.core.config import Settings
+    from ferry.datasets import load_datasets
+
+    flights = load_datasets(Settings().paths.datasets_dir)["flights"]
+    header = ",".join(c.name for c in flights.columns).encode() + b"\n"
+    p = put(tmp_path / "f.csv", header)
+    plan = classify(read_csv(spark, [p], flights), flights)._jdf.queryExecution().optimizedPlan()
+    text = plan.toString()
+    assert (text.count("from_csv("), text.count("(?s)")) == (1, 2)
