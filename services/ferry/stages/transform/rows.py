@@ -180,9 +180,10 @@ def _helpers(spec: DatasetSpec) -> dict[str, Column]:
 
     Written inline, ``from_csv`` and the field count were copied into every check, and the
     checks into every later step: 768 copies of ``from_csv`` for flights, a plan of 966,000
-    characters (17,200 now), analysed, optimised and printed for each of a batch's actions. As columns of their own projection they are one node
-    each; Spark does not collapse a projection into the next one when that would duplicate a
-    non-cheap expression (``CollapseProject``), so they are also computed once per row.
+    characters (17,200 now), analysed, optimised and printed for each of a batch's actions.
+    As columns of their own projection they are one node each; Spark does not collapse a
+    projection into the next one when that would duplicate a non-cheap expression
+    (``CollapseProject``), so they are also computed once per row.
     """
     from pyspark.sql import functions as F
 
