@@ -274,10 +274,11 @@ class SparkSettings(_Frozen):
         default="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         description=(
             "JVM options of every Ferry executor (spark.executor.extraJavaOptions; the Kerberos "
-            "option is added). Default as for drivers: with C2 kept in executors the transform "
-            "takeover took 50-59 s instead of 36-44 s. C1 code is slower per row: a 300 MB "
-            "file's load took 66 s instead of 50 s; on a host with spare cores, or for big "
-            "files, '-XX:+UseSerialGC' keeps C2 (docs/operations.md, 'JVM options')."
+            "option is added). Default as for drivers: with the JVM's defaults in drivers and "
+            "executors a hot-standby takeover took 33-41 s, with these 20-29 s (2 cores). C1 "
+            "code is slower per row: a 300 MB file's load took 66 s instead of 50 s; on a host "
+            "with spare cores, or for big files, '-XX:+UseSerialGC' keeps C2 "
+            "(docs/operations.md, 'JVM options')."
         ),
     )
     driver_memory_mb: int = Field(default=768, description="Driver JVM heap, MiB.")
