@@ -189,7 +189,7 @@ def _helpers(spec: DatasetSpec) -> dict[str, Column]:
 
     o, n = spec.csv, len(spec.columns)
     raw = F.col(CORRUPT_COLUMN)
-    flagged = raw.isNotNull() & (F.col(_FIELDS_COLUMN) == F.lit(n))
+    _bad_fields, flagged = _flags(n)
     schema = ", ".join(f"c{i} string" for i in range(n))
     return {
         _FIELDS_COLUMN: field_count(raw, o),
