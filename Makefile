@@ -18,10 +18,10 @@ PYTEST     := $(PY) -m pytest
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
 
-$(PIP_STAMP): pyproject.toml
+$(PIP_STAMP): pyproject.toml services/kit/pyproject.toml
 	$(PYTHON_SYS) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' -e services/kit
 	touch $@
 
 $(JARS_STAMP): deploy/local/pom.xml deploy/local/kafka/pom.xml deploy/local/hdfs/pom.xml
@@ -99,7 +99,7 @@ $(KRB_STAMP): $(PIP_STAMP)
 	  { $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -q && \
 	    DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) \
 	    apt-get install -y -q krb5-kdc krb5-admin-server krb5-user libkrb5-dev; }
-	$(PY) -m pip install -q -e '.[dev,kerberos]'
+	$(PY) -m pip install -q -e '.[dev,kerberos]' -e services/kit
 	touch $@
 
 kerberos-tools: $(KRB_STAMP) ## MIT Kerberos from Debian (KDC, kadmin, kinit, headers) and requests-kerberos
@@ -173,4 +173,4 @@ clean: down ## Stop the stack, then remove local state (var/) but keep the jars
 	find var -mindepth 1 -maxdepth 1 ! -name jars -exec rm -rf {} +
 
 bench-tracker: install ## Tracker state at 100k and 1M synthetic files: RSS and restart time (no stack)
-	PYTHONPATH=services $(PY) bench/bench_tracker.py --files 100000 1000000
+	PYTHONPATH=services:services/kit $(PY) bench/bench_tracker.py --files 100000 1000000

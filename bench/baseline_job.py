@@ -23,8 +23,8 @@ import time
 
 
 def main(argv: list[str]) -> int:
-    from ferry.core.config import get_settings
-    from ferry.datasets import load_datasets
+    from ferry.datasets.spec import load_datasets
+    from ferry.settings import get_settings
 
     mode, dataset, *rest = argv
     settings = get_settings()

@@ -23,12 +23,13 @@ from datetime import UTC, datetime
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from ferry.core.avro import default_codec
-from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileExtracted, FileManifest, FileTransformed, derive_file_id
-from ferry.core.kafka import build_admin, build_producer, group_id
-from ferry.core.runner import Stage, build_runner
-from ferry.core.topics import ensure_topics
+from ferry.core.kafka.clients import build_admin, build_producer, group_id
+from ferry.core.kafka.topics import ensure_topics
+from ferry.core.runtime.runner import build_runner
+from ferry.core.runtime.stage import Stage
+from ferry.core.wire.avro import default_codec
+from ferry.settings import Settings, get_settings
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 

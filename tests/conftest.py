@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ferry.core.config import Settings, get_settings
+from ferry.settings import Settings, get_settings
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +40,7 @@ class StackRun:
     started."""
 
     def __init__(self, settings: Settings) -> None:
-        from ferry.stack.manager import Stack
+        from ferry_kit.stack.manager import Stack
 
         self.settings = settings
         self.stack = Stack(settings)

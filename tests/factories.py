@@ -20,7 +20,7 @@ from ferry.core.events import (
     derive_file_id,
 )
 from ferry.core.events import failed as event_failed
-from ferry.datasets import DatasetSpec
+from ferry.datasets.spec import DatasetSpec
 
 #: The default creation (and update) time of every factory's manifest.
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)

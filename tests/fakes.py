@@ -1,7 +1,8 @@
 """In-memory stand-ins for the confluent-kafka clients (no broker), shared by the unit tests.
 
-They implement only the methods Ferry calls: ``ferry.core.kafka.produce_and_wait`` (produce, then
-flush) and the stage runner's consumer loop (``ferry.core.runner.StageRunner``).
+They implement only the methods Ferry calls: ``ferry.core.kafka.clients.produce_and_wait``
+(produce, then
+flush) and the stage runner's consumer loop (``ferry.core.runtime.runner.StageRunner``).
 """
 
 from __future__ import annotations

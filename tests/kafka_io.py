@@ -8,8 +8,8 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ferry.core.config import Settings
-from ferry.core.runner import StageRunner
+from ferry.core.runtime.runner import StageRunner
+from ferry.settings import Settings
 
 
 def produce(s: Settings, topic: str, key: bytes, value: bytes) -> None:

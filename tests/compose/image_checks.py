@@ -3,7 +3,7 @@ container must override, that need no Docker engine. Same contract as ``compose_
 each ``*_problems`` function returns human-readable problems, empty when all is well.
 
 Sources of the rules: the Dockerfile reference (instructions, ``\\`` continuations, ``ENV``
-forms), pyproject.toml (the wheels the image installs) and ``services/ferry/core/config.py``
+forms), pyproject.toml (the wheels the image installs) and ``services/ferry/settings/__init__.py``
 (``REPO_ROOT`` path defaults).
 """
 

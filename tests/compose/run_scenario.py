@@ -8,7 +8,7 @@ pytest. Every command prints ONE JSON document on its last stdout line.
 - ``daily``: the end-to-end scenario of tests/e2e/scenario.py (daily files and field cases);
   exit 0 when ``assert_scenario`` holds, 1 with the assertion on stderr otherwise.
 - ``drop FIRST COUNT ROWS``: drop COUNT flights slices of ROWS rows (slices FIRST.. of
-  :func:`ferry.testing.chaos.flight_slices`, disjoint between callers) on the NAS;
+  :func:`ferry_kit.testing.chaos.flight_slices`, disjoint between callers) on the NAS;
   prints ``[{"relative", "file_id", "rows"}]``.
 - ``settle DEADLINE_S ID...``: read the outcome topics until every file is loaded or failed, or
   DEADLINE_S passes; prints ``{"settled", "loaded": {id: count}, "failed": {id: [reasons]},
@@ -34,7 +34,7 @@ from typing import Any
 
 def _hive_session() -> Any:
     from ferry.clusters.spark import build_session
-    from ferry.core.config import get_settings
+    from ferry.settings import get_settings
 
     # A local driver: the clusters' workers belong to transform and load; Hive metadata and files
     # are shared.
@@ -62,7 +62,7 @@ def daily() -> int:
     # work, hive_rows, *, deadline_s) -> ScenarioResult, then assert_scenario(result).
     from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
 
-    from ferry.core.config import get_settings
+    from ferry.settings import get_settings
 
     settings = get_settings()
     spark = _hive_session()
@@ -86,9 +86,9 @@ def daily() -> int:
 
 
 def drop(first: int, count: int, rows: int) -> int:
-    from ferry.core.config import get_settings
-    from ferry.pipeline import drop_file
-    from ferry.testing.chaos import flight_slices
+    from ferry.settings import get_settings
+    from ferry_kit.pipeline import drop_file
+    from ferry_kit.testing.chaos import flight_slices
 
     settings = get_settings()
     work = Path(tempfile.mkdtemp(prefix="ferry-compose-drop-"))
@@ -101,8 +101,8 @@ def drop(first: int, count: int, rows: int) -> int:
 
 
 def settle(deadline_s: float, ids: list[str]) -> int:
-    from ferry.core.config import get_settings
-    from ferry.pipeline import Outcomes
+    from ferry.settings import get_settings
+    from ferry_kit.pipeline import Outcomes
 
     outcomes = Outcomes(get_settings())
     end = time.monotonic() + deadline_s
@@ -121,8 +121,8 @@ def settle(deadline_s: float, ids: list[str]) -> int:
 
 
 def reached(topic: str, deadline_s: float, ids: list[str]) -> int:
-    from ferry.core.config import get_settings
-    from ferry.pipeline import Outcomes
+    from ferry.settings import get_settings
+    from ferry_kit.pipeline import Outcomes
 
     outcomes = Outcomes(get_settings())
     end = time.monotonic() + deadline_s
@@ -138,8 +138,8 @@ def reached(topic: str, deadline_s: float, ids: list[str]) -> int:
 
 
 def hive(ids: list[str]) -> int:
-    from ferry.core.config import get_settings
-    from ferry.datasets import load_datasets
+    from ferry.datasets.spec import load_datasets
+    from ferry.settings import get_settings
 
     table = load_datasets(get_settings().paths.datasets_dir)["flights"].hive.full_name
     spark = _hive_session()

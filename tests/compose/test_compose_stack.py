@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from tests.compose.compose_checks import REPO
 
-from ferry.testing.waiting import wait_for
+from ferry_kit.testing.waiting import wait_for
 
 pytestmark = pytest.mark.compose
 

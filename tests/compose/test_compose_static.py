@@ -78,12 +78,12 @@ def test_one_ferry_service_per_stage_run_by_command() -> None:
     stages = sorted(s for s in map(cc.stage_of, FERRY.values()) if s)
     assert stages == sorted(cc.STAGES)
     servers = sorted(c for c in map(cc.server_component, FERRY.values()) if c)
-    from ferry.stack.components import build_components
+    from ferry_kit.stack.components import build_components
 
     assert set(servers) == {c.name for c in build_components(ec.settings_from_env({}))}
-    from ferry.run_cli import Service
+    from ferry.core.services import SERVICES
 
-    assert {s.value for s in Service} == set(cc.STAGES)
+    assert {s.name for s in SERVICES} == set(cc.STAGES)
 
 
 def test_ferry_services_share_one_env_anchor_and_build() -> None:
@@ -110,7 +110,7 @@ def test_ferry_env_names_are_real_settings(service: str) -> None:
 
 @pytest.mark.parametrize("service", sorted(FERRY))
 def test_ferry_settings_build_from_the_container_env_and_point_into_the_stack(service: str) -> None:
-    from ferry.core.config import REPO_ROOT
+    from ferry.settings.base import REPO_ROOT
 
     s = ec.settings_from_env(container_env(service))
     assert s.kafka.bootstrap_servers == "kafka:9092"
@@ -134,8 +134,8 @@ def test_ferry_settings_build_from_the_container_env_and_point_into_the_stack(se
 
 
 def test_hive_warehouse_is_where_ferry_writes_it() -> None:
-    from ferry.stack.base import Layout
-    from ferry.stack.servers import hive_metastore
+    from ferry_kit.stack.base import Layout
+    from ferry_kit.stack.servers import hive_metastore
 
     s = ec.settings_from_env(container_env("load"))
     ms = ec.settings_from_env(container_env("hive-metastore"))
@@ -160,8 +160,8 @@ def test_spark_masters_in_zookeeper_recovery_and_worker_on_both() -> None:
 
 
 def test_each_datanode_advertises_its_own_reachable_name() -> None:
-    from ferry.stack.base import Layout
-    from ferry.stack.servers import hdfs_conf
+    from ferry_kit.stack.base import Layout
+    from ferry_kit.stack.servers import hdfs_conf
 
     services = COMPOSE["services"]
     for cluster in ("a", "b"):
@@ -311,7 +311,7 @@ def test_address_check_rejects_foreign_hosts_and_a_wrong_driver_host() -> None:
 
 
 def test_path_check_rejects_checkout_defaults() -> None:
-    from ferry.core.config import REPO_ROOT
+    from ferry.settings.base import REPO_ROOT
 
     env = {k: v for k, v in container_env("tracker").items() if k != "FERRY_TRACKER__DATA_DIR"}
     problems = ic.checkout_path_problems(ec.settings_from_env(env), REPO_ROOT)

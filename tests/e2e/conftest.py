@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from ferry.clusters.hiveserver2 import rows_by_file
-from ferry.core.config import Settings
-from ferry.core.kafka import build_admin
-from ferry.core.topics import ensure_topics
-from ferry.pipeline import ServiceGroup, private_overrides, run_cli, settings_env
+from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.topics import ensure_topics
+from ferry.settings import Settings
+from ferry_kit.pipeline import ServiceGroup, private_overrides, run_cli, settings_env
 
 
 @dataclass

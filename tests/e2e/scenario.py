@@ -20,12 +20,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ferry.core.config import Settings
 from ferry.core.events import derive_file_id, sha256_file
-from ferry.datasets import load_datasets
-from ferry.demo_data import write_demo_files
-from ferry.pipeline import Outcomes, drop_file
-from ferry.testing.waiting import wait_for
+from ferry.datasets.spec import load_datasets
+from ferry.settings import Settings
+from ferry_kit.demo_data import write_demo_files
+from ferry_kit.pipeline import Outcomes, drop_file
+from ferry_kit.testing.waiting import wait_for
 
 #: (table, file ids) → {file_id: rows in that table}
 HiveRows = Callable[[str, list[str]], Mapping[str, int]]

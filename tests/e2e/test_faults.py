@@ -1,6 +1,6 @@
 """Issue 6: no file lost or duplicated under connection resets, hangs, crashes and failover.
 
-Real faults on the real local stack. One :class:`~ferry.testing.chaos.FaultRig` for the module:
+Real faults on the real local stack. One :class:`~ferry_kit.testing.chaos.FaultRig` for the module:
 the four services run as processes under a private topic prefix, NAS directory and HDFS paths,
 with cluster A's NameNode and DataNode HTTP traffic going through fault proxies (pass-through
 unless a scenario switches them). Each scenario drops its own distinct flights slices and asserts
@@ -17,9 +17,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from ferry.core.config import Settings
-from ferry.stack.manager import Stack
-from ferry.testing.chaos import (
+from ferry.settings import Settings
+from ferry_kit.stack.manager import Stack
+from ferry_kit.testing.chaos import (
     FaultRig,
     SliceFile,
     kill_active_master,

@@ -8,12 +8,12 @@ import shutil
 import pandas as pd
 import pytest
 
-from ferry.core.avro import default_codec
 from ferry.core.events import FileTransferred, derive_file_id, sha256_file
-from ferry.core.kafka import OutboundRecord, build_producer, produce_and_wait
-from ferry.datasets import load_datasets
-from ferry.demo_data import csv_lines, daily_frames, write_csv
-from ferry.pipeline import drop_file
+from ferry.core.kafka.clients import OutboundRecord, build_producer, produce_and_wait
+from ferry.core.wire.avro import default_codec
+from ferry.datasets.spec import load_datasets
+from ferry_kit.demo_data import csv_lines, daily_frames, write_csv
+from ferry_kit.pipeline import drop_file
 from tests.e2e.scenario import assert_scenario, run_pipeline_scenario, wait_for_outcomes
 
 pytestmark = pytest.mark.e2e
@@ -98,7 +98,7 @@ def test_a_jdbc_client_sees_the_table_as_defined_with_exact_values(first_run, pi
     from decimal import Decimal
 
     from ferry.clusters.hiveserver2 import query
-    from ferry.datasets import load_datasets
+    from ferry.datasets.spec import load_datasets
 
     spec = load_datasets(pipeline.settings.paths.datasets_dir)["weather"]
     day = next(d for d in first_run.dropped if d.dataset == "weather" and d.rows)

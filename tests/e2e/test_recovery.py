@@ -16,12 +16,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ferry.clusters.hdfs import WebHdfs
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.events import derive_file_id, sha256_file
-from ferry.datasets import load_datasets
-from ferry.demo_data import write_demo_files
+from ferry.datasets.spec import load_datasets
 from ferry.ops.compact import unload
-from ferry.pipeline import Outcomes, drop_file
+from ferry_kit.demo_data import write_demo_files
+from ferry_kit.pipeline import Outcomes, drop_file
 from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
 from tests.e2e.scenario import wait_for_outcomes
 

@@ -23,15 +23,15 @@ import pytest
 from confluent_kafka import Consumer
 
 from ferry.clusters.hiveserver2 import rows_by_file
-from ferry.core.config import Settings
 from ferry.core.events import derive_file_id, sha256_file
-from ferry.core.kafka import build_admin
-from ferry.core.topics import ensure_topics
-from ferry.datasets import load_datasets
-from ferry.demo_data import write_demo_files
-from ferry.pipeline import Outcomes, drop_file, private_overrides, run_cli, settings_env
-from ferry.supervise.control import PsRow, Services
-from ferry.testing.waiting import wait_for
+from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.topics import ensure_topics
+from ferry.datasets.spec import load_datasets
+from ferry.settings import Settings
+from ferry_kit.demo_data import write_demo_files
+from ferry_kit.pipeline import Outcomes, drop_file, private_overrides, run_cli, settings_env
+from ferry_kit.supervise.control import PsRow, Services
+from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.stack("all")]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.core.config import Settings
+from ferry.settings import Settings
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Issue 13: files keep flowing across NameNode failovers of HA cluster A, none lost or duplicated.
 
-One stack (profile ``ha``) and one :class:`~ferry.testing.chaos.FaultRig` for the module; every
+One stack (profile ``ha``) and one :class:`~ferry_kit.testing.chaos.FaultRig` for the module; every
 scenario drops its own ``FILES`` distinct daily flights slices, injects its fault once the first
 file reached HDFS A (transfer and load running), and ends with every file loaded exactly once
 with its exact row count in Hive (over HiveServer2). Each prints the seconds from the fault to
@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from ferry.core.config import Settings
 from ferry.core.errors import StackError
-from ferry.stack.hdfs_ha import namenode_state
-from ferry.stack.health import Unhealthy
-from ferry.stack.manager import Stack
-from ferry.testing.chaos import FaultRig, SliceFile, running_rig
-from ferry.testing.waiting import wait_for
+from ferry.settings import Settings
+from ferry_kit.stack.hdfs_ha import namenode_state
+from ferry_kit.stack.health import Unhealthy
+from ferry_kit.stack.manager import Stack
+from ferry_kit.testing.chaos import FaultRig, SliceFile, running_rig
+from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.stack("all")]
 
@@ -219,8 +219,8 @@ def haadmin(stack: Settings, *args: str) -> int:
     returns its exit code."""
     import subprocess
 
-    from ferry.stack.base import Layout
-    from ferry.stack.servers import hadoop_argv
+    from ferry_kit.stack.base import Layout
+    from ferry_kit.stack.servers import hadoop_argv
 
     lay = Layout(stack.var_dir)
     argv = hadoop_argv(

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from tests.kafka_io import Running
 
-from ferry.core.config import RetrySettings, Settings
+from ferry.settings import Settings
+from ferry.settings.retry import RetrySettings
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """WebHdfs and copy_between against the real HDFS clusters of the local stack.
 
 Each test works under its own root (``unique.hdfs_root``) on both clusters and removes it at the
-end. Faults come from :class:`ferry.testing.faultproxy.FaultProxy` put in front of cluster A's
+end. Faults come from :class:`ferry_kit.testing.faultproxy.FaultProxy` put in front of cluster A's
 NameNode HTTP port (``webhdfs_url_override``) and DataNode HTTP port (``datanode_address_map``).
 """
 
@@ -16,16 +16,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from ferry.clusters.hdfs import WebHdfs, is_temp_path
-from ferry.core.config import HdfsClusterSettings, RetrySettings, Settings
+from ferry.clusters.hdfs.paths import is_temp_path
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.errors import (
     DataNodeUnreachable,
     HdfsPathExists,
     HdfsRequestRejected,
     HdfsTimeout,
 )
+from ferry.settings import Settings
+from ferry.settings.hdfs import HdfsClusterSettings
+from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.copy import copy_between
-from ferry.testing.faultproxy import FaultProxy
+from ferry_kit.testing.faultproxy import FaultProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("hdfs")]
 

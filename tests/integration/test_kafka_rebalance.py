@@ -21,12 +21,13 @@ from tests.integration.test_kafka_runner import (
 )
 from tests.kafka_io import Running
 
-from ferry.core.avro import EventCodec
-from ferry.core.config import Settings
 from ferry.core.events import FileExtracted
-from ferry.core.kafka import group_id
-from ferry.core.runner import Stage, build_runner
-from ferry.testing.waiting import wait_for
+from ferry.core.kafka.clients import group_id
+from ferry.core.runtime.runner import build_runner
+from ferry.core.runtime.stage import Stage
+from ferry.core.wire.avro import EventCodec
+from ferry.settings import Settings
+from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 

@@ -24,18 +24,20 @@ from confluent_kafka.admin import ConfigResource
 from tests.factories import numbered
 from tests.kafka_io import Running, produce, read_all
 
-from ferry.core.avro import EventCodec, default_codec
-from ferry.core.config import REPO_ROOT, Settings, get_settings
 from ferry.core.events import (
     FileExtracted,
     FileFailed,
     FileManifest,
     FileTransformed,
 )
-from ferry.core.kafka import build_admin, group_id
-from ferry.core.runner import Stage, build_runner
-from ferry.core.topics import ensure_topics
-from ferry.testing.waiting import wait_for
+from ferry.core.kafka.clients import build_admin, group_id
+from ferry.core.kafka.topics import ensure_topics
+from ferry.core.runtime.runner import build_runner
+from ferry.core.runtime.stage import Stage
+from ferry.core.wire.avro import EventCodec, default_codec
+from ferry.settings import Settings, get_settings
+from ferry.settings.base import REPO_ROOT
+from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 

@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from ferry.clusters.locks import TableLocked, TableLocks
-from ferry.core.config import Settings
-from ferry.testing.waiting import wait_for
+from ferry.settings import Settings
+from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("zookeeper")]
 

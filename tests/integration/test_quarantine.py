@@ -17,16 +17,16 @@ import pytest
 from tests.factories import failed, manifest, undecodable
 from tests.kafka_io import produce, read_all
 
-from ferry.core.avro import default_codec
-from ferry.core.config import Settings
 from ferry.core.events import (
     FileFailed,
     FileLoaded,
     FileTransformed,
 )
-from ferry.core.kafka import build_admin
-from ferry.core.topics import ensure_topics
+from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.topics import ensure_topics
+from ferry.core.wire.avro import default_codec
 from ferry.ops.quarantine import read_quarantine
+from ferry.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 

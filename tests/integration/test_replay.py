@@ -21,13 +21,13 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from tests.factories import named
 
-from ferry.core.avro import default_codec
-from ferry.core.config import Settings
 from ferry.core.events import FileExtracted
-from ferry.core.kafka import build_admin, group_id
-from ferry.core.topics import ensure_topics
+from ferry.core.kafka.clients import build_admin, group_id
+from ferry.core.kafka.topics import ensure_topics
+from ferry.core.wire.avro import default_codec
 from ferry.ops.replay import GroupActive, Target, apply_plan, build_plan, wait_drained
-from ferry.testing.waiting import wait_for
+from ferry.settings import Settings
+from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 

@@ -13,9 +13,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from hdfs import InsecureClient
 
-from ferry.stack import health
-from ferry.stack.manager import Stack
-from ferry.testing.waiting import wait_for
+from ferry_kit.stack import health
+from ferry_kit.stack.manager import Stack
+from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("all")]
 
@@ -70,7 +70,7 @@ def test_hdfs_write_read_rename_list_and_spark_reads_it(stack, unique, cluster_s
 def test_hive_table_created_in_one_session_is_visible_from_another(stack, unique, cluster_spark):
     table = f"default.stack_{unique.token}"
     creator = f"""
-from ferry.core.config import get_settings
+from ferry.settings import get_settings
 from ferry.clusters.spark import build_session
 spark = build_session(get_settings(), "ferry-tests-creator", "a", hive=True)
 spark.sql("CREATE TABLE {table} (id INT, city STRING) STORED AS PARQUET")

@@ -1,4 +1,4 @@
-"""The tracker on the real broker, as a real process (``python -m ferry.tracker``) with its own
+"""The tracker on the real broker, as a real process (``ferry run tracker``) with its own
 topic prefix and HTTP port: exact per-file timelines over HTTP, stuck detection, a bad record
 that is counted and skipped (case C05), the plain table page in headless Chromium, state recovered
 after a restart (RocksDB store, changelog tail), and ``ferry status`` from the tracker and from the
@@ -25,18 +25,19 @@ import requests
 from confluent_kafka import Producer
 from tests.factories import failed, named
 
-from ferry.core.avro import default_codec
-from ferry.core.config import Settings
 from ferry.core.events import (
     FileExtracted,
     FileManifest,
     FileTransferred,
     FileTransformed,
 )
-from ferry.core.kafka import build_admin
+from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.topics import ensure_topics
+from ferry.core.services import service_argv
 from ferry.core.timeline import to_ms
-from ferry.core.topics import ensure_topics
-from ferry.testing.waiting import wait_for as _wait_for
+from ferry.core.wire.avro import default_codec
+from ferry.settings import Settings
+from ferry_kit.testing.waiting import wait_for as _wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 
@@ -118,9 +119,7 @@ class Tracker:
     def start(self) -> None:
         self.starts += 1
         log = open(self.workdir / f"tracker-{self.starts}.log", "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ferry.tracker"], env=self.env, stdout=log, stderr=log
-        )
+        self.proc = subprocess.Popen(service_argv("tracker"), env=self.env, stdout=log, stderr=log)
         wait_for(lambda: self._alive() and self.get("/summary"), "the tracker's HTTP server")
 
     def _alive(self) -> bool:

@@ -15,12 +15,12 @@ import requests
 from confluent_kafka import Producer
 from tests.integration.test_tracker import Tracker, free_port, manifest, wait_for
 
-from ferry.core.avro import default_codec
-from ferry.core.config import Settings
 from ferry.core.events import FileExtracted
-from ferry.core.kafka import build_admin
-from ferry.core.topics import ensure_topics
-from ferry.stack.manager import Stack
+from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.topics import ensure_topics
+from ferry.core.wire.avro import default_codec
+from ferry.settings import Settings
+from ferry_kit.stack.manager import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
 

@@ -18,8 +18,6 @@ from confluent_kafka import Producer
 from tests.factories import failed, named
 from tests.integration.test_tracker import Tracker, dump_dom, free_port, run_chromium, wait_for
 
-from ferry.core.avro import default_codec
-from ferry.core.config import Settings
 from ferry.core.events import (
     FileExtracted,
     FileLoaded,
@@ -27,8 +25,10 @@ from ferry.core.events import (
     FileTransferred,
     FileTransformed,
 )
-from ferry.core.kafka import build_admin
-from ferry.core.topics import ensure_topics
+from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.topics import ensure_topics
+from ferry.core.wire.avro import default_codec
+from ferry.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -25,8 +25,8 @@ import pytest
 import requests
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.config import Settings
-from ferry.core.kerberos import spnego_auth
+from ferry.clusters.kerberos import spnego_auth
+from ferry.settings import Settings
 
 pytestmark = [
     pytest.mark.stack("kdc", "hdfs"),
@@ -85,7 +85,7 @@ def client_error(stack: Settings, env: dict[str, str]) -> tuple[int, str, float]
     """Run a WebHDFS LISTSTATUS of cluster A in a child process with ``env`` (its Kerberos
     environment is its own); returns (exit code, last stderr line, seconds)."""
     code = (
-        "from ferry.core.config import get_settings\n"
+        "from ferry.settings import get_settings\n"
         "from ferry.clusters.hdfs.webhdfs import WebHdfs\n"
         "from ferry.core.errors import FerryError\n"
         "try:\n"

@@ -21,7 +21,7 @@ from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
 from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
 
 from ferry.clusters.spark import build_session
-from ferry.core.config import Settings
+from ferry.settings import Settings
 
 _SETTINGS = Settings()
 

@@ -29,11 +29,11 @@ import pytest
 import requests
 from confluent_kafka import Consumer, TopicPartition
 
-from ferry.core.config import Settings
-from ferry.core.kafka import build_admin, client_config
-from ferry.core.topics import ensure_topics
-from ferry.pipeline import ServiceGroup, settings_env
-from ferry.testing.waiting import wait_for
+from ferry.core.kafka.clients import build_admin, client_config
+from ferry.core.kafka.topics import ensure_topics
+from ferry.settings import Settings
+from ferry_kit.pipeline import ServiceGroup, settings_env
+from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [
     pytest.mark.stack("kafka", "hdfs-b-namenode", "hdfs-b-datanode"),

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from tests.unit.extract_helpers import Extract
 
-from ferry.core.avro import EventCodec, default_codec
-from ferry.core.config import REPO_ROOT
-from ferry.datasets import DatasetSpec, load_datasets
+from ferry.core.wire.avro import EventCodec, default_codec
+from ferry.datasets.spec import DatasetSpec, load_datasets
+from ferry.settings.base import REPO_ROOT
 
 
 @pytest.fixture(scope="session")

@@ -12,14 +12,14 @@ from typing import Any
 from tests.factories import FS_B
 from tests.fakes import FakeProducer
 
-from ferry.core.avro import EventCodec
-from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileFailed
-from ferry.datasets import DatasetSpec
+from ferry.core.wire.avro import EventCodec
+from ferry.datasets.spec import DatasetSpec
+from ferry.settings import Settings, get_settings
 from ferry.stages.extract.handlers import ExtractDeps
 from ferry.stages.extract.scanner import Candidate, NasScanner
 from ferry.stages.extract.service import ExtractService
-from ferry.testing.hdfs_fake import FakeHdfs
+from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 HEADER = b"year,month,day,dep_time\n"
 DATA = HEADER + b"2013,1,1,517\n2013,1,1,533\n"

@@ -8,8 +8,7 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from ferry.clusters.hdfs import TEMP_MARKER, is_temp_path
-from ferry.core.config import RetrySettings
+from ferry.clusters.hdfs.paths import TEMP_MARKER, is_temp_path
 from ferry.core.errors import (
     ChecksumMismatch,
     DataNodeUnreachable,
@@ -18,8 +17,9 @@ from ferry.core.errors import (
     HdfsRequestRejected,
     HdfsUnavailable,
 )
+from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.copy import copy_between
-from ferry.testing.hdfs_fake import FakeHdfs
+from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 RETRY = RetrySettings(max_attempts=4, initial_backoff_s=0.5, max_backoff_s=1.5)
 DATA = bytes(range(256)) * 4096  # 1 MiB

@@ -11,7 +11,8 @@ from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 from tests.factories import dataset_spec, put
 
-from ferry.stages.transform.job import (
+from ferry.stages.transform.job import run_batch
+from ferry.stages.transform.rows import (
     CORRUPT_COLUMN,
     REJECT_REASON_COLUMN,
     SOURCE_COLUMN,
@@ -20,7 +21,6 @@ from ferry.stages.transform.job import (
     file_counts,
     read_csv,
     reason_code,
-    run_batch,
     transform,
 )
 

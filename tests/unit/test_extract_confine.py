@@ -16,10 +16,10 @@ import pytest
 from tests.fakes import FakeProducer
 from tests.unit.extract_helpers import DATA, HEADER, drop, failed_events, service, take
 
-from ferry.core.avro import EventCodec
 from ferry.core.events import FileExtracted
-from ferry.datasets import DatasetSpec
+from ferry.core.wire.avro import EventCodec
 from ferry.datasets.precheck import QUOTE_CHARS, check_header, quoted
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract import confine
 from ferry.stages.extract.handlers import SourceChanged, extract_file
 from ferry.stages.extract.scanner import NasScanner

@@ -22,13 +22,13 @@ from tests.unit.extract_helpers import (
     name_of,
 )
 
-from ferry.clusters.hdfs import hdfs_name, is_temp_path, temp_path_for
+from ferry.clusters.hdfs.paths import hdfs_name, is_temp_path, temp_path_for
 from ferry.core.errors import HdfsUnavailable
 from ferry.core.events import FileExtracted, FileFailed, derive_file_id, sha256_file
-from ferry.datasets import DatasetSpec
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.stages.extract.scanner import Candidate
-from ferry.testing.hdfs_fake import FakeHdfs
+from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 # -- extract_file -----------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from tests.unit.extract_helpers import (
     with_,
 )
 
-from ferry.datasets import DatasetSpec, FinishedPolicy
+from ferry.datasets.spec import DatasetSpec, FinishedPolicy
 from ferry.stages.extract.scanner import Candidate, NasScanner
 
 # -- scanner: stable policy (C09) -----------------------------------------------------------

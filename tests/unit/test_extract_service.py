@@ -24,10 +24,10 @@ from tests.unit.extract_helpers import (
     with_,
 )
 
-from ferry.core.avro import EventCodec
 from ferry.core.errors import TransientError
 from ferry.core.events import FileExtracted, derive_file_id, sha256_file
-from ferry.datasets import DatasetSpec, FinishedPolicy
+from ferry.core.wire.avro import EventCodec
+from ferry.datasets.spec import DatasetSpec, FinishedPolicy
 from ferry.stages.extract.service import free_name
 
 # -- ExtractService ---------------------------------------------------------------------------

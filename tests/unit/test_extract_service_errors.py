@@ -23,10 +23,10 @@ from tests.unit.extract_helpers import (
     with_,
 )
 
-from ferry.core.avro import EventCodec
 from ferry.core.errors import ConfigError, HdfsPathExists, HdfsUnavailable
 from ferry.core.events import FileExtracted
-from ferry.datasets import DatasetSpec, FinishedPolicy
+from ferry.core.wire.avro import EventCodec
+from ferry.datasets.spec import DatasetSpec, FinishedPolicy
 from ferry.stages.extract.handlers import ExtractDeps
 from ferry.stages.extract.scanner import Candidate
 

@@ -15,11 +15,11 @@ import pytest
 from tests.fakes import FakeProducer
 from tests.unit.extract_helpers import DATA, HEADER, service
 
-from ferry.core.avro import EventCodec
-from ferry.datasets import DatasetSpec, FinishedPolicy
+from ferry.core.wire.avro import EventCodec
+from ferry.datasets.spec import DatasetSpec, FinishedPolicy
 from ferry.stages.extract.scanner import Candidate, NasScanner
 from ferry.stages.extract.watcher import NasWatcher, choose_detection
-from ferry.testing.waiting import wait_for
+from ferry_kit.testing.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux")
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from ferry.testing.faultproxy import FaultProxy
-from ferry.testing.waiting import wait_for
+from ferry_kit.testing.faultproxy import FaultProxy
+from ferry_kit.testing.waiting import wait_for
 
 BODY = b"hello from upstream\n" * 100  # 2000 bytes
 

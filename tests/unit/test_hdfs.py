@@ -12,16 +12,9 @@ from collections.abc import Iterator
 import pytest
 from hdfs.util import HdfsError as _CliError
 
-from ferry.clusters.hdfs import (
-    TEMP_MARKER,
-    HdfsPort,
-    WebHdfs,
-    is_temp_path,
-    normalize_path,
-    temp_path_for,
-)
 from ferry.clusters.hdfs.errors import _remote_error
-from ferry.core.config import HdfsClusterSettings, RetrySettings, get_settings
+from ferry.clusters.hdfs.paths import TEMP_MARKER, is_temp_path, normalize_path, temp_path_for
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.errors import (
     DataNodeUnreachable,
     HdfsPathExists,
@@ -32,8 +25,11 @@ from ferry.core.errors import (
     PermanentError,
     TransientError,
 )
-from ferry.testing.faultproxy import FaultProxy
-from ferry.testing.webhdfs_stub import WebHdfsStub
+from ferry.settings import get_settings
+from ferry.settings.hdfs import HdfsClusterSettings
+from ferry.settings.retry import RetrySettings
+from ferry_kit.testing.faultproxy import FaultProxy
+from ferry_kit.testing.webhdfs_stub import WebHdfsStub
 
 FAST = RetrySettings(connect_timeout_s=0.5, read_timeout_s=0.5)
 
@@ -92,7 +88,7 @@ def _leftovers(stub: WebHdfsStub) -> list[str]:
 
 def test_for_cluster_takes_named_settings() -> None:
     settings = get_settings()
-    port = HdfsPort.for_cluster("a", settings)
+    port = WebHdfs.for_cluster("a", settings)
     assert port.cluster.webhdfs_url == settings.cluster("a").webhdfs_url
     assert port.timeout == (settings.retry.connect_timeout_s, settings.retry.read_timeout_s)
     assert port.name == "a"

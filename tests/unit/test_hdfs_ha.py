@@ -12,13 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from ferry.clusters.hdfs import WebHdfs
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.spark import session_conf
-from ferry.core.config import HdfsClusterSettings, NameNodeSettings, RetrySettings, Settings
 from ferry.core.errors import DataNodeUnreachable, HdfsPathNotFound, HdfsUnavailable
-from ferry.core.sections import FAILOVER_PROXY_PROVIDER
-from ferry.testing.faultproxy import FaultProxy
-from ferry.testing.webhdfs_stub import WebHdfsStub
+from ferry.settings import Settings
+from ferry.settings.hdfs import FAILOVER_PROXY_PROVIDER, HdfsClusterSettings, NameNodeSettings
+from ferry.settings.retry import RetrySettings
+from ferry_kit.testing.faultproxy import FaultProxy
+from ferry_kit.testing.webhdfs_stub import WebHdfsStub
 
 FAST = RetrySettings(connect_timeout_s=0.5, read_timeout_s=0.5)
 
@@ -130,7 +131,7 @@ def test_inconsistent_ha_settings_are_rejected(fields: dict[str, object], messag
 
 
 def test_ha_profile_settings() -> None:
-    from ferry.core.config import _deep_merge, _read_yaml, profile_files
+    from ferry.settings import _deep_merge, _read_yaml, profile_files
 
     data: dict[str, object] = {}
     for path in profile_files("ha"):

@@ -14,7 +14,7 @@ from tests.unit.test_jobs_load import stage, tiny_spec
 
 from ferry.clusters import hive
 from ferry.clusters.spark import session_conf
-from ferry.core.config import Settings
+from ferry.settings import Settings
 from ferry.stages.load.job import load_files, rows_loaded
 
 D1, D2, D3 = dt.date(2013, 1, 1), dt.date(2013, 1, 2), dt.date(2013, 1, 3)

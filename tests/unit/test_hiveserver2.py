@@ -13,7 +13,7 @@ from ferry.clusters.hiveserver2 import (
     parse_output,
     rows_by_file,
 )
-from ferry.core.config import get_settings
+from ferry.settings import get_settings
 
 OUTPUT = "\n".join(
     [

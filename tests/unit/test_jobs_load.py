@@ -10,11 +10,11 @@ from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 from tests.factories import dataset_spec
 
+from ferry.clusters.hive import create_table_sql
 from ferry.core.errors import PermanentError
-from ferry.datasets import DatasetSpec
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.load.job import (
     align_to_table,
-    create_table_sql,
     ensure_table,
     load_files,
     read_staged,

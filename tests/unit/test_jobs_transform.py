@@ -11,7 +11,8 @@ from pyspark.testing import assertDataFrameEqual
 from tests.factories import dataset_spec, put
 
 from ferry.clusters.spark_jobs import HadoopFileSystem, path_key
-from ferry.stages.transform.job import (
+from ferry.stages.transform.job import run_batch
+from ferry.stages.transform.rows import (
     CORRUPT_COLUMN,
     REJECT_REASON_COLUMN,
     SOURCE_COLUMN,
@@ -19,7 +20,6 @@ from ferry.stages.transform.job import (
     classify,
     file_counts,
     read_csv,
-    run_batch,
     transform,
 )
 
@@ -228,8 +228,8 @@ def test_classified_plan_holds_each_parse_helper_once(spark, tmp_path):
     as columns: the flights plan holds ``from_csv`` once and the field count's quoted-section
     regex (``(?s)…``) twice, as the two projections print it. Inlined, they were 768 and 2,360,
     a 957,000-character plan the driver analysed, optimised and printed for every action."""
-    from ferry.core.config import Settings
-    from ferry.datasets import load_datasets
+    from ferry.datasets.spec import load_datasets
+    from ferry.settings import Settings
 
     flights = load_datasets(Settings().paths.datasets_dir)["flights"]
     header = ",".join(c.name for c in flights.columns).encode() + b"\n"

@@ -10,17 +10,19 @@ import pytest
 from confluent_kafka import KafkaError
 from pydantic import SecretStr
 
-from ferry.core.config import REPO_ROOT, KafkaSettings, Settings
 from ferry.core.errors import ConfigError
-from ferry.core.kafka import (
+from ferry.core.kafka.clients import (
     _error_cb,
     build_admin,
     consumer_config,
     producer_config,
     security_config,
 )
-from ferry.core.topics import refused_login
-from ferry.stack.kafka_secure import client_password
+from ferry.core.kafka.topics import refused_login
+from ferry.settings import Settings
+from ferry.settings.base import REPO_ROOT
+from ferry.settings.kafka import KafkaSettings
+from ferry_kit.stack.kafka_secure import client_password
 
 PASSWORD = "pw-9f8e7d6c5b4a"
 

@@ -10,14 +10,14 @@ import requests
 from hdfs.util import HdfsError as _CliError
 
 from ferry.clusters.hdfs.errors import _remote_error, classify
-from ferry.core.config import Settings
+from ferry.clusters.kerberos import check_keytab, hadoop_client_conf, process_env
 from ferry.core.errors import AuthenticationFailed, HdfsUnavailable
-from ferry.core.kerberos import check_keytab, hadoop_client_conf, process_env
-from ferry.core.kerberos_sections import KerberosSettings
-from ferry.core.section_base import REPO_ROOT
-from ferry.stack.base import Layout
-from ferry.stack.components import build_components
-from ferry.stack.servers import hdfs_conf
+from ferry.settings import Settings
+from ferry.settings.base import REPO_ROOT
+from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.stack.base import Layout
+from ferry_kit.stack.components import build_components
+from ferry_kit.stack.servers import hdfs_conf
 
 
 class KerberosExchangeError(requests.RequestException):
@@ -213,7 +213,7 @@ def test_each_thread_negotiates_with_its_own_spnego_state() -> None:
     against each other's GSSAPI context (MutualAuthenticationError in the secure e2e run)."""
     import threading
 
-    from ferry.core.kerberos import _PerThreadAuth
+    from ferry.clusters.kerberos import _PerThreadAuth
 
     made: list[object] = []
 

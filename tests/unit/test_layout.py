@@ -1,42 +1,85 @@
-"""The house plan, checked on the code's own imports (``ast``, no import executed).
+"""The house plan, checked on the code's own imports and definitions (``ast``, nothing executed).
 
-Data walks one way (docs/architecture.md, "Layout")::
+Two packages (docs/architecture.md, "Layout"): the product ``ferry`` (``services/ferry``: what an
+edge node runs) and the kit ``ferry_kit`` (``services/kit/ferry_kit``: the local stack, ``ferry
+up``, the demo, the test rigs). The kit imports the product; the product never imports the kit.
 
-    core  <  datasets  <  clusters  <  stages/<stage>  ;  ops, tracker, stack sit beside the stages
+Inside the product data walks one way, floor by floor (a module imports only its own area and the
+areas of the floors below it)::
 
-- ``ferry.core`` imports nothing of Ferry but ``ferry.core``;
-- ``ferry.datasets`` only core; ``ferry.clusters`` only core and datasets;
-- a stage imports core, datasets, clusters and itself — never another stage;
-- ops and tracker import no stage and not each other (what both need lives in core);
-- the stack imports only core and clusters (HiveServer2's health check is a JDBC query).
+    core.errors
+    core.events, settings
+    core.wire, core.timeline, core.services, core.retry
+    core.kafka
+    core.runtime
+    datasets
+    clusters
+    stages/<stage> (never another stage), ops, tracker (not each other)
+    cli
 
-Lazy imports inside functions count the same as top-level ones.
+Also checked: no import cycle between the product's modules (lazy imports inside functions count
+like top-level ones); no re-export shim (a module's ``__all__`` names only what it defines, and no
+``import x as x``); a package's ``__init__.py`` holds no imports unless it defines what it
+exports (``ferry.settings``); one list of the services (:data:`ferry.core.services.SERVICES`:
+no other module writes the stage names out as a tuple or list); no file over :data:`MAX_LINES`.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
-from ferry.core.config import REPO_ROOT
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ROOT / "services" / "ferry"
+KIT = ROOT / "services" / "kit" / "ferry_kit"
 
-PACKAGE = REPO_ROOT / "services" / "ferry"
+#: Every core area, for the floors that may use all of core.
+CORE = {
+    "core.errors",
+    "core.events",
+    "core.wire",
+    "core.timeline",
+    "core.services",
+    "core.retry",
+    "core.kafka",
+    "core.runtime",
+}
+BASE = CORE | {"settings"}
 
-#: Area of a module (its first package under ``ferry``, or ``stages.<stage>``) → the areas it may
-#: import. Areas not listed (cli, demo, pipeline, testing, …) sit on top and may import anything.
+#: Area of a module → the areas it may import (besides itself). ``cli`` may import anything of
+#: the product; an area not listed here is refused.
 ALLOWED: dict[str, set[str]] = {
-    "core": {"core"},
-    "datasets": {"core", "datasets"},
-    "clusters": {"core", "datasets", "clusters"},
-    "ops": {"core", "datasets", "clusters", "ops"},
-    "tracker": {"core", "datasets", "tracker"},
-    "stack": {"core", "clusters", "stack"},
+    "": set(),  # ferry/__init__.py
+    "core.errors": set(),
+    "core.events": {"core.errors"},
+    "settings": {"core.errors"},
+    "core.wire": {"core.errors", "core.events", "settings"},
+    "core.timeline": {"core.errors", "core.events"},
+    "core.services": {"core.errors", "core.events"},
+    "core.retry": {"core.errors", "settings"},
+    "core.kafka": {
+        "core.errors",
+        "core.events",
+        "core.wire",
+        "core.retry",
+        "core.services",
+        "settings",
+    },
+    "core.runtime": BASE - {"core.timeline"},
+    "datasets": {"core.errors", "settings"},
+    "clusters": BASE | {"datasets"},
+    "ops": BASE | {"datasets", "clusters"},
+    "tracker": BASE | {"datasets"},
 }
 STAGES = ("extract", "transform", "transfer", "load")
 for _stage in STAGES:
-    ALLOWED[f"stages.{_stage}"] = {"core", "datasets", "clusters", f"stages.{_stage}"}
+    ALLOWED[f"stages.{_stage}"] = BASE | {"datasets", "clusters"}
+
+#: Packages whose ``__init__.py`` defines what it exports (and so may import).
+DEFINING_PACKAGES = {"ferry.settings", "ferry_kit.profiles"}
 
 #: Files (path from the repository root) allowed over :data:`MAX_LINES` lines, with the reason.
 LONG_MODULES: dict[str, str] = {}
@@ -44,63 +87,179 @@ MAX_LINES = 400
 
 
 def area(module: str) -> str:
-    """``ferry.stages.load.job`` → ``stages.load``; ``ferry.core.events`` → ``core``."""
+    """``ferry.stages.load.job`` → ``stages.load``; ``ferry.core.kafka.admin`` → ``core.kafka``;
+    ``ferry.core.retry`` → ``core.retry``; ``ferry.settings.kafka`` → ``settings``;
+    ``ferry.__main__`` → ``cli``."""
     parts = module.split(".")[1:]
-    if not parts:
-        return ""
-    if parts[0] == "stages" and len(parts) > 1:
-        return f"stages.{parts[1]}"
+    if not parts or parts in (["core"], ["stages"]):
+        return ""  # ferry/__init__.py and the bare packages hold nothing
+    if parts[0] in ("stages", "core") and len(parts) > 1:
+        return f"{parts[0]}.{parts[1]}"
+    if parts[0] == "__main__":
+        return "cli"
     return parts[0]
 
 
-def module_name(path: Path) -> str:
-    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+def module_name(path: Path, root: Path) -> str:
+    rel = path.relative_to(root.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def ferry_imports(path: Path) -> list[str]:
-    """Every ``ferry.*`` module the file imports (absolute imports; Ferry uses no relative)."""
+def imports(path: Path) -> list[str]:
+    """Every module the file imports (absolute imports; Ferry uses no relative ones), lazy imports
+    included; ``from a import b`` counts ``a``."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
+            found.append(node.module)
         elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        else:
-            continue
-        found += [n for n in names if n == "ferry" or n.startswith("ferry.")]
+            found += [a.name for a in node.names]
     return found
 
 
+def ours(targets: Iterable[str], package: str) -> list[str]:
+    return [t for t in targets if t == package or t.startswith(f"{package}.")]
+
+
 def violations(modules: dict[str, list[str]]) -> list[str]:
-    """``"<module> imports <target>"`` for every import that breaks :data:`ALLOWED`."""
+    """``"<module> imports <target>"`` for every import of the product that breaks
+    :data:`ALLOWED` or reaches the kit."""
     out = []
     for module, targets in sorted(modules.items()):
-        allowed = ALLOWED.get(area(module))
-        if allowed is None:
-            continue
+        mine = area(module)
         for target in targets:
-            if area(target) not in allowed and target != "ferry":
+            if ours([target], "ferry_kit"):
+                out.append(f"{module} imports {target}")
+                continue
+            if not ours([target], "ferry") or mine == "cli" or area(target) == mine:
+                continue
+            if area(target) not in ALLOWED.get(mine, set()):
                 out.append(f"{module} imports {target}")
     return out
 
 
-SOURCES = sorted(PACKAGE.rglob("*.py"))
+def cycles(modules: dict[str, list[str]]) -> list[list[str]]:
+    """The import cycles among ``modules`` (strongly connected components of more than one
+    module, each sorted; Tarjan's algorithm). An import of ``a.b`` where ``a.b`` is a package
+    counts as an edge to ``a.b``."""
+    graph = {
+        m: sorted({t for t in targets if t in modules and t != m}) for m, targets in modules.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def reexports(path: Path) -> list[str]:
+    """Names a module passes on without defining them: ``__all__`` entries it does not define,
+    ``import x as x`` / ``from a import x as x``, and any import in a package ``__init__.py``
+    (outside :data:`DEFINING_PACKAGES`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    defined: set[str] = set()
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                defined |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out += [f"{a.name} as {a.asname}" for a in node.names if a.asname == a.name]
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            names = [
+                e.value for e in getattr(node.value, "elts", []) if isinstance(e, ast.Constant)
+            ]
+            out += [f"__all__ names {n}" for n in names if n not in defined]
+    return out
+
+
+def service_lists(path: Path) -> list[int]:
+    """Lines where a tuple, list or set literal holds three or more of the stage names."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set))
+        and sum(isinstance(e, ast.Constant) and e.value in STAGES for e in node.elts) >= 3
+    ]
+
+
+SOURCES = sorted(PRODUCT.rglob("*.py"))
+KIT_SOURCES = sorted(KIT.rglob("*.py"))
+MODULES = {module_name(p, PRODUCT): imports(p) for p in SOURCES}
 
 
 def test_the_package_has_every_area():
-    names = {area(module_name(p)) for p in SOURCES}
-    assert {"core", "datasets", "clusters", "ops", "tracker", "stack"} | {
-        f"stages.{s}" for s in STAGES
-    } <= names
+    names = {area(m) for m in MODULES}
+    assert set(ALLOWED) | {"cli"} <= names | {""}
+    assert names - set(ALLOWED) == {"cli"}
 
 
-def test_data_walks_one_way():
-    modules = {module_name(p): ferry_imports(p) for p in SOURCES}
-    assert violations(modules) == []
+def test_data_walks_one_way_and_never_into_the_kit():
+    assert violations(MODULES) == []
+
+
+def test_the_kit_imports_the_product_and_is_a_package_of_its_own():
+    kit = {module_name(p, KIT): imports(p) for p in KIT_SOURCES}
+    assert any(ours(t, "ferry") for t in kit.values())
+    assert not (PRODUCT / "stack").exists() and not (PRODUCT / "testing").exists()
+
+
+def test_no_import_cycle():
+    assert cycles(MODULES) == []
+
+
+@pytest.mark.parametrize("path", SOURCES + KIT_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_reexport_shim(path):
+    name = module_name(path, PRODUCT if PRODUCT in path.parents else KIT)
+    problems = reexports(path)
+    if path.name == "__init__.py" and name not in DEFINING_PACKAGES:
+        problems += [f"imports {t}" for t in imports(path) if t != "__future__"]
+    assert problems == []
+
+
+def test_one_list_of_the_services():
+    found = {
+        str(p.relative_to(ROOT)): lines
+        for p in SOURCES + KIT_SOURCES
+        if p != PRODUCT / "core" / "services.py" and (lines := service_lists(p))
+    }
+    assert found == {}
 
 
 @pytest.mark.parametrize(
@@ -108,30 +267,47 @@ def test_data_walks_one_way():
     [
         ("ferry.stages.load.service", "ferry.stages.transform.service", True),
         ("ferry.stages.load.job", "ferry.stages.load.handlers", False),
-        ("ferry.core.runner", "ferry.stages.extract.handlers", True),
+        ("ferry.core.runtime.runner", "ferry.stages.extract.handlers", True),
+        ("ferry.core.events", "ferry.settings", True),
+        ("ferry.core.kafka.admin", "ferry.core.runtime.runner", True),
+        ("ferry.core.runtime.runner", "ferry.core.kafka.clients", False),
         ("ferry.clusters.spark", "ferry.ops.replay", True),
         ("ferry.clusters.spark", "ferry.datasets", False),
         ("ferry.ops.status", "ferry.tracker.app", True),
-        ("ferry.tracker.app", "ferry.ops.kafkaops", True),
-        ("ferry.tracker.app", "ferry.core.kafkaops", False),
+        ("ferry.tracker.app", "ferry.ops.replay", True),
+        ("ferry.tracker.app", "ferry.core.kafka.admin", False),
         ("ferry.cli", "ferry.stages.load.service", False),
+        ("ferry.cli", "ferry_kit.demo", True),
+        ("ferry.ops.status", "ferry_kit.pipeline", True),
     ],
 )
 def test_the_check_catches_what_it_should(module, target, broken):
     assert violations({module: [target]}) == ([f"{module} imports {target}"] if broken else [])
 
 
-#: Every Python file the repository holds besides the package: tests and benchmarks.
-OTHER_SOURCES = sorted([*(REPO_ROOT / "tests").rglob("*.py"), *(REPO_ROOT / "bench").rglob("*.py")])
+def test_the_cycle_and_shim_checks_catch_what_they_should(tmp_path):
+    assert cycles({"ferry.a": ["ferry.b"], "ferry.b": ["ferry.a"], "ferry.c": ["ferry.a"]}) == [
+        ["ferry.a", "ferry.b"]
+    ]
+    shim = tmp_path / "shim.py"
+    shim.write_text("from a import b as b\nfrom c import d\n__all__ = ['d', 'e']\ne = 1\n")
+    assert reexports(shim) == ["b as b", "__all__ names d"]
+    listed = tmp_path / "listed.py"
+    listed.write_text("X = ('extract', 'transform', 'load')\nY = ('extract', 'tracker')\n")
+    assert service_lists(listed) == [1]
+
+
+#: Every Python file the repository holds besides the packages: tests and benchmarks.
+OTHER_SOURCES = sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py")])
 
 
 def test_modules_stay_readable_in_one_sitting():
-    """No file of the package, the tests or the benchmarks is over MAX_LINES lines unless
+    """No file of the packages, the tests or the benchmarks is over MAX_LINES lines unless
     LONG_MODULES says why."""
     long = {
-        str(p.relative_to(REPO_ROOT)): n
-        for p in SOURCES + OTHER_SOURCES
+        str(p.relative_to(ROOT)): n
+        for p in SOURCES + KIT_SOURCES + OTHER_SOURCES
         if (n := len(p.read_text().splitlines())) > MAX_LINES
-        and str(p.relative_to(REPO_ROOT)) not in LONG_MODULES
+        and str(p.relative_to(ROOT)) not in LONG_MODULES
     }
     assert long == {}

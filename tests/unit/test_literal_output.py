@@ -10,8 +10,8 @@ from rich.table import Table
 from tests.factories import failed, manifest
 from typer.testing import CliRunner
 
-from ferry.core.console import literal_console
 from ferry.ops import quarantine_cli
+from ferry.ops.console import literal_console
 from ferry.ops.quarantine import QuarantineEntry, QuarantineRead
 
 NAME = "flights/flights_2016-01-31[red]:x:[/red] 100%[bold].csv"
@@ -43,7 +43,7 @@ def entry() -> QuarantineEntry:
 
 
 def test_quarantine_list_and_show_print_names_and_errors_literally(monkeypatch, entry):
-    from ferry.core.config import get_settings
+    from ferry.settings import get_settings
 
     read = QuarantineRead((entry,), ())
     monkeypatch.setattr(quarantine_cli, "_load", lambda: (read, get_settings(), None))

@@ -10,7 +10,7 @@ from tests.factories import transferred
 
 from ferry.core.errors import PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileManifest, FileTransferred
-from ferry.datasets import DatasetSpec
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.load.handlers import LoadDeps, load_batch
 
 

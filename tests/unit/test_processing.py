@@ -1,4 +1,4 @@
-"""What the stage runner makes of one record (:func:`ferry.core.processing.process_batch`):
+"""What the stage runner makes of one record (:func:`ferry.core.runtime.processing.process_batch`):
 outputs, retries, quarantine reasons. The loop itself is in test_runner.py."""
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from typing import Any, cast
 import pytest
 from tests.factories import T0, manifest
 
-from ferry.core.avro import EventCodec
-from ferry.core.config import RetrySettings, Settings, get_settings
 from ferry.core.errors import ConfigError, PermanentError, TransientError
 from ferry.core.events import (
     FileExtracted,
@@ -19,8 +17,11 @@ from ferry.core.events import (
     FileLoaded,
     FileTransformed,
 )
-from ferry.core.processing import process_batch
-from ferry.core.stage import HandlerBug, Record, Stage, one_by_one
+from ferry.core.runtime.processing import process_batch
+from ferry.core.runtime.stage import HandlerBug, Record, Stage, one_by_one
+from ferry.core.wire.avro import EventCodec
+from ferry.settings import Settings, get_settings
+from ferry.settings.retry import RetrySettings
 
 SHA = "0f" * 32
 MANIFEST = manifest("flights", SHA, source_path="flights/a.csv")

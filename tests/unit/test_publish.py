@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 from tests.factories import manifest
 
-from ferry.core.avro import EventCodec
-from ferry.core.config import RetrySettings, Settings, get_settings
 from ferry.core.errors import SerializationError, TransientError
 from ferry.core.events import (
     FileExtracted,
@@ -19,8 +17,11 @@ from ferry.core.events import (
     failed,
     utc_now,
 )
-from ferry.core.kafka import OutboundRecord
-from ferry.core.publish import encode_events, publish
+from ferry.core.kafka.clients import OutboundRecord
+from ferry.core.kafka.publish import encode_events, publish
+from ferry.core.wire.avro import EventCodec
+from ferry.settings import Settings, get_settings
+from ferry.settings.retry import RetrySettings
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
 SHA = "3c" * 32

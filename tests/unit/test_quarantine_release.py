@@ -8,8 +8,6 @@ import pytest
 from tests.factories import failed as make_failed
 from tests.factories import manifest
 
-from ferry.core.avro import default_codec
-from ferry.core.config import Settings
 from ferry.core.events import (
     FileExtracted,
     FileFailed,
@@ -17,8 +15,10 @@ from ferry.core.events import (
     FileTransferred,
     FileTransformed,
 )
-from ferry.core.kafkaops import OpsError
+from ferry.core.kafka.admin import OpsError
+from ferry.core.wire.avro import default_codec
 from ferry.ops.quarantine import QuarantineEntry, input_event_for, plan_release
+from ferry.settings import Settings
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 SHA = "ab" * 32

@@ -9,8 +9,8 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from ferry.core.kafka import LIBRDKAFKA_LOG, client_logging
-from ferry.core.ratelimit import RateLimitFilter, message_kind
+from ferry.core.kafka.clients import LIBRDKAFKA_LOG, client_logging
+from ferry.core.kafka.ratelimit import RateLimitFilter, message_kind
 
 
 def record(msg: str, *args: object, level: int = logging.ERROR) -> logging.LogRecord:

@@ -6,9 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from ferry.core.config import Settings
 from ferry.core.errors import ConfigError
-from ferry.core.kafkaops import input_topic
+from ferry.core.kafka.admin import input_topic
 from ferry.ops.replay import (
     Move,
     PartitionOffsets,
@@ -17,6 +16,7 @@ from ferry.ops.replay import (
     plan_to_offset,
     plan_to_offsets,
 )
+from ferry.settings import Settings
 
 STATES = [
     PartitionOffsets(partition=1, committed=7, low=2, high=10),

@@ -13,13 +13,13 @@ from confluent_kafka import TopicPartition
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 from tests.unit.test_processing import EXTRACTED, FILE_ID, TRANSFORMED, settings
 
-from ferry.core.avro import EventCodec
-from ferry.core.config import Settings
 from ferry.core.errors import TransientError
 from ferry.core.events import FileExtracted
-from ferry.core.runner import StageRunner
-from ferry.core.stage import Stage
-from ferry.testing.waiting import wait_for
+from ferry.core.runtime.runner import StageRunner
+from ferry.core.runtime.stage import Stage
+from ferry.core.wire.avro import EventCodec
+from ferry.settings import Settings
+from ferry_kit.testing.waiting import wait_for
 
 # -- the loop, with fakes -------------------------------------------------------------------
 

@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 from tests.factories import numbered
 
-from ferry.core.avro import EventCodec
-from ferry.core.config import Settings, get_settings
 from ferry.core.errors import ConfigError, PermanentError, TransientError
 from ferry.core.events import (
     FileExtracted,
@@ -19,11 +17,14 @@ from ferry.core.events import (
     FileManifest,
     FileTransformed,
 )
-from ferry.core.processing import process_batch
-from ferry.core.stage import Record, RunStats, Stage
-from ferry.datasets import DatasetSpec
+from ferry.core.runtime.processing import process_batch
+from ferry.core.runtime.stage import Record, RunStats, Stage
+from ferry.core.wire.avro import EventCodec
+from ferry.datasets.spec import DatasetSpec
+from ferry.settings import Settings, get_settings
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
-from ferry.stages.transform.job import FileCounts, FileResult
+from ferry.stages.transform.job import FileResult
+from ferry.stages.transform.rows import FileCounts
 
 MAX = 3
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -10,12 +10,12 @@ from typing import Any
 from confluent_kafka import TopicPartition
 from tests.fakes import FakeMessage
 
-from ferry.core.config import Settings
 from ferry.core.events import FileExtracted
-from ferry.core.kafka import consumer_config
-from ferry.core.rebalance import RunningBatch
-from ferry.core.runner import StageRunner
-from ferry.core.stage import Stage
+from ferry.core.kafka.clients import consumer_config
+from ferry.core.runtime.rebalance import RunningBatch
+from ferry.core.runtime.runner import StageRunner
+from ferry.core.runtime.stage import Stage
+from ferry.settings import Settings
 
 
 class RecordingConsumer:

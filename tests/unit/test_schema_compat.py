@@ -14,11 +14,11 @@ import pytest
 from fastavro.read import SchemaResolutionError
 from typer.testing import CliRunner
 
-from ferry.core.avro import load_schema_dir
-from ferry.core.config import get_settings
 from ferry.core.errors import ConfigError
-from ferry.core.schema_compat import check_schemas, resolution_problems
+from ferry.core.wire.avro import load_schema_dir
+from ferry.core.wire.schema_compat import check_schemas, resolution_problems
 from ferry.ops.schemas_cli import app, release_schemas
+from ferry.settings import get_settings
 
 REPO_SCHEMAS = get_settings().paths.schemas_dir
 

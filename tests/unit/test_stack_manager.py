@@ -10,12 +10,12 @@ from dataclasses import replace
 
 import pytest
 
-from ferry.core.config import get_settings
 from ferry.core.errors import StackError
-from ferry.stack import process
-from ferry.stack.components import Component
-from ferry.stack.health import Unhealthy
-from ferry.stack.manager import Stack
+from ferry.settings import get_settings
+from ferry_kit.stack import process
+from ferry_kit.stack.base import Component
+from ferry_kit.stack.health import Unhealthy
+from ferry_kit.stack.manager import Stack
 
 
 def _sleeper(name: str, var, check) -> Component:  # type: ignore[no-untyped-def]
@@ -137,7 +137,7 @@ def test_up_of_an_unknown_name_starts_nothing(tmp_path):  # type: ignore[no-unty
 def test_kafka_cluster_ids_never_start_with_a_dash(monkeypatch):  # type: ignore[no-untyped-def]
     import uuid
 
-    from ferry.stack import servers
+    from ferry_kit.stack import servers
 
     dash = uuid.UUID(bytes=b"\xfb" + b"\x00" * 15)  # base64url "-w…": what once broke the format
     ok = uuid.UUID(bytes=b"\x00" * 16)

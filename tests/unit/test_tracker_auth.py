@@ -14,9 +14,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import SecretStr
 
-from ferry.core.config import Settings, get_settings
 from ferry.core.errors import ConfigError
-from ferry.core.secrets import read_secret_file, resolve_secret
+from ferry.settings import Settings, get_settings
+from ferry.settings.secrets import read_secret_file, resolve_secret
 from ferry.tracker.app import build_app
 
 TOKEN = "tr-4c1d2e9f-token"

@@ -18,7 +18,8 @@ from ferry.core.events import (
     derive_file_id,
 )
 from ferry.core.timeline import Failure, StepMark, Timeline, fold, stage_latencies, to_ms
-from ferry.tracker.app import render_status_page, summary
+from ferry.tracker.filepage import render_status_page
+from ferry.tracker.query import summary
 
 T0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 SHA = "cd" * 32

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from tests.factories import FS_A, FS_B, manifest
 
-from ferry.clusters.hdfs import is_temp_path
-from ferry.core.config import RetrySettings
+from ferry.clusters.hdfs.paths import is_temp_path
 from ferry.core.errors import DataNodeUnreachable, HdfsPathNotFound, HdfsUnavailable, PermanentError
 from ferry.core.events import FileTransferred, FileTransformed, derive_file_id
+from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.handlers import TransferDeps, transfer_file
-from ferry.testing.hdfs_fake import FakeHdfs
+from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 SHA = "ab" * 32
 FID = derive_file_id("flights", SHA)

@@ -19,7 +19,7 @@ from tests.unit.test_transform_handler import (
 
 from ferry.core.errors import SparkJobFailed, SparkUnavailable, TransientError
 from ferry.core.events import FileTransformed
-from ferry.datasets import DatasetSpec
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.transform.handlers import TransformDeps, split_budget, transform_batch
 
 

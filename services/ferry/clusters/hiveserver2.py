@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.core.config import REPO_ROOT, Settings
 from ferry.core.errors import PermanentError, TransientError
+from ferry.settings import Settings
+from ferry.settings.base import REPO_ROOT
 
 #: The JDBC client program (Java source, run by ``java <file>.java``).
 JDBC_CLIENT = REPO_ROOT / "deploy" / "local" / "jdbc" / "FerryJdbcQuery.java"

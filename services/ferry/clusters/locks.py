@@ -27,8 +27,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.handlers.threading import KazooTimeoutError
 
-from ferry.core.config import Settings
 from ferry.core.errors import TransientError
+from ferry.settings import Settings
 
 
 class TableLocked(TransientError):

@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ferry.clusters import spark_kerberos
-from ferry.core.config import Settings
+from ferry.settings import Settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -156,7 +156,7 @@ def _kerberos_driver(settings: Settings, app_name: str, cluster: str, conf: dict
 
 class SparkHolder:
     """Lazily builds the stage's SparkSession and rebuilds it after a failure stopped it.
-    Thread-safe: a stage's takeover batch (ferry.core.runner) runs its jobs from a second
+    Thread-safe: a stage's takeover batch (ferry.core.runtime.runner) runs its jobs from a second
     thread on the same session (Spark schedules jobs of several threads in one application)."""
 
     def __init__(self, settings: Settings, app_name: str, cluster: str, hive: bool = False) -> None:

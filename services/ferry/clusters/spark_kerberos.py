@@ -29,13 +29,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ferry.clusters.hadoop_conf import xml_properties
+from ferry.clusters.kerberos import configure_process, hadoop_client_conf
 from ferry.core.errors import AuthenticationFailed
-from ferry.core.hadoop_xml import xml_properties
-from ferry.core.kerberos import configure_process, hadoop_client_conf
 
 if TYPE_CHECKING:
-    from ferry.core.config import Settings
-    from ferry.core.kerberos_sections import KerberosSettings
+    from ferry.settings import Settings
+    from ferry.settings.kerberos import KerberosSettings
 
 
 def conf_dir(settings: Settings, cluster: str) -> Path:

@@ -1,13 +1,15 @@
 """Ferry's events: one past-tense dataclass per transition, with explicit wire dicts.
 
 The Avro types live in ``schemas/ferry.<Name>.avsc``; each dataclass here mirrors one of them field
-for field. ``to_dict()`` gives the Avro datum that :class:`ferry.core.avro.EventCodec` encodes and
+for field. ``to_dict()`` gives the Avro datum that :class:`ferry.core.wire.avro.EventCodec` encodes
+and
 ``from_dict()`` builds the event back from a decoded datum, field by field. Timestamps are
 timezone-aware UTC :class:`datetime.datetime` values (Avro ``timestamp-millis``, so millisecond
 precision on the wire).
 
 Every event about a file is keyed by its :attr:`FileManifest.file_id` and goes to the topic
-``settings.kafka.topic(event.TOPIC)`` (see :func:`ferry.core.publish.encode_events`). Every stage
+``settings.kafka.topic(event.TOPIC)`` (see :func:`ferry.core.kafka.publish.encode_events`). Every
+stage
 builds its quarantine records with :func:`failed`.
 """
 

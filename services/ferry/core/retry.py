@@ -24,8 +24,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from ferry.core.config import RetrySettings
 from ferry.core.errors import TransientError
+from ferry.settings.retry import RetrySettings
 
 log = logging.getLogger(__name__)
 

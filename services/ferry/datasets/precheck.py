@@ -13,7 +13,7 @@ import io
 from pathlib import Path
 from typing import Literal
 
-from ferry.datasets import DatasetSpec
+from ferry.datasets.spec import DatasetSpec
 
 #: UTF-8 byte order mark; Spark's CSV reader (univocity) skips it, and so do these checks (C10).
 UTF8_BOM = b"\xef\xbb\xbf"

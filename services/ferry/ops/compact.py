@@ -27,7 +27,7 @@ from ferry.clusters.hive import (
     without,
 )
 from ferry.core.errors import FerryError
-from ferry.datasets import FILE_ID_COLUMN, DatasetSpec
+from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from ferry.clusters.locks import TableLocks
-from ferry.core.console import literal_console
+from ferry.ops.console import literal_console
 
 #: How ``ferry.cli`` mounts these commands (single commands, not groups).
 COMMAND_SETTINGS: dict[str, object] = {"no_args_is_help": True}
@@ -28,14 +28,14 @@ _FILE_IDS = typer.Argument(..., help="File id(s) whose rows to remove.")
 
 def _session(master: str | None) -> tuple[Any, Any]:
     from ferry.clusters.spark import build_session
-    from ferry.core.config import get_settings
+    from ferry.settings import get_settings
 
     settings = get_settings()
     return settings, build_session(settings, "ferry-hive-ops", "a", hive=True, master=master)
 
 
 def _spec(settings: Any, table: str) -> Any:
-    from ferry.datasets import load_datasets
+    from ferry.datasets.spec import load_datasets
     from ferry.ops.compact import resolve
 
     return resolve(load_datasets(settings.paths.datasets_dir), table)

@@ -24,13 +24,14 @@ from dataclasses import dataclass, replace
 
 from confluent_kafka.admin import AdminClient
 
-from ferry.core.avro import EventCodec
-from ferry.core.config import Settings
 from ferry.core.errors import SerializationError
 from ferry.core.events import Event, FileFailed, FileLoaded
-from ferry.core.kafka import OutboundRecord, build_admin, build_producer
-from ferry.core.kafkaops import STAGE_INPUT, OpsError, partitions_of, scan, watermarks
-from ferry.core.publish import encode_events, publish
+from ferry.core.kafka.admin import OpsError, partitions_of, scan, watermarks
+from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
+from ferry.core.kafka.publish import encode_events, publish
+from ferry.core.services import STAGES, service
+from ferry.core.wire.avro import EventCodec
+from ferry.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -169,11 +170,11 @@ def input_event_for(failed: FileFailed) -> Event:
         OpsError: no manifest (undecodable input: release it raw with ``force``), the stage has
             no input topic (``extract``: re-drop the file on the NAS), or the stage is unknown.
     """
-    if failed.stage not in STAGE_INPUT:
+    if failed.stage not in STAGES:
         raise OpsError(
-            f"FileFailed from unknown stage {failed.stage!r}; known: {', '.join(STAGE_INPUT)}"
+            f"FileFailed from unknown stage {failed.stage!r}; known: {', '.join(STAGES)}"
         )
-    cls = STAGE_INPUT[failed.stage]
+    cls = service(failed.stage).input
     if cls is None:
         raise OpsError(
             f"stage {failed.stage} reads the NAS, not a topic; to retry file "
@@ -244,7 +245,7 @@ def release(
         OpsError: a key is not in the quarantine, or cannot be released (nothing is produced
             then: every key is planned before the first record is sent).
         TransientError: the broker did not acknowledge every record after the retries of
-            ``settings.retry`` (see :func:`ferry.core.publish.publish`).
+            ``settings.retry`` (see :func:`ferry.core.kafka.publish.publish`).
     """
     read = read if read is not None else read_quarantine(settings, codec)
     unknown = [k for k in keys if read.get(k) is None]

@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from ferry.core.console import literal_console
 from ferry.core.errors import FerryError
+from ferry.ops.console import literal_console
 from ferry.ops.quarantine import QuarantineEntry, QuarantineRead
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ferry.core.avro import EventCodec
-    from ferry.core.config import Settings
+    from ferry.core.wire.avro import EventCodec
+    from ferry.settings import Settings
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -54,9 +54,9 @@ def quarantine_lines(entries: Sequence[QuarantineEntry]) -> list[str]:
 
 
 def _load() -> tuple[QuarantineRead, Settings, EventCodec]:
-    from ferry.core.avro import default_codec
-    from ferry.core.config import get_settings
+    from ferry.core.wire.avro import default_codec
     from ferry.ops.quarantine import read_quarantine
+    from ferry.settings import get_settings
 
     settings = get_settings()
     codec = default_codec(settings.paths.schemas_dir)

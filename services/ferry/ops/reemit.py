@@ -18,11 +18,11 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from ferry.core.avro import EventCodec
-from ferry.core.config import Settings
 from ferry.core.errors import SerializationError
-from ferry.core.kafkaops import input_topic, partitions_of, scan, watermarks
-from ferry.core.publish import encode_events, publish
+from ferry.core.kafka.admin import input_topic, partitions_of, scan, watermarks
+from ferry.core.kafka.publish import encode_events, publish
+from ferry.core.wire.avro import EventCodec
+from ferry.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,8 @@ from datetime import datetime
 
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ferry.core.avro import EventCodec
-from ferry.core.config import Settings
 from ferry.core.errors import SerializationError, TransientError
-from ferry.core.kafka import group_id
-from ferry.core.kafkaops import (
+from ferry.core.kafka.admin import (
     OpsError,
     active_members,
     alter_offsets,
@@ -42,6 +39,9 @@ from ferry.core.kafkaops import (
     scan,
     watermarks,
 )
+from ferry.core.kafka.clients import group_id
+from ferry.core.wire.avro import EventCodec
+from ferry.settings import Settings
 
 
 class GroupActive(OpsError):

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ferry.core.console import literal_console
 from ferry.core.errors import FerryError
+from ferry.ops.console import literal_console
 from ferry.ops.replay import ReplayPlan, Target
 
 #: How ``ferry.cli`` mounts :func:`replay` (a command, not a group: no phantom ``COMMAND``).
@@ -77,10 +77,10 @@ def replay(
     Moving offsets refuses while the group has active members. Exit 1 on any error, and when
     none of the ``--file`` ids has an event on the input topic (``--dry-run`` included).
     """
-    from ferry.core.avro import default_codec
-    from ferry.core.config import get_settings
-    from ferry.core.kafka import build_admin
+    from ferry.core.kafka.clients import build_admin
+    from ferry.core.wire.avro import default_codec
     from ferry.ops.replay import apply_plan, build_plan, wait_drained
+    from ferry.settings import get_settings
 
     console = literal_console()
     if file_ids and not move_offsets:
@@ -144,10 +144,10 @@ def replay(
 def _reemit(console: Console, stage: str, file_ids: list[str], dry_run: bool) -> None:
     """``ferry replay STAGE --file ID…`` without ``--move-offsets``: produce the files' latest
     input events again; the running stage picks them up."""
-    from ferry.core.avro import default_codec
-    from ferry.core.config import get_settings
-    from ferry.core.kafka import build_admin, build_producer
+    from ferry.core.kafka.clients import build_admin, build_producer
+    from ferry.core.wire.avro import default_codec
     from ferry.ops.reemit import find_latest_events, reemit
+    from ferry.settings import get_settings
 
     settings = get_settings()
     codec = default_codec(settings.paths.schemas_dir)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import typer
 
-from ferry.core.avro import released_dir
 from ferry.core.errors import ConfigError
-from ferry.core.schema_compat import check_schemas
+from ferry.core.wire.avro import released_dir
+from ferry.core.wire.schema_compat import check_schemas
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -25,7 +25,7 @@ _DIR_OPTION = typer.Option(
 def _schemas_dir(directory: Path | None) -> Path:
     if directory is not None:
         return directory
-    from ferry.core.config import get_settings
+    from ferry.settings import get_settings
 
     return get_settings().paths.schemas_dir
 
@@ -38,7 +38,7 @@ def release_schemas(schemas_dir: Path, version: str) -> Path:
 
     Raises:
         ConfigError: bad version name, the version exists, or the current schemas fail
-            :func:`ferry.core.schema_compat.check_schemas`.
+            :func:`ferry.core.wire.schema_compat.check_schemas`.
     """
     if not _VERSION_RE.match(version):
         raise ConfigError(f"release version {version!r} must look like 1, 1.2 or 1.2.3(-tag)")

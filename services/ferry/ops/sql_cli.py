@@ -21,7 +21,7 @@ def sql(
 ) -> None:
     """Run QUERY (or open beeline) on HiveServer2 over JDBC, as an analyst would."""
     from ferry.clusters.hiveserver2 import beeline_argv
-    from ferry.core.config import get_settings
+    from ferry.settings import get_settings
 
     args = [f"--outputformat={output}", "--silent=true", "--showHeader=true"]
     if query is not None:

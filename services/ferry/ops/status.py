@@ -16,12 +16,9 @@ from typing import Any
 
 import requests
 
-from ferry.core.avro import EventCodec
-from ferry.core.config import Settings
 from ferry.core.errors import SerializationError
 from ferry.core.events import TOPIC_NAMES
-from ferry.core.kafka import build_admin
-from ferry.core.kafkaops import (
+from ferry.core.kafka.admin import (
     OpsError,
     PartitionLag,
     consumer_lag,
@@ -29,8 +26,11 @@ from ferry.core.kafkaops import (
     scan,
     watermarks,
 )
-from ferry.core.secrets import resolve_secret
+from ferry.core.kafka.clients import build_admin
 from ferry.core.timeline import Timeline, fold
+from ferry.core.wire.avro import EventCodec
+from ferry.settings import Settings
+from ferry.settings.secrets import resolve_secret
 
 log = logging.getLogger(__name__)
 

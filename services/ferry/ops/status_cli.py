@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ferry.core.console import literal_console
 from ferry.core.errors import FerryError
+from ferry.ops.console import literal_console
 
 #: How ``ferry.cli`` mounts :func:`status` (a command, not a group: no phantom ``COMMAND``).
 COMMAND_SETTINGS: dict[str, object] = {}
@@ -48,9 +48,9 @@ def status(
     file_id: str | None = typer.Argument(None, help="Show one file's timeline instead."),
 ) -> None:
     """Files per state, consumer lag per stage group, stuck and quarantined files."""
-    from ferry.core.avro import default_codec
-    from ferry.core.config import get_settings
+    from ferry.core.wire.avro import default_codec
     from ferry.ops.status import collect_status, file_status
+    from ferry.settings import get_settings
 
     console = literal_console()
     settings = get_settings()

@@ -30,23 +30,19 @@ from typing import Any
 import faust
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ferry.core.avro import default_codec
-from ferry.core.config import Settings, get_settings
 from ferry.core.errors import FerryError, SerializationError
 from ferry.core.events import TOPIC_NAMES
-from ferry.core.kafka import group_id
-from ferry.core.secrets import resolve_secret
-from ferry.core.service import configure_logging
+from ferry.core.kafka.clients import group_id
+from ferry.core.runtime.service import configure_logging
+from ferry.core.services import STAGES
 from ferry.core.timeline import Timeline, stage_latencies
+from ferry.core.wire.avro import default_codec
+from ferry.settings import Settings, get_settings
+from ferry.settings.secrets import resolve_secret
 from ferry.tracker.auth import bearer_middleware, broker_options
-from ferry.tracker.filepage import render_status_page
-from ferry.tracker.query import summary
 from ferry.tracker.record import apply
-from ferry.tracker.state import STAGES, TrackerState
+from ferry.tracker.state import TrackerState
 from ferry.tracker.views import TrackerContext, now_ms, register
-
-#: ``summary`` and ``render_status_page`` stay importable from here (their former home).
-__all__ = ["TrackerMetrics", "build_app", "main", "render_status_page", "summary"]
 
 log = logging.getLogger(__name__)
 
@@ -100,13 +96,13 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         create_topics: create the topic plan first (idempotent; connects to the broker).
 
     Raises:
-        TransientError, ConfigError: from :func:`ferry.core.topics.ensure_topics`.
+        TransientError, ConfigError: from :func:`ferry.core.kafka.topics.ensure_topics`.
     """
     settings = settings or get_settings()
     kafka, tcfg = settings.kafka, settings.tracker
     if create_topics:
-        from ferry.core.kafka import build_admin
-        from ferry.core.topics import ensure_topics
+        from ferry.core.kafka.clients import build_admin
+        from ferry.core.kafka.topics import ensure_topics
 
         ensure_topics(build_admin(kafka), kafka)
     codec = default_codec(settings.paths.schemas_dir)
@@ -260,8 +256,8 @@ def _fallback_key(key: bytes | None, where: str) -> str:
 def _lag_snapshot(settings: Settings) -> tuple[dict[tuple[str, str], int], int]:
     """((group, topic) → total lag over partitions for the stage groups, the tracker's own lag on
     the Ferry topics); blocking (run in an executor)."""
-    from ferry.core.kafka import build_admin
-    from ferry.core.kafkaops import consumer_lag, group_lag
+    from ferry.core.kafka.admin import consumer_lag, group_lag
+    from ferry.core.kafka.clients import build_admin
 
     admin = build_admin(settings.kafka)
     out: dict[tuple[str, str], int] = {}

@@ -24,7 +24,7 @@ import faust
 from aiohttp import web
 from pydantic import SecretStr
 
-from ferry.core.config import KafkaSettings
+from ferry.settings.kafka import KafkaSettings
 
 #: Paths served without the token (exact, or a prefix ending in ``/``).
 OPEN_PATHS = ("/healthz", "/static/")

@@ -8,20 +8,20 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from ferry.core.services import CONSUMING_STAGES, SERVICES
 from ferry.core.timeline import STEPS, Timeline
 from ferry.tracker.pages import esc, fmt_ms, fmt_s
 from ferry.tracker.query import summary
 from ferry.tracker.record import detail
 
 #: Stage → (step it starts from, step it produces); extract starts at the NAS time.
-SPANS: tuple[tuple[str, str | None, str], ...] = (
-    ("extract", None, "extracted"),
-    ("transform", "extracted", "transformed"),
-    ("transfer", "transformed", "transferred"),
-    ("load", "transferred", "loaded"),
+SPANS: tuple[tuple[str, str | None, str], ...] = tuple(
+    (s.name, s.input.TOPIC if s.input else None, s.output.TOPIC)
+    for s in SERVICES
+    if s.output is not None
 )
 #: Stages ``ferry replay`` can move.
-REPLAYABLE = ("transform", "transfer", "load")
+REPLAYABLE = CONSUMING_STAGES
 
 
 def bars(record: Mapping[str, Any], now_ms: int) -> list[dict[str, Any]]:

@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from ferry.core.services import STAGES
 from ferry.core.timeline import STEPS
 from ferry.tracker.query import FileQuery
-from ferry.tracker.state import STAGES, Entry
+from ferry.tracker.state import Entry
 
 NAV = (
     ("/", "Overview"),

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ferry.core.services import STAGES
 from ferry.core.timeline import STEPS, Timeline, to_ms
-from ferry.tracker.state import PRODUCES, STAGES, Entry, TrackerState, attention
+from ferry.tracker.state import PRODUCES, Entry, TrackerState, attention
 
 #: Width of the "now" window for files/min and MB/min, minutes.
 RATE_WINDOW_MIN = 5

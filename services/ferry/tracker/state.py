@@ -14,17 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ferry.core.services import SERVICES
 from ferry.core.timeline import STEPS, WAITS_IN
 
-#: Pipeline stages in order (extract reads the NAS; load writes Hive).
-STAGES: tuple[str, ...] = ("extract", "transform", "transfer", "load")
-#: Stage → the step it produces.
-PRODUCES: dict[str, str] = {
-    "extract": "extracted",
-    "transform": "transformed",
-    "transfer": "transferred",
-    "load": "loaded",
-}
+#: Stage → the step it produces (its output event's topic name), in pipeline order.
+PRODUCES: dict[str, str] = {s.name: s.output.TOPIC for s in SERVICES if s.output is not None}
 _ORDER = {s: i for i, s in enumerate(STEPS)}
 
 

@@ -31,12 +31,13 @@ import faust
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ferry.core.services import STAGES
 from ferry.core.timeline import Timeline
 from ferry.tracker import filepage, pages
 from ferry.tracker.health import Liveness, evaluate
 from ferry.tracker.query import FileQuery, QueryError, charts, overview, select
 from ferry.tracker.record import detail
-from ferry.tracker.state import STAGES, TrackerState
+from ferry.tracker.state import TrackerState
 
 STATIC_TYPES = {".js": "application/javascript", ".css": "text/css", ".txt": "text/plain"}
 

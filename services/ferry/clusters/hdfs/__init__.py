@@ -10,40 +10,6 @@ The package, by concern:
   timeouts on every call and DataNode address rewriting.
 * :mod:`ferry.clusters.hdfs.errors`: how ``requests``/HdfsCLI failures become Ferry errors.
 
-The in-memory implementation for unit tests is :class:`ferry.testing.hdfs_fake.FakeHdfs`.
-Importers use the names re-exported here.
+The in-memory implementation for unit tests is :class:`ferry_kit.testing.hdfs_fake.FakeHdfs`.
+Importers take each name from the module that defines it.
 """
-
-from __future__ import annotations
-
-from ferry.clusters.hdfs.errors import NAME_TOO_LONG
-from ferry.clusters.hdfs.paths import (
-    DEFAULT_CHUNK_SIZE,
-    MAX_COMPONENT_BYTES,
-    TEMP_MARKER,
-    FileKind,
-    FileStatus,
-    Written,
-    hdfs_name,
-    is_temp_path,
-    normalize_path,
-    temp_path_for,
-)
-from ferry.clusters.hdfs.port import HdfsPort
-from ferry.clusters.hdfs.webhdfs import WebHdfs
-
-__all__ = [
-    "DEFAULT_CHUNK_SIZE",
-    "MAX_COMPONENT_BYTES",
-    "NAME_TOO_LONG",
-    "TEMP_MARKER",
-    "FileKind",
-    "FileStatus",
-    "HdfsPort",
-    "WebHdfs",
-    "Written",
-    "hdfs_name",
-    "is_temp_path",
-    "normalize_path",
-    "temp_path_for",
-]

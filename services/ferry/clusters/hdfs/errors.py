@@ -23,6 +23,7 @@ import requests
 from hdfs.util import HdfsError as _CliError
 from urllib3.exceptions import NewConnectionError
 
+from ferry.clusters.kerberos import gss_failure, is_transient_gss
 from ferry.core.errors import (
     AuthenticationFailed,
     DataNodeUnreachable,
@@ -33,7 +34,6 @@ from ferry.core.errors import (
     HdfsTimeout,
     HdfsUnavailable,
 )
-from ferry.core.kerberos import gss_failure, is_transient_gss
 
 #: ``FileFailed.reason`` of a path component longer than the NameNode allows.
 NAME_TOO_LONG = "name_too_long"

@@ -4,9 +4,9 @@
 ``_create``) and builds the rest on them, so both implementations follow the same rules:
 
 * :class:`ferry.clusters.hdfs.webhdfs.WebHdfs` talks WebHDFS to a real cluster; build it with
-  ``HdfsPort.for_cluster("a", settings)`` (clusters are named, their addresses come from
+  ``WebHdfs.for_cluster("a", settings)`` (clusters are named, their addresses come from
   ``settings.clusters``).
-* :class:`ferry.testing.hdfs_fake.FakeHdfs` keeps files in memory, for handler unit tests.
+* :class:`ferry_kit.testing.hdfs_fake.FakeHdfs` keeps files in memory, for handler unit tests.
 
 :meth:`HdfsPort.upload_stream` writes ``<dir>/.<name>.ferry-tmp-<hex>``
 (:func:`~ferry.clusters.hdfs.paths.temp_path_for`) and renames it onto the final path only after
@@ -35,7 +35,6 @@ from ferry.clusters.hdfs.paths import (
     normalize_path,
     temp_path_for,
 )
-from ferry.core.config import RetrySettings
 from ferry.core.errors import (
     ChecksumMismatch,
     FerryError,
@@ -45,10 +44,10 @@ from ferry.core.errors import (
     TransientError,
 )
 from ferry.core.retry import retrying
+from ferry.settings.retry import RetrySettings
 
 if TYPE_CHECKING:
-    from ferry.clusters.hdfs.webhdfs import WebHdfs
-    from ferry.core.config import Settings
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -98,18 +97,6 @@ class HdfsPort(abc.ABC):
 
     #: Cluster name (``"a"``, ``"b"``) used in error messages.
     name: str = "?"
-
-    @classmethod
-    def for_cluster(cls, name: str, settings: Settings) -> WebHdfs:
-        """The WebHDFS port of cluster ``name`` (``"a"`` or ``"b"``) built from ``settings``
-        (``settings.cluster(name)`` and the timeouts of ``settings.retry``).
-
-        Raises:
-            ConfigError: no cluster of that name.
-        """
-        from ferry.clusters.hdfs.webhdfs import WebHdfs  # webhdfs imports this module
-
-        return WebHdfs.for_cluster(name, settings)
 
     # -- primitives ------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ build it with ``WebHdfs.for_cluster("a", settings)``. Rules every caller can rel
   NameNode or DataNode costs at most that long per call (docs/field-cases.md, C08).
 * WebHDFS answers ``CREATE``/``OPEN`` with a redirect to a DataNode; the DataNode's advertised
   ``host:port`` is rewritten through ``clusters.<x>.datanode_address_map`` before it is used, so a
-  NAT gateway or a fault proxy (:mod:`ferry.testing.faultproxy`) can sit in front of the DataNode
+  NAT gateway or a fault proxy (:mod:`ferry_kit.testing.faultproxy`) can sit in front of the
+  DataNode
   (docs/field-cases.md, C06).
 * Failures surface as the Ferry errors of :func:`ferry.clusters.hdfs.errors.classify`, naming
   the cluster, the operation, the path and the address. The port never retries.
@@ -41,11 +42,13 @@ from hdfs.util import HdfsError as _CliError
 from ferry.clusters.hdfs.errors import classify
 from ferry.clusters.hdfs.paths import FileStatus, normalize_path
 from ferry.clusters.hdfs.port import HdfsPort
+from ferry.clusters.kerberos import spnego_auth
 from ferry.core.errors import FerryError, HdfsRequestRejected, HdfsUnavailable
-from ferry.core.kerberos import spnego_auth
 
 if TYPE_CHECKING:
-    from ferry.core.config import HdfsClusterSettings, RetrySettings, Settings
+    from ferry.settings import Settings
+    from ferry.settings.hdfs import HdfsClusterSettings
+    from ferry.settings.retry import RetrySettings
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +140,7 @@ class WebHdfs(HdfsPort):
             Not sent when ``auth`` is given (Kerberos: the NameNode takes the user from the
             ticket and refuses a ``user.name`` naming another).
         session: a ``requests.Session`` to use (default: a new one, owned and closed here).
-        auth: a ``requests`` auth for every call (:func:`ferry.core.kerberos.spnego_auth`).
+        auth: a ``requests`` auth for every call (:func:`ferry.clusters.kerberos.spnego_auth`).
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """extract's handler: one finished NAS file → HDFS B landing → ``FileExtracted``.
 
 ``extract_file`` is a plain function of (candidate, dependencies) and is unit-tested with
-:class:`ferry.testing.hdfs_fake.FakeHdfs`. Rules:
+:class:`ferry_kit.testing.hdfs_fake.FakeHdfs`. Rules:
 
 - ``file_id`` = f(dataset, sha256 of the bytes) (:func:`ferry.core.events.derive_file_id`): the
   same bytes dropped twice, or renamed, get the same ``file_id``; every later stage is idempotent
@@ -44,13 +44,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from ferry.clusters.hdfs import (
-    MAX_COMPONENT_BYTES,
-    NAME_TOO_LONG,
-    HdfsPort,
-    hdfs_name,
-    temp_path_for,
-)
+from ferry.clusters.hdfs.errors import NAME_TOO_LONG
+from ferry.clusters.hdfs.paths import MAX_COMPONENT_BYTES, hdfs_name, temp_path_for
+from ferry.clusters.hdfs.port import HdfsPort
 from ferry.core.events import (
     FileExtracted,
     FileFailed,

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from ferry.datasets import DatasetSpec
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.confine import Refused, inside, inspect
 
 log = logging.getLogger(__name__)

@@ -30,18 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ferry.clusters.hdfs import WebHdfs
-from ferry.core.avro import EventCodec, default_codec
-from ferry.core.config import Settings, get_settings
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.errors import ConfigError, PermanentError, StackError, TransientError
 from ferry.core.events import Event, FileFailed, failed, utc_now
-from ferry.core.heartbeat import beat, heartbeat_path, remove
-from ferry.core.kafka import OutboundRecord, build_admin, build_producer
-from ferry.core.publish import encode_events, publish
+from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
+from ferry.core.kafka.publish import encode_events, publish
+from ferry.core.kafka.topics import ensure_topics
 from ferry.core.retry import retrying
-from ferry.core.service import service_main
-from ferry.core.topics import ensure_topics
-from ferry.datasets import load_datasets
+from ferry.core.runtime.heartbeat import beat, heartbeat_path, remove
+from ferry.core.runtime.service import service_main
+from ferry.core.wire.avro import EventCodec, default_codec
+from ferry.datasets.spec import load_datasets
+from ferry.settings import Settings, get_settings
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
 from ferry.stages.extract.watcher import NasWatcher, choose_detection
@@ -371,5 +371,5 @@ def build(settings: Settings | None = None) -> ExtractService:
     )
 
 
-#: ``python -m ferry.stages.extract`` / ``ferry run extract``.
+#: ``ferry run extract`` (:func:`ferry.core.services.run`).
 main = service_main(build)

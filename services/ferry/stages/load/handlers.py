@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.core.batching import group_by_dataset
 from ferry.core.errors import PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileTransferred
-from ferry.core.stage import BatchResult
-from ferry.datasets import DatasetSpec
+from ferry.core.runtime.batching import group_by_dataset
+from ferry.core.runtime.stage import BatchResult
+from ferry.datasets.spec import DatasetSpec
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class LoadDeps:
 
 
 def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchResult]:
-    """One result per event, in order (see :data:`ferry.core.runner.BatchHandler`)."""
+    """One result per event, in order (see :data:`ferry.core.runtime.runner.BatchHandler`)."""
     results, by_dataset = group_by_dataset(events, deps.datasets, "incoming")
     for name, idx in by_dataset.items():
         spec = deps.datasets[name]

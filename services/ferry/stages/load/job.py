@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 
 from ferry.clusters.hive import (
     PartitionValues,
+    create_table_sql,
     distinct_partitions,
     partition_filter,
     rewrite_partitions,
     without,
 )
-from ferry.clusters.hive import create_table_sql as create_table_sql  # the DDL, re-exported
 from ferry.clusters.spark_jobs import (
     check_file_id,
     escape_glob,
@@ -42,7 +42,7 @@ from ferry.clusters.spark_jobs import (
     struct_for,
 )
 from ferry.core.errors import PermanentError
-from ferry.datasets import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
+from ferry.datasets.spec import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -7,12 +7,12 @@ from functools import partial
 
 from ferry.clusters.locks import TableLocks
 from ferry.clusters.spark import SparkHolder
-from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileTransferred
-from ferry.core.runner import StageRunner, build_runner
-from ferry.core.service import service_main
-from ferry.core.stage import Stage
-from ferry.datasets import load_datasets
+from ferry.core.runtime.runner import StageRunner, build_runner
+from ferry.core.runtime.service import service_main
+from ferry.core.runtime.stage import Stage
+from ferry.datasets.spec import load_datasets
+from ferry.settings import Settings, get_settings
 from ferry.stages.load.handlers import LoadDeps, load_batch
 
 
@@ -30,5 +30,5 @@ def build(settings: Settings | None = None) -> StageRunner:
     return build_runner(stage, deps, settings)
 
 
-#: ``python -m ferry.stages.load`` / ``ferry run load``.
+#: ``ferry run load`` (:func:`ferry.core.services.run`).
 main = service_main(build)

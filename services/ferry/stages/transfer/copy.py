@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from ferry.clusters.hdfs import DEFAULT_CHUNK_SIZE, TEMP_MARKER, HdfsPort
+from ferry.clusters.hdfs.paths import DEFAULT_CHUNK_SIZE, TEMP_MARKER
+from ferry.clusters.hdfs.port import HdfsPort
 from ferry.core.errors import (
     ChecksumMismatch,
     FerryError,
@@ -22,7 +23,7 @@ from ferry.core.errors import (
 from ferry.core.retry import retrying
 
 if TYPE_CHECKING:
-    from ferry.core.config import RetrySettings
+    from ferry.settings.retry import RetrySettings
 
 log = logging.getLogger(__name__)
 

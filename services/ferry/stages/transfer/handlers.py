@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ferry.clusters.hdfs import HdfsPort
-from ferry.core.config import RetrySettings
+from ferry.clusters.hdfs.port import HdfsPort
 from ferry.core.errors import PermanentError
 from ferry.core.events import FileTransferred, FileTransformed
+from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.copy import copy_between
 
 

@@ -7,12 +7,12 @@ WebHDFS call has connect/read timeouts, every retry a ceiling, and a file that c
 
 from __future__ import annotations
 
-from ferry.clusters.hdfs import WebHdfs
-from ferry.core.config import Settings, get_settings
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.events import FileTransformed
-from ferry.core.runner import StageRunner, build_runner
-from ferry.core.service import service_main
-from ferry.core.stage import Stage
+from ferry.core.runtime.runner import StageRunner, build_runner
+from ferry.core.runtime.service import service_main
+from ferry.core.runtime.stage import Stage
+from ferry.settings import Settings, get_settings
 from ferry.stages.transfer.handlers import TransferDeps, transfer_file
 
 
@@ -43,5 +43,5 @@ def build(settings: Settings | None = None) -> StageRunner:
     return build_runner(Stage("transfer", {FileTransformed: transfer_file}), deps, settings)
 
 
-#: ``python -m ferry.stages.transfer`` / ``ferry run transfer``.
+#: ``ferry run transfer`` (:func:`ferry.core.services.run`).
 main = service_main(build)

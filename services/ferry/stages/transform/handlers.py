@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.core.batching import group_by_dataset
 from ferry.core.errors import (
     ConfigError,
     PermanentError,
@@ -32,8 +31,9 @@ from ferry.core.errors import (
     TransientError,
 )
 from ferry.core.events import FileExtracted, FileTransformed
-from ferry.core.stage import BatchResult
-from ferry.datasets import DatasetSpec
+from ferry.core.runtime.batching import group_by_dataset
+from ferry.core.runtime.stage import BatchResult
+from ferry.datasets.spec import DatasetSpec
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class TransformDeps:
 
 
 def transform_batch(events: Sequence[FileExtracted], deps: TransformDeps) -> list[BatchResult]:
-    """One result per event, in order (see :data:`ferry.core.runner.BatchHandler`)."""
+    """One result per event, in order (see :data:`ferry.core.runtime.runner.BatchHandler`)."""
     results, by_dataset = group_by_dataset(events, deps.datasets, "landing")
     down: BaseException | None = None  #: set once no Spark session can be built: skip the rest
     for name, idx in by_dataset.items():

@@ -33,45 +33,20 @@ from ferry.clusters.spark_jobs import (
     join_path,
     path_key,
 )
-from ferry.datasets import FILE_ID_COLUMN, DatasetSpec
 from ferry.datasets.precheck import HEAD_BYTES, check_header, classify_empty
+from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
 from ferry.stages.transform.rows import (
-    CORRUPT_COLUMN,
-    REASON_SEPARATOR,
-    REJECT_REASON_COLUMN,
     SOURCE_COLUMN,
     FileCounts,
     classify,
-    csv_schema,
     file_counts,
-    read_csv,
-    reason_code,
     split,
-    transform,
 )
 from ferry.stages.transform.splits import parallel_paths, read_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = [
-    "CORRUPT_COLUMN",
-    "REASON_SEPARATOR",
-    "REJECT_REASON_COLUMN",
-    "SOURCE_COLUMN",
-    "FileCounts",
-    "FileResult",
-    "classify",
-    "csv_schema",
-    "file_counts",
-    "read_csv",
-    "reason_code",
-    "run_batch",
-    "split",
-    "staged_path",
-    "transform",
-    "write_batch",
-]
 
 #: Driver threads for the per-file HDFS calls of a batch (head reads, commits). Each call is a
 #: few py4j and NameNode round trips (~40 ms a file measured by bench/bench_transform.py on the

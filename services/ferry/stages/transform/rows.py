@@ -44,7 +44,7 @@ from ferry.clusters.spark_jobs import (
     spark_type,
     struct_for,
 )
-from ferry.datasets import CsvOptions, DatasetSpec
+from ferry.datasets.spec import CsvOptions, DatasetSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 
 from ferry.clusters.spark import SparkHolder
-from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileExtracted
-from ferry.core.runner import StageRunner, build_runner
-from ferry.core.service import service_main
-from ferry.core.stage import Stage
-from ferry.datasets import load_datasets
+from ferry.core.runtime.runner import StageRunner, build_runner
+from ferry.core.runtime.service import service_main
+from ferry.core.runtime.stage import Stage
+from ferry.datasets.spec import load_datasets
+from ferry.settings import Settings, get_settings
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
 
 log = logging.getLogger(__name__)
@@ -38,5 +38,5 @@ def build(settings: Settings | None = None) -> StageRunner:
     return build_runner(stage, deps, settings)
 
 
-#: ``python -m ferry.stages.transform`` / ``ferry run transform``.
+#: ``ferry run transform`` (:func:`ferry.core.services.run`).
 main = service_main(build)

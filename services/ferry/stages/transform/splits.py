@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ferry.clusters.spark_jobs import FileSystemOps, escape_glob, path_key, source_key_column
-from ferry.datasets import DatasetSpec
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.transform.rows import read_csv
 
 if TYPE_CHECKING:

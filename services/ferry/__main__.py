@@ -1,0 +1,5 @@
+"""``python -m ferry``: the ``ferry`` command."""
+
+from ferry.cli import main
+
+main()

@@ -1,0 +1,152 @@
+"""Ferry's processes as Kerberos clients (``kerberos.enabled``; docs/security.md, "Kerberos").
+
+MIT Kerberos does the work: :func:`configure_process` points the process at the krb5.conf
+(``KRB5_CONFIG``), its own ticket cache (``KRB5CCNAME=FILE:<kerberos.ccache>-<pid>``) and the
+service keytab (``KRB5_CLIENT_KTNAME``). With a client keytab, GSSAPI gets the first ticket from
+it when the cache is empty and gets a new one when the ticket is past its refresh time (half its
+lifetime; MIT krb5 ≥ 1.11, "Client keytab" in krb5's gssapi documentation), so tickets are renewed
+before expiry without a ``kinit`` loop. WebHDFS calls authenticate with SPNEGO
+(:func:`spnego_auth`: ``requests-kerberos`` over ``pyspnego`` and ``python-gssapi``); Hadoop's own
+clients and daemons read the keys of :func:`hadoop_client_conf`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ferry.core.errors import AuthenticationFailed, ConfigError
+
+if TYPE_CHECKING:
+    from ferry.settings.kerberos import KerberosSettings
+
+#: Messages of a GSSAPI failure that another attempt can cure (the KDC is down or slow).
+_TRANSIENT_GSS = ("Cannot contact any KDC", "Resource temporarily unavailable", "timed out")
+
+
+def process_env(krb: KerberosSettings, pid: int | None = None) -> dict[str, str]:
+    """The environment variables that make process ``pid`` (default: this one) a Kerberos client
+    of ``krb``: ``KRB5_CONFIG``, ``KRB5_CLIENT_KTNAME``, ``KRB5CCNAME`` (a file per process)."""
+    return {
+        "KRB5_CONFIG": str(krb.krb5_conf),
+        "KRB5_CLIENT_KTNAME": str(krb.keytab),
+        "KRB5CCNAME": f"FILE:{krb.ccache}-{pid if pid is not None else os.getpid()}",
+    }
+
+
+def check_keytab(krb: KerberosSettings) -> None:
+    """Raise :class:`AuthenticationFailed` unless ``krb.keytab`` is a regular file of mode 0600
+    (or stricter) and ``krb.krb5_conf`` exists."""
+    if not krb.krb5_conf.is_file():
+        raise AuthenticationFailed(f"kerberos.krb5_conf {str(krb.krb5_conf)!r} does not exist")
+    try:
+        st = krb.keytab.stat()
+    except OSError as exc:
+        raise AuthenticationFailed(
+            f"kerberos.keytab {str(krb.keytab)!r} of {krb.client_principal}: {exc.strerror}"
+        ) from None
+    if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077:
+        raise AuthenticationFailed(
+            f"kerberos.keytab {str(krb.keytab)!r} must be a regular file of mode 0600 "
+            f"(is {stat.filemode(st.st_mode)})"
+        )
+
+
+def configure_process(krb: KerberosSettings) -> None:
+    """Make this process a Kerberos client of ``krb`` (sets :func:`process_env` in
+    ``os.environ``; MIT Kerberos reads it when GSSAPI is first used).
+
+    Raises:
+        AuthenticationFailed: the keytab or krb5.conf is missing, or the keytab is readable by
+            others.
+    """
+    check_keytab(krb)
+    os.environ.update(process_env(krb))
+
+
+def spnego_auth(krb: KerberosSettings) -> Any:
+    """A ``requests`` auth that sends SPNEGO (``Authorization: Negotiate``) as
+    ``krb.client_principal`` on a thread's first request, without waiting for a 401 (a WebHDFS
+    ``CREATE`` body is sent once), then again whenever the NameNode's cookie expired (401); it
+    checks the NameNode's mutual-authentication token when one comes back. Thread-safe (one
+    GSSAPI state per thread). Calls :func:`configure_process`.
+
+    Raises:
+        ConfigError: ``requests-kerberos`` is not installed (``pip install '.[kerberos]'``).
+        AuthenticationFailed: as :func:`configure_process`.
+    """
+    try:
+        from requests_kerberos import OPTIONAL, HTTPKerberosAuth
+    except ImportError:
+        raise ConfigError(
+            "kerberos.enabled needs requests-kerberos: pip install -e '.[kerberos]' "
+            "(make test-secure installs it)"
+        ) from None
+    configure_process(krb)
+    logging.getLogger("requests_kerberos.kerberos_").addFilter(_drop_unavailable_on_error)
+    return _PerThreadAuth(
+        lambda: HTTPKerberosAuth(
+            mutual_authentication=OPTIONAL, force_preemptive=True, principal=krb.client_principal
+        )
+    )
+
+
+def _drop_unavailable_on_error(record: logging.LogRecord) -> bool:
+    """requests-kerberos logs ``Mutual authentication unavailable on 404 response`` at ERROR for
+    every expected error answer (a status of a path that does not exist yet): such an answer
+    carries no mutual-authentication token, and Ferry reports the error itself. Other records
+    (a failed check, raised as ``MutualAuthenticationError`` too) pass."""
+    return not record.getMessage().startswith("handle_other(): Mutual authentication unavailable")
+
+
+class _PerThreadAuth:
+    """One ``HTTPKerberosAuth`` per thread. Its GSSAPI contexts are kept per host and its
+    ``auth_done`` per object, so threads sharing one (extract lands files in parallel) verified
+    the NameNode's mutual-authentication token against another thread's context and failed
+    (``MutualAuthenticationError``, seen in the secure e2e test); the ``hadoop.auth`` cookie is in
+    the shared session either way."""
+
+    def __init__(self, factory: Any) -> None:
+        self._factory = factory
+        self._local = threading.local()
+
+    def __call__(self, request: Any) -> Any:
+        auth = getattr(self._local, "auth", None)
+        if auth is None:
+            auth = self._local.auth = self._factory()
+        return auth(request)
+
+
+def gss_failure(exc: BaseException) -> str | None:
+    """The one-line GSSAPI message of ``exc`` (or an exception in its chain) when it is a
+    Kerberos failure of the client side (``requests_kerberos``'s ``KerberosExchangeError``),
+    else None."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__name__ == "KerberosExchangeError":
+            return " ".join(str(seen).split())[:300]
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def is_transient_gss(message: str) -> bool:
+    """Whether a GSSAPI failure message says the KDC could not be reached (worth retrying)."""
+    return any(m in message for m in _TRANSIENT_GSS)
+
+
+def hadoop_client_conf(krb: KerberosSettings) -> dict[str, str]:
+    """Hadoop client keys (core-site and hdfs-site) of a Kerberos cluster: empty when Kerberos is
+    off. Source: Hadoop's "Hadoop in Secure Mode" (SecureMode.md) and hdfs-default.xml."""
+    if not krb.enabled:
+        return {}
+    return {
+        "hadoop.security.authentication": "kerberos",
+        "hadoop.security.authorization": "true",
+        "dfs.namenode.kerberos.principal": krb.hdfs_principal,
+        "dfs.datanode.kerberos.principal": krb.hdfs_principal,
+        "dfs.data.transfer.protection": "authentication",
+        "dfs.block.access.token.enable": "true",
+    }

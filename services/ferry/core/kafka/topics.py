@@ -1,0 +1,98 @@
+"""The topic plan: ``<prefix>.extracted`` … ``<prefix>.failed``, created at start-up, idempotently.
+
+Every topic has ``settings.kafka.partitions`` partitions (the most instances of one stage that can
+share work), ``replication_factor`` replicas and ``retention_ms`` retention; records are keyed by
+``file_id`` so one file's events stay in order on one partition.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ferry.core.errors import ConfigError, TransientError
+from ferry.core.events import TOPIC_NAMES
+from ferry.core.kafka.clients import login_failure
+from ferry.settings.kafka import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+
+def topic_plan(kafka: KafkaSettings, names: tuple[str, ...] = TOPIC_NAMES) -> list[NewTopic]:
+    """The NewTopic specs of the plan, full names via ``kafka.topic(name)``."""
+    return [
+        NewTopic(
+            kafka.topic(name),
+            num_partitions=kafka.partitions,
+            replication_factor=kafka.replication_factor,
+            config={"retention.ms": str(kafka.retention_ms), "cleanup.policy": "delete"},
+        )
+        for name in names
+    ]
+
+
+def refused_login(kafka: KafkaSettings, admin: AdminClient | None = None) -> None:
+    """Raise the one-line :class:`ConfigError` of a refused login or TLS handshake a client saw on
+    ``kafka``'s brokers (:func:`ferry.core.kafka.clients.login_failure`); return if there was none.
+    ``admin``'s pending callbacks are served first (librdkafka reports errors from ``poll``).
+
+    The message names the user, mechanism and broker and librdkafka's reason, never the password.
+    """
+    if admin is not None:
+        admin.poll(0)
+    why = login_failure(kafka)
+    if why is not None:
+        who = f"user {kafka.sasl_username!r} ({kafka.sasl_mechanism})" if kafka.secure else "client"
+        raise ConfigError(
+            f"kafka at {kafka.bootstrap_servers} refused {who} over {kafka.security_protocol}: "
+            f"{why}"
+        )
+
+
+def ensure_topics(
+    admin: AdminClient, kafka: KafkaSettings, names: tuple[str, ...] = TOPIC_NAMES
+) -> dict[str, str]:
+    """Create the plan's topics that do not exist yet; existing ones are left as they are.
+
+    Returns:
+        full topic name → ``"created"`` or ``"exists"``.
+
+    Raises:
+        TransientError: the broker did not answer within ``kafka.request_timeout_s`` or
+            returned a retriable error.
+        ConfigError: the broker refused a topic for good (e.g. replication factor larger than
+            the number of brokers, invalid config), or refused this client's login or TLS
+            handshake (:func:`refused_login`): retrying cannot fix a wrong password.
+    """
+    timeout = kafka.request_timeout_s
+    try:
+        futures = admin.create_topics(
+            topic_plan(kafka, names), operation_timeout=timeout, request_timeout=timeout
+        )
+    except KafkaException as exc:
+        refused_login(kafka, admin)
+        raise TransientError(f"create_topics on {kafka.bootstrap_servers} failed: {exc}") from exc
+    outcome: dict[str, str] = {}
+    for topic, future in futures.items():
+        try:
+            future.result(timeout=timeout + 1)
+            outcome[topic] = "created"
+        except concurrent.futures.TimeoutError as exc:
+            refused_login(kafka, admin)
+            raise TransientError(
+                f"creating topic {topic} on {kafka.bootstrap_servers}: no answer within {timeout}s"
+            ) from exc
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                outcome[topic] = "exists"
+            elif err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+                refused_login(kafka, admin)
+                raise TransientError(f"creating topic {topic}: {err}") from exc
+            else:
+                raise ConfigError(f"broker refused topic {topic}: {err}") from exc
+    log.info("topic plan on %s: %s", kafka.bootstrap_servers, outcome)
+    return outcome

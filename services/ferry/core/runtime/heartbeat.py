@@ -1,0 +1,41 @@
+"""A liveness file a service's main loop touches on every turn, for ``ferry ps`` health.
+
+A process can be up and still stuck (a hung NFS read, a dead scan thread): a loop that touched its
+file less than a few intervals ago is working. The file is ``<supervise.home>/run/<service>.<pid>
+.alive`` (one per instance); its modification time is the last beat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from ferry.settings import Settings
+
+
+def heartbeat_path(settings: Settings, service: str, pid: int | None = None) -> Path:
+    """The liveness file of ``service``'s instance ``pid`` (default: this process)."""
+    return settings.supervise.home / "run" / f"{service}.{pid or os.getpid()}.alive"
+
+
+def beat(path: Path) -> None:
+    """Touch ``path`` now (creates it and its directory). An OSError is not raised: a read-only
+    or full disk must not stop the service, only make its health probe report it stale."""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+
+def age_s(path: Path) -> float | None:
+    """Seconds since the last beat, or None when there never was one."""
+    try:
+        return max(0.0, time.time() - path.stat().st_mtime)
+    except OSError:
+        return None
+
+
+def remove(path: Path) -> None:
+    """Remove the liveness file at a clean exit."""
+    path.unlink(missing_ok=True)

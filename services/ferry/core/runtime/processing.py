@@ -1,0 +1,291 @@
+"""What a stage does with consumed records: decode, call its handler under the retry policy, and
+encode what to produce. One path for every stage: a record is a batch of one.
+
+A stage is a table from input event type to a handler::
+
+    def transform_file(event: FileExtracted, deps: TransformDeps) -> list[Event]:
+        ...                                  # idempotent on event.file_id
+        return [FileTransformed(event.manifest.advance(uris={"staging": uri}, rows_out=n))]
+
+    STAGE = Stage(name="transform", handlers={FileExtracted: transform_file})
+
+A non-batching stage's handlers are plain :data:`Handler` s; :meth:`Stage.batch_handler` adapts
+each into a :data:`BatchHandler` that calls it once per event and turns that event's
+:class:`TransientError` or :class:`PermanentError` into its result, so :func:`process_batch`
+serves both kinds of stage.
+
+Errors, per file (a file is one input record):
+
+- :class:`TransientError` is retried under ``settings.retry`` (:func:`ferry.core.retry.retrying`),
+  re-calling the handler with only the files that met one; after ``max_attempts``, or at once for
+  a :class:`PermanentError`, the file gets a :class:`FileFailed` on ``<prefix>.failed`` with the
+  error's ``reason`` and ``attempt`` = how many handler calls it took part in.
+- A record that cannot be decoded (not Avro, unknown schema fingerprint), or whose event type has
+  no handler (``unexpected_event``), is quarantined at once with attempt 1; an undecodable one
+  carries its raw key and value bytes. Every FileFailed carries the record's topic, partition and
+  offset.
+- Any other exception from a handler is quarantined as ``handler_error`` (a bug must not stall the
+  partition); :class:`ConfigError` and :class:`StackError` are raised (the runner stops).
+- An output that is not an event, or does not match its schema, quarantines the file as
+  ``unencodable``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from ferry.core.errors import (
+    ConfigError,
+    PermanentError,
+    SerializationError,
+    StackError,
+    TransientError,
+)
+from ferry.core.events import Event, FileFailed, failed
+from ferry.core.kafka.clients import OutboundRecord
+from ferry.core.kafka.publish import encode_events
+from ferry.core.retry import retrying
+from ferry.core.runtime.stage import BatchHandler, BatchResult, HandlerBug, Record, RunStats, Stage
+from ferry.core.wire.avro import EventCodec
+from ferry.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class _Abandon(Exception):
+    """Shutdown was requested before the next attempt: drop the records, store nothing."""
+
+
+def process_batch(
+    records: Sequence[Record],
+    stage: Stage,
+    deps: Any,
+    codec: EventCodec,
+    settings: Settings,
+    should_stop: threading.Event,
+    stats: RunStats | None = None,
+) -> list[OutboundRecord] | None:
+    """Decode every record, call the stage's handler once per event type with all of them (a
+    non-batching stage's records come one at a time), retry only the files that met a
+    :class:`TransientError` (whole-batch errors retry the whole batch), quarantine the rest.
+
+    Returns:
+        the records to produce, in input order per event type (a quarantined undecodable record's
+        FileFailed first): each file's outputs, or its one FileFailed to ``<prefix>.failed``,
+        each with ``source`` = its input record's (topic, partition);
+        ``None`` when shutdown was requested before the work finished (store nothing).
+
+    Raises:
+        ConfigError, StackError: from the handler; the runner stops.
+    """
+    stats = stats if stats is not None else RunStats()
+    out: list[OutboundRecord] = []
+    by_type: dict[type[Any], list[tuple[Record, Event]]] = {}
+    for record in records:
+        decoded: Event | None = None
+        try:
+            decoded = _decode(record, codec)
+            if type(decoded) not in stage.handlers:
+                raise PermanentError(
+                    f"stage {stage.name} has no handler for {type(decoded).__name__}",
+                    reason="unexpected_event",
+                )
+        except PermanentError as exc:
+            out += _encode(stage, record, decoded, exc, 1, codec, settings)
+            continue
+        by_type.setdefault(type(decoded), []).append((record, decoded))
+
+    for etype, items in by_type.items():
+        handler = stage.batch_handler(etype)
+        events = [event for _, event in items]
+        started = time.monotonic()
+        ran = _call(stage, handler, events, deps, settings, should_stop, stats)
+        if ran is None:
+            return None
+        results, tries = ran
+        seconds = time.monotonic() - started
+        for (record, event), result, attempt in zip(items, results, tries, strict=True):
+            out += _encode(stage, record, event, result, attempt, codec, settings)
+            if not isinstance(result, BaseException):
+                _log_done(stage.name, result, seconds, len(items))
+    return out
+
+
+def _log_done(stage: str, outputs: Sequence[Event], seconds: float, batch: int) -> None:
+    """One INFO line per file a stage carried on: file id, dataset, output event, rows, seconds
+    (of the handler call, shared by the ``batch`` files it took)."""
+    for ev in outputs:
+        m = getattr(ev, "manifest", None)
+        if m is None or isinstance(ev, FileFailed):
+            continue
+        log.info(
+            "stage %s: %s %s (%s) rows in/out/rejected %s/%s/%s in %.2fs (batch of %d)",
+            stage,
+            type(ev).__name__,
+            m.file_id,
+            m.dataset,
+            m.rows_in,
+            m.rows_out,
+            m.rows_rejected,
+            seconds,
+            batch,
+        )
+
+
+def _decode(record: Record, codec: EventCodec) -> Event:
+    """The record's event. Raises SerializationError (reason ``undecodable``/``unknown_schema``)."""
+    if record.value is None:
+        raise SerializationError("record has no value (tombstone)", reason="undecodable")
+    return codec.decode(record.value)
+
+
+def _call(
+    stage: Stage,
+    handler: BatchHandler,
+    events: Sequence[Event],
+    deps: Any,
+    settings: Settings,
+    should_stop: threading.Event,
+    stats: RunStats,
+) -> tuple[list[BatchResult], list[int]] | None:
+    """Call ``handler`` on ``events`` under the retry policy, re-calling it with only the files
+    that met a TransientError. Returns (result per event, handler calls per event), or ``None``
+    on shutdown."""
+    results: dict[int, BatchResult] = {}
+    pending = list(range(len(events)))
+    tries = [0] * len(events)  #: handler calls each file took part in (its FileFailed.attempt)
+
+    def attempt() -> None:
+        nonlocal pending
+        if should_stop.is_set():
+            raise _Abandon
+        for i in pending:
+            tries[i] += 1
+            results.pop(i, None)  # a per-file error of an earlier attempt is stale now
+        stats.count("handler_calls")  # from the worker threads of both batches
+        got = list(handler([events[i] for i in pending], deps))
+        if len(got) != len(pending):
+            raise PermanentError(
+                f"batch handler of {stage.name} returned {len(got)} results "
+                f"for {len(pending)} events",
+                reason="handler_error",
+            )
+        still = []
+        for i, res in zip(pending, got, strict=True):
+            results[i] = res
+            if isinstance(res, TransientError):
+                still.append(i)
+        pending = still
+        if pending:
+            raise TransientError(
+                f"{len(pending)} file(s) of the batch failed transiently, "
+                f"the first with: {results[pending[0]]}"
+            )
+
+    try:
+        retrying(settings.retry, should_stop, what=f"stage {stage.name}")(attempt)
+    except _Abandon:
+        return None
+    except TransientError as exc:
+        if should_stop.is_set():
+            return None
+        for i in pending:
+            results.setdefault(i, exc)
+    except (ConfigError, StackError):
+        raise
+    except PermanentError as exc:
+        for i in pending:
+            results[i] = exc
+    except Exception as exc:  # noqa: BLE001 - a handler bug quarantines the batch, not the stage
+        log.exception("stage %s: batch handler failed", stage.name)
+        bug = PermanentError(f"{type(exc).__name__}: {exc}", reason="handler_error")
+        for i in pending:
+            results[i] = bug
+    return [results[i] for i in range(len(events))], tries
+
+
+def _encode(
+    stage: Stage,
+    record: Record,
+    event: Event | None,
+    result: BatchResult | BaseException,
+    attempt: int,
+    codec: EventCodec,
+    settings: Settings,
+) -> list[OutboundRecord]:
+    """The records to produce for one file: its outputs, or a FileFailed when ``result`` is an
+    error or the outputs cannot be encoded (``unencodable``)."""
+    fallback = fallback_key(record)
+    outputs: Sequence[Any]
+    if isinstance(result, BaseException):
+        if isinstance(result, HandlerBug):
+            log.error(
+                "stage %s: handler failed on %s",
+                stage.name,
+                record.where,
+                exc_info=result.original,
+            )
+        elif not isinstance(result, (PermanentError, TransientError)):
+            result = PermanentError(
+                f"batch handler returned {type(result).__name__}: {result}",
+                reason="handler_error",
+            )
+        outputs = [quarantine(stage.name, record, result, attempt, event)]
+    else:
+        outputs = result
+    try:
+        encoded = encode_events(outputs, settings, codec, fallback)
+    except SerializationError as exc:
+        unencodable = quarantine(stage.name, record, exc, attempt, event)
+        encoded = encode_events([unencodable], settings, codec, fallback)
+    source = (record.topic, record.partition)
+    return [replace(r, source=source) for r in encoded]
+
+
+def quarantine(
+    stage: str,
+    record: Record,
+    exc: PermanentError | TransientError,
+    attempt: int,
+    event: Event | None,
+) -> FileFailed:
+    """The FileFailed of ``record`` for ``exc`` (its ``reason``), after ``attempt`` attempts.
+
+    ``error`` is ``<topic>[<partition>]@<offset>: <exception type>: <message>`` (for a
+    :class:`HandlerBug`, the original exception's type and message). ``event`` is the decoded
+    input, ``None`` when it could not be decoded: then the FileFailed has no manifest and holds
+    the record's raw key and value bytes.
+    """
+    shown: BaseException = exc.original if isinstance(exc, HandlerBug) else exc
+    undecodable = event is None
+    return failed(
+        stage=stage,
+        reason=exc.reason,
+        error=f"{record.where}: {type(shown).__name__}: {shown}",
+        attempt=attempt,
+        manifest=getattr(event, "manifest", None),
+        source_topic=record.topic,
+        source_partition=record.partition,
+        source_offset=record.offset,
+        raw_key=record.key if undecodable else None,
+        raw_value=record.value if undecodable else None,
+    )
+
+
+def fallback_key(record: Record) -> str:
+    """The key of a FileFailed without a file_id: the input record's key when it is UTF-8, else
+    ``<topic>-<partition>-<offset>``."""
+    if record.key:
+        try:
+            return record.key.decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # not a file_id: fall through to the record's coordinates
+    return f"{record.topic}-{record.partition}-{record.offset}"
+
+
+__all__ = ["fallback_key", "process_batch", "quarantine"]

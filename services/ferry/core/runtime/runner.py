@@ -1,0 +1,390 @@
+"""The stage runner: consume records, process them, produce the outputs, store the offsets.
+
+Build a runner for a :class:`~ferry.core.runtime.processing.Stage` and run it::
+
+    STAGE = Stage(name="transform", handlers={FileExtracted: transform_file})
+    runner = build_runner(STAGE, deps, settings)   # creates topics and clients; nothing at import
+    runner.run()                                    # until SIGTERM/SIGINT or runner.stop()
+
+What a record becomes (outputs, or one FileFailed; retries, quarantine reasons) is
+:func:`ferry.core.runtime.processing.process_batch`; each output event goes to
+``settings.kafka.topic(event.TOPIC)`` keyed by its ``file_id`` (:mod:`ferry.core.kafka.publish`).
+
+Guarantees:
+
+- At-least-once: a record's offset is stored only after all its output events were acknowledged
+  by the broker; auto-commit then commits stored offsets only. A crash in between redelivers the
+  record, so handlers must be idempotent on ``file_id``. A record quarantined as undecodable is
+  never redelivered after its FileFailed was acknowledged.
+- :class:`~ferry.core.errors.ConfigError` and :class:`~ferry.core.errors.StackError` from a
+  handler stop the runner; so do output events the broker never acknowledged after the retries
+  of ``settings.retry`` (their input offsets are not stored).
+- Long handlers: the handler runs in a worker thread. If it has not finished after
+  ``pause_after_s``, the runner pauses every assigned partition and keeps calling ``poll()``
+  (which then returns no records) so the consumer stays in its group however long the handler
+  takes; it resumes them when the handler is done.
+- Shutdown (SIGTERM/SIGINT or :meth:`StageRunner.stop`): no new record is taken; a running handler
+  gets ``settings.kafka.shutdown_grace_s`` to finish (then its outputs are delivered and its offset
+  stored) or its record is abandoned without storing its offset; ``close()`` commits the stored
+  offsets and leaves the group.
+- Rebalance: classic (eager) or cooperative protocol, as ``kafka.assignment_strategy`` says
+  (cooperative: only the partitions that move are revoked and assigned, incrementally). When a
+  partition of the running batch is revoked (another instance joined), the revoke callback
+  first lets the batch finish (at most ``kafka.revoke_grace_s``, default half of
+  ``max.poll.interval.ms``), delivers its outputs, stores and commits its offsets, and only then
+  lets the partition go: the work is not thrown away for the new owner to redo with a cold
+  Spark session (the commit-on-revoke pattern of the Kafka consumer documentation,
+  ``ConsumerRebalanceListener``). If the batch fails, outlasts the grace, or the partitions were
+  *lost* (this member was fenced: they already belong to another), the outputs of that
+  partition's records are dropped (offsets not stored: the new owner processes them; publishing
+  them too would hand the next stage a manifest whose staging files the new owner may
+  rewrite); the batch's records on partitions still assigned are delivered and stored as usual,
+  since this consumer's position there is already past them (dropping them too let the next
+  batch's offsets commit over them: files lost, compose scaled-replica scenario).
+  Every assigned partition is paused if a handler is running and resumed otherwise, because
+  librdkafka keeps the pause flag of a revoked partition when it is assigned again.
+- Takeover batch (hot standby; ``Stage.takeover``: transform and load unless
+  ``<stage>.takeover_batch`` is off): partitions assigned while a batch runs were another
+  member's (it died or left). Their records run as a second batch beside the first (one at a
+  time, never on a partition of the first, so each partition stays in order), not after it;
+  each batch is delivered and stored when it ends (:mod:`ferry.core.runtime.rebalance`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections import deque
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from ferry.core.kafka.clients import (
+    OutboundRecord,
+    build_admin,
+    build_consumer,
+    build_producer,
+    group_id,
+)
+from ferry.core.kafka.publish import publish
+from ferry.core.kafka.topics import ensure_topics
+from ferry.core.runtime.processing import process_batch
+from ferry.core.runtime.rebalance import PartitionCallbacks, RunningBatch
+from ferry.core.runtime.stage import Record, RunStats, Stage
+from ferry.core.wire.avro import EventCodec, default_codec
+from ferry.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class StageRunner(PartitionCallbacks):
+    """Runs one stage's consume → handle → produce → store loop. Build with :func:`build_runner`.
+
+    Args:
+        consumer, producer: confluent-kafka clients (or fakes with the same methods).
+        pause_after_s: a handler still running after this long gets its partitions paused;
+            keep it well below ``max.poll.interval.ms``.
+        poll_timeout_s: the longest single ``poll()`` wait, s.
+    """
+
+    def __init__(
+        self,
+        stage: Stage,
+        deps: Any,
+        *,
+        consumer: Any,
+        producer: Any,
+        codec: EventCodec,
+        settings: Settings,
+        pause_after_s: float = 1.0,
+        poll_timeout_s: float = 0.5,
+    ) -> None:
+        self.stage = stage
+        self.deps = deps
+        self.stats = RunStats()
+        self._consumer = consumer
+        self._producer = producer
+        self._codec = codec
+        self._settings = settings
+        self._pause_after_s = min(pause_after_s, settings.kafka.max_poll_interval_ms / 5000)
+        self._poll_timeout_s = poll_timeout_s
+        grace, half = settings.kafka.revoke_grace_s, settings.kafka.max_poll_interval_ms / 2000
+        self._revoke_grace_s = half if grace is None else grace
+        self._stop = threading.Event()
+        #: a batch is running (set for the whole of :meth:`_run_batches`)
+        self._busy = False
+        #: the running batches: the first one, and at most one takeover batch beside it
+        self._running: list[RunningBatch] = []
+        #: partitions assigned while a batch ran (a takeover) and their records not yet handled
+        self._takeover: set[tuple[str, int]] = set()
+        self._takeover_msgs: list[Any] = []
+        #: when the first and the last of ``_takeover_msgs`` arrived (monotonic s)
+        self._takeover_first = self._takeover_seen = 0.0
+        self._buffer: deque[Any] = deque()
+        self._gathering: list[Any] = []  #: the batch being gathered (a revocation drops some)
+
+    # -- control -----------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask the loop to finish (thread- and signal-safe); :meth:`run` returns soon after."""
+        self._stop.set()
+
+    def run(self, install_signal_handlers: bool = True) -> RunStats:
+        """Consume until :meth:`stop` (or SIGTERM/SIGINT when ``install_signal_handlers`` and
+        called from the main thread). Closes the consumer (committing stored offsets) on return.
+
+        Raises:
+            TransientError: output events could not be delivered after every retry (the input
+                offset is not stored; a restart redelivers the record).
+            ConfigError, StackError: raised by a handler.
+            KafkaException: a fatal consumer error.
+        """
+        previous = self._install_signals() if install_signal_handlers else {}
+        self._warm_up()
+        topics = self.stage.input_topics(self._settings)
+        self._consumer.subscribe(
+            topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        log.info("stage %s consuming %s", self.stage.name, topics)
+        try:
+            while not self._stop.is_set():
+                msgs = self._next_batch()
+                if msgs:
+                    self._run_batches(msgs)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self._consumer.close()
+            self._producer.flush(self._settings.kafka.request_timeout_s)
+        return self.stats
+
+    def _warm_up(self) -> None:
+        """Run the stage's ``warm_up`` before joining the group. A failure is logged with its
+        traceback and the runner goes on: the handlers build what they need on first use and
+        meet (and report) the same error there, per file."""
+        if self.stage.warm_up is None:
+            return
+        t0 = time.monotonic()
+        try:
+            self.stage.warm_up()
+        except Exception:  # noqa: BLE001 - an optimisation; the handlers' own path raises it again
+            log.warning(
+                "stage %s: warm-up failed; building on first use", self.stage.name, exc_info=True
+            )
+            return
+        log.info("stage %s: warm in %.1f s", self.stage.name, time.monotonic() - t0)
+
+    # -- the loop's steps --------------------------------------------------------------------
+    def _next_batch(self) -> list[Any]:
+        """One record, or for a batching stage up to ``batch_size`` records: after the first,
+        more are taken while each arrives within ``linger_s`` of the last, for at most
+        ``batch_wait_s`` after the first (natural batching: a lone file starts at once)."""
+        first = self._next_message()
+        if first is None or not self.stage.batching:
+            return [] if first is None else [first]
+        batch = self._gathering = [first]
+        deadline = time.monotonic() + self.stage.batch_wait_s
+        while len(batch) < self.stage.batch_size and not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            msg = self._next_message(min(self.stage.linger_s, left))
+            if msg is None:
+                break  # nothing else waiting: start now
+            batch.append(msg)
+        self._gathering = []
+        return batch
+
+    def _next_message(self, timeout_s: float | None = None) -> Any:
+        while self._buffer:
+            msg = self._buffer.popleft()
+            if (msg.topic(), msg.partition()) in self.stats.assigned:
+                return msg
+        msg = self._consumer.poll(self._poll_timeout_s if timeout_s is None else timeout_s)
+        if msg is None:
+            return None
+        err = msg.error()
+        if err is not None:
+            if err.fatal():
+                raise KafkaException(err)
+            log.warning("stage %s: consumer error: %s", self.stage.name, err)
+            return None
+        return msg
+
+    def _run_batches(self, msgs: list[Any]) -> None:
+        """Run ``msgs`` as a batch in a worker thread and keep polling (paused) while it runs;
+        run a takeover batch beside it when partitions are assigned meanwhile; deliver and store
+        each batch as it ends (:meth:`_complete`). Returns when none runs."""
+        self._busy, self._takeover, self._takeover_msgs = True, set(), []
+        first = self._start(msgs, takeover=False)
+        paused = False
+        pause_at = time.monotonic() + self._pause_after_s
+        abandon_at: float | None = None
+        try:
+            while self._running:
+                for batch in [b for b in self._running if b.done.is_set()]:
+                    self._running.remove(batch)
+                    self._complete(batch)
+                    if batch.takeover and self._running:
+                        self._set_flow(self._takeover, flowing=True)  # the lane is free again
+                if not self._running:
+                    break
+                if not paused:
+                    left = pause_at - time.monotonic()
+                    if left > 0 and first.done.wait(left):
+                        continue  # a short handler: done before anything was paused
+                    self._pause()
+                    paused = True
+                extra = self._consumer.poll(min(self._poll_timeout_s, 0.2))
+                if extra is not None and extra.error() is None:
+                    if (extra.topic(), extra.partition()) in self._takeover:
+                        self._gather_takeover(extra)
+                    else:
+                        self._buffer.append(extra)  # polled before its pause took effect
+                if not self._stop.is_set():
+                    self._maybe_start_takeover()
+                else:
+                    grace = self._settings.kafka.shutdown_grace_s
+                    abandon_at = abandon_at or time.monotonic() + grace
+                    if time.monotonic() >= abandon_at:
+                        for batch in self._running:
+                            log.warning(
+                                "stage %s: abandoning %s at shutdown",
+                                self.stage.name,
+                                batch.records[0].where,
+                            )
+                            self.stats.abandoned += len(batch.msgs)
+                        return
+        finally:
+            # after an error or at shutdown: abandoned (redelivered), not awaited again by close()
+            self._running.clear()
+            self._busy = False
+            self._buffer.extend(self._takeover_msgs)  # their partitions are ordinary ones now
+            self._takeover, self._takeover_msgs = set(), []
+            if paused and not self._stop.is_set():
+                self._resume()
+
+    def _start(self, msgs: list[Any], *, takeover: bool) -> RunningBatch:
+        """Start :func:`~ferry.core.runtime.processing.process_batch` over ``msgs`` in a worker
+        thread."""
+        batch = RunningBatch(msgs, takeover=takeover)
+        records = batch.records
+
+        def work() -> None:
+            try:
+                batch.box["result"] = process_batch(
+                    records,
+                    self.stage,
+                    self.deps,
+                    self._codec,
+                    self._settings,
+                    self._stop,
+                    self.stats,
+                )
+            except BaseException as exc:  # noqa: BLE001 - handed to the loop thread and re-raised
+                batch.box["error"] = exc
+            finally:
+                batch.done.set()
+
+        self._running.append(batch)
+        name = f"ferry-{self.stage.name}-{'takeover' if takeover else 'handler'}"
+        threading.Thread(target=work, name=name, daemon=True).start()
+        return batch
+
+    def _complete(self, batch: RunningBatch) -> None:
+        """A batch ended: deliver its outputs and store its offsets, except the records of
+        partitions revoked or lost meanwhile (dropped, their new owner redoes them); nothing
+        when the revoke callback delivered it already or it was abandoned.
+
+        Raises:
+            the batch's own error (ConfigError, StackError, …); TransientError from delivery.
+        """
+        msgs = batch.msgs
+        if batch.settled:
+            self.stats.processed += batch.delivered
+            self.stats.abandoned += len(msgs) - batch.delivered
+            return
+        if "error" in batch.box:
+            raise batch.box["error"]
+        outbound: list[OutboundRecord] | None = batch.box["result"]
+        if outbound is None:
+            self.stats.abandoned += len(msgs)
+            return
+        kept, outbound = batch.kept(outbound)
+        if batch.revoked:
+            self.stats.abandoned += len(msgs) - len(kept)
+            log.info(
+                "stage %s: %d of %d record(s) of the batch were on partitions revoked "
+                "meanwhile %s: their outputs dropped, their new owner redoes them",
+                self.stage.name,
+                len(msgs) - len(kept),
+                len(msgs),
+                sorted(batch.revoked),
+            )
+        if not kept:
+            return
+        self._deliver(outbound)
+        for msg in kept:
+            self._store_offset(msg)
+        self.stats.processed += len(kept)
+        self.stats.quarantined += sum(
+            r.topic == self._settings.kafka.topic("failed") for r in outbound
+        )
+
+    def _deliver(self, outbound: list[OutboundRecord]) -> None:
+        """Produce and wait for acks, retried by ``settings.retry``; raises TransientError after."""
+        publish(self._producer, outbound, self._settings)
+
+    def _store_offset(self, msg: Any) -> None:
+        try:
+            self._consumer.store_offsets(message=msg)
+        except KafkaException as exc:  # partition revoked meanwhile: its new owner redoes it
+            self.stats.abandoned += 1
+            log.warning(
+                "stage %s: offset of %s not stored (%s); it will be redelivered",
+                self.stage.name,
+                Record.of(msg).where,
+                exc,
+            )
+
+    def _install_signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            log.info("stage %s: signal %d, stopping", self.stage.name, signum)
+            self.stop()
+
+        return {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+
+
+def build_runner(
+    stage: Stage, deps: Any, settings: Settings, *, client_id: str | None = None
+) -> StageRunner:
+    """Wire a stage: create the topic plan (idempotent), the consumer, the producer and the codec
+    (schemas from ``settings.paths.schemas_dir``). Consumer group ``<topic_prefix>.<stage.name>``;
+    client id ``client_id``, default ``ferry-<stage.name>-<pid>`` (the pid tells the instances
+    of one stage apart in the group's member list: ``ferry ps`` health).
+
+    Raises:
+        TransientError: the broker did not answer the topic creation in time.
+        ConfigError: bad settings or schemas, or the broker refused a topic.
+    """
+    kafka = settings.kafka
+    ensure_topics(build_admin(kafka), kafka)
+    cid = client_id or f"ferry-{stage.name}-{os.getpid()}"
+    return StageRunner(
+        stage,
+        deps,
+        consumer=build_consumer(kafka, group_id(kafka, stage.name), cid),
+        producer=build_producer(kafka, cid),
+        codec=default_codec(settings.paths.schemas_dir),
+        settings=settings,
+    )
+
+
+#: The stage table's types (ferry.core.runtime.stage), exported here with :func:`build_runner`.
+__all__ = ["StageRunner", "build_runner"]

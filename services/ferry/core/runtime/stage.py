@@ -1,0 +1,178 @@
+"""What a stage is: its name, its event-type → handler table and batching, and the records and
+counters its runner deals in (:mod:`ferry.core.runtime.processing` runs it;
+:mod:`ferry.core.runtime.runner` loops).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from ferry.core.errors import ConfigError, PermanentError, StackError, TransientError
+from ferry.core.events import Event
+from ferry.settings import Settings
+from ferry.settings.stages import BatchSettings
+
+#: A handler: (input event, the stage's dependencies) → output events. Must be idempotent.
+Handler = Callable[[Any, Any], Sequence[Event]]
+
+#: A batch handler: (input events, deps) → one result per input, in order: that file's output
+#: events, or the FerryError that file met (PermanentError → quarantine it; TransientError → retry
+#: that file with the next attempt). Raising instead fails the whole batch (retried if transient).
+BatchResult = Sequence[Event] | PermanentError | TransientError
+BatchHandler = Callable[[Sequence[Any], Any], Sequence[BatchResult]]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stage: its name (``extract``, ``transform``, …) and its event-type → handler table.
+
+    The stage consumes the topics of its handlers' event types (``cls.TOPIC``), in consumer group
+    ``<topic_prefix>.<name>``.
+    """
+
+    name: str
+    #: :data:`Handler` s, or :data:`BatchHandler` s when :attr:`batching`.
+    handlers: Mapping[type[Any], Handler | BatchHandler]
+    #: >1 makes this a batching stage: its handlers are :data:`BatchHandler` s, called with up to
+    #: ``batch_size`` events collected for at most ``batch_wait_s`` seconds after the first one.
+    batch_size: int = 1
+    batch_wait_s: float = 0.0
+    #: Natural batching: after the first event, the batch keeps gathering only while the next
+    #: event arrives within ``linger_s`` seconds; when nothing else is waiting it starts at once,
+    #: so a lone file pays at most ``linger_s``, never ``batch_wait_s``.
+    linger_s: float = 0.2
+    #: Called once by the runner before it joins the consumer group (e.g. build the Spark
+    #: session and reach the Hive metastore), so an instance owns partitions only once it can
+    #: process them at full speed: a hot standby takes over a killed instance's partitions warm.
+    warm_up: Callable[[], None] | None = None
+    #: Partitions assigned while a batch runs (taken over from a member that died or left) get
+    #: a second batch beside the running one instead of waiting for it (hot standby, see
+    #: :mod:`ferry.core.runtime.runner`). Only for handlers that may run two batches at once in two
+    #: threads on records of different partitions.
+    takeover: bool = False
+
+    @classmethod
+    def batched(
+        cls,
+        name: str,
+        handlers: Mapping[type[Any], BatchHandler],
+        section: BatchSettings,
+        warm_up: Callable[[], None],
+    ) -> Stage:
+        """A batching stage sized by its settings section (``settings.transform``,
+        ``settings.load``: batch_size, batch_wait_s, takeover_batch), warmed up by ``warm_up``
+        before it joins its consumer group."""
+        return cls(
+            name,
+            handlers,
+            batch_size=section.batch_size,
+            batch_wait_s=section.batch_wait_s,
+            warm_up=warm_up,
+            takeover=section.takeover_batch,
+        )
+
+    @property
+    def batching(self) -> bool:
+        return self.batch_size > 1
+
+    def input_topics(self, settings: Settings) -> list[str]:
+        """Full names of the topics this stage consumes, sorted."""
+        return sorted({settings.kafka.topic(getattr(cls, "TOPIC")) for cls in self.handlers})  # noqa: B009
+
+    def batch_handler(self, event_type: type[Any]) -> BatchHandler:
+        """The handler of ``event_type`` as a :data:`BatchHandler` (a plain one adapted by
+        :func:`one_by_one`). Raises KeyError: no handler for that type."""
+        handler = self.handlers[event_type]
+        if self.batching:
+            return cast(BatchHandler, handler)
+        return one_by_one(cast(Handler, handler))
+
+
+@dataclass(frozen=True)
+class Record:
+    """What the runner needs of one consumed Kafka record."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+    @classmethod
+    def of(cls, msg: Any) -> Record:
+        return cls(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value())
+
+    @property
+    def where(self) -> str:
+        """``topic[partition]@offset``."""
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+
+@dataclass
+class RunStats:
+    """Counters of one :meth:`ferry.core.runtime.runner.StageRunner.run`; read them from any
+    thread."""
+
+    processed: int = 0  #: records whose outputs were delivered and offset stored
+    quarantined: int = 0  #: of those, records that produced a FileFailed
+    abandoned: int = 0  #: records dropped on shutdown or revocation (offset not stored)
+    handler_calls: int = 0  #: handler attempts, retries included
+    pauses: int = 0  #: times the partitions were paused for a long handler
+    assignments: int = 0  #: on_assign callbacks
+    revocations: int = 0  #: on_revoke/on_lost callbacks with at least one partition
+    takeover_batches: int = 0  #: batches run beside a running one, of partitions taken over
+    assigned: set[tuple[str, int]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def count(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to counter ``name`` atomically: the batch and the takeover batch count
+        from two worker threads, and ``+=`` on an attribute is a read, an add and a write."""
+        with self._lock:
+            setattr(self, name, getattr(self, name) + n)
+
+
+class HandlerBug(PermanentError):
+    """A plain handler raised an exception that is not a FerryError (``original``): its file is
+    quarantined as ``handler_error`` with the original's type and message."""
+
+    reason = "handler_error"
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(f"{type(original).__name__}: {original}")
+        self.original = original
+
+
+def one_by_one(handler: Handler) -> BatchHandler:
+    """A :data:`BatchHandler` calling the plain ``handler`` once per event: each result is that
+    event's outputs, or the TransientError/PermanentError it raised, or a :class:`HandlerBug`
+    for any other exception. ConfigError and StackError are raised (they stop the runner)."""
+
+    def each(events: Sequence[Any], deps: Any) -> list[BatchResult]:
+        results: list[BatchResult] = []
+        for event in events:
+            try:
+                results.append(list(handler(event, deps)))
+            except (TransientError, PermanentError) as exc:
+                results.append(exc)
+            except (ConfigError, StackError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a bug quarantines this file only
+                results.append(HandlerBug(exc))
+        return results
+
+    return each
+
+
+__all__ = [
+    "BatchHandler",
+    "BatchResult",
+    "Handler",
+    "HandlerBug",
+    "Record",
+    "RunStats",
+    "Stage",
+    "one_by_one",
+]

@@ -1,0 +1,289 @@
+"""Ferry's one settings object (its sections are in :mod:`ferry.settings`).
+
+Every value is read once, from the environment (prefix ``FERRY_``, nested fields joined by ``__``,
+e.g. ``FERRY_KAFKA__BOOTSTRAP_SERVERS``) and, optionally, from a YAML file named by
+``FERRY_CONFIG``. Environment values win over the file. The object is frozen: code that needs a
+different value builds a new one with :meth:`pydantic.BaseModel.model_copy`.
+
+Defaults describe the embedded local stack (``ferry stack up``) on one machine with 2 cores and
+24 GB: every port is on 127.0.0.1 and every JVM heap is small. Clusters are named, never addressed
+directly: code asks for ``settings.cluster("a")`` (after HdfsCLI aliases).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from ferry.core.errors import ConfigError
+from ferry.settings.base import REPO_ROOT
+from ferry.settings.hdfs import HdfsClusterSettings
+from ferry.settings.hive import HiveServer2Settings, MetastoreSettings
+from ferry.settings.kafka import KafkaSettings
+from ferry.settings.kerberos import KerberosSettings
+from ferry.settings.paths import PathSettings
+from ferry.settings.retry import RetrySettings
+from ferry.settings.spark import SparkSettings, ZooKeeperSettings
+from ferry.settings.stages import BatchSettings, ExtractSettings, LoadSettings, TransferSettings
+from ferry.settings.supervise import SuperviseSettings
+from ferry.settings.tracker import TrackerSettings
+
+DEFAULT_CLUSTERS: dict[str, dict[str, Any]] = {
+    "b": {
+        "namenode_rpc_port": 18020,
+        "namenode_http_port": 19870,
+        "datanode_port": 19866,
+        "datanode_http_port": 19864,
+        "datanode_ipc_port": 19867,
+    },
+    "a": {
+        "namenode_rpc_port": 28020,
+        "namenode_http_port": 29870,
+        "datanode_port": 29866,
+        "datanode_http_port": 29864,
+        "datanode_ipc_port": 29867,
+    },
+}
+
+
+class Settings(BaseSettings):
+    """All of Ferry's settings. Build with :func:`get_settings`.
+
+    Raises:
+        ConfigError: a value is missing or invalid (pydantic's message kept, with the source).
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="FERRY_", env_nested_delimiter="__", frozen=True, extra="forbid"
+    )
+
+    var_dir: Path = Field(
+        default=REPO_ROOT / "var", description="Local state: logs, pid files, server data."
+    )
+    clusters: dict[str, HdfsClusterSettings] = Field(
+        default_factory=lambda: {k: HdfsClusterSettings(**v) for k, v in DEFAULT_CLUSTERS.items()},
+        description=(
+            "HDFS clusters by name. Env: FERRY_CLUSTERS__<A|B>__<FIELD>; a partial value is "
+            "merged onto that cluster's defaults (DEFAULT_CLUSTERS), so one field can change alone."
+        ),
+    )
+    kafka: KafkaSettings = Field(
+        default_factory=KafkaSettings, description="Kafka broker and topic plan."
+    )
+    zookeeper: ZooKeeperSettings = Field(
+        default_factory=ZooKeeperSettings, description="ZooKeeper of the Spark master pair."
+    )
+    spark: SparkSettings = Field(
+        default_factory=SparkSettings, description="Spark standalone cluster and app sizes."
+    )
+    metastore: MetastoreSettings = Field(
+        default_factory=MetastoreSettings, description="Hive metastore of cluster A."
+    )
+    hiveserver2: HiveServer2Settings = Field(
+        default_factory=HiveServer2Settings, description="HiveServer2 (JDBC) of cluster A."
+    )
+    retry: RetrySettings = Field(
+        default_factory=RetrySettings, description="Retry policy of network calls."
+    )
+    paths: PathSettings = Field(
+        default_factory=PathSettings, description="NAS and HDFS directories."
+    )
+    tracker: TrackerSettings = Field(
+        default_factory=TrackerSettings, description="The tracker service."
+    )
+    extract: ExtractSettings = Field(
+        default_factory=ExtractSettings, description="The extract service (NAS poller)."
+    )
+    transfer: TransferSettings = Field(
+        default_factory=TransferSettings, description="The transfer service (B → A)."
+    )
+    transform: BatchSettings = Field(
+        default_factory=BatchSettings, description="Batching of the transform service."
+    )
+    load: LoadSettings = Field(
+        default_factory=LoadSettings, description="The load service: batching, file sizes."
+    )
+    supervise: SuperviseSettings = Field(
+        default_factory=SuperviseSettings, description="ferry up: the services under supervisord."
+    )
+    kerberos: KerberosSettings = Field(
+        default_factory=KerberosSettings, description="Kerberos of the HDFS clusters (off)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kerberos_files_under_var_dir(cls, data: Any) -> Any:
+        """Kerberos files default to ``<var_dir>/secrets/ferry.keytab``, ``<var_dir>/conf/krb5/
+        krb5.conf`` and ``<var_dir>/run/krb5cc_ferry`` (beside the KDC the stack runs from that
+        ``var_dir``); a value given for one of them wins."""
+        if not isinstance(data, dict):
+            return data
+        var = Path(data.get("var_dir") or REPO_ROOT / "var")
+        given = data.get("kerberos") or {}
+        if isinstance(given, BaseModel):
+            given = given.model_dump(exclude_unset=True)
+        defaults = {
+            "keytab": var / "secrets" / "ferry.keytab",
+            "krb5_conf": var / "conf" / "krb5" / "krb5.conf",
+            "ccache": var / "run" / "krb5cc_ferry",
+        }
+        return {**data, "kerberos": {**defaults, **given}}
+
+    @field_validator("clusters", mode="before")
+    @classmethod
+    def _merge_cluster_defaults(cls, value: Any) -> Any:
+        """``{"a": {"namenode_heap_mb": 333}}`` (e.g. from one env var) keeps a's other defaults."""
+        if not isinstance(value, dict):
+            return value
+        merged: dict[str, Any] = {}
+        for name in [*DEFAULT_CLUSTERS, *(k for k in value if k not in DEFAULT_CLUSTERS)]:
+            given = value.get(name, {})
+            if isinstance(given, BaseModel):
+                given = given.model_dump(exclude_unset=True)
+            if name not in value and name in DEFAULT_CLUSTERS:
+                given = {}
+            merged[name] = {**DEFAULT_CLUSTERS.get(name, {}), **given}
+        return merged
+
+    def cluster(self, name: str) -> HdfsClusterSettings:
+        """Settings of cluster ``"a"`` or ``"b"``.
+
+        Raises:
+            ConfigError: no cluster of that name is configured.
+        """
+        try:
+            return self.clusters[name]
+        except KeyError as exc:
+            raise ConfigError(
+                f"no HDFS cluster named {name!r}; configured: {sorted(self.clusters)}"
+            ) from exc
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _YamlSource(settings_cls))
+
+
+#: Entry point group naming directories of profile overlays (``<name>.yaml``); the kit registers
+#: the local stack's (``ha``, ``kerberos``, ``secure-kafka``, ``secure``).
+PROFILES_GROUP = "ferry.profiles"
+
+
+def profile_dirs() -> list[Path]:
+    """Where profile overlays are looked up, in order: the directories of ``FERRY_PROFILES_DIR``
+    (``os.pathsep``-separated), then each directory registered under the ``ferry.profiles`` entry
+    point group (an attribute holding a path)."""
+    from importlib.metadata import entry_points
+
+    dirs = [Path(d) for d in os.environ.get("FERRY_PROFILES_DIR", "").split(os.pathsep) if d]
+    for ep in sorted(entry_points(group=PROFILES_GROUP), key=lambda e: e.name):
+        dirs.append(Path(ep.load()))
+    return dirs
+
+
+def profile_files(names: str) -> list[Path]:
+    """The overlay files of the comma-separated profile ``names``, in order, each the first
+    ``<name>.yaml`` found in :func:`profile_dirs`.
+
+    ``"ha,secure"`` → ``[<dir>/ha.yaml, <dir>/secure.yaml]``; empty names are skipped.
+
+    Raises:
+        ConfigError: a profile with no file; the message lists the known profiles.
+    """
+    files = []
+    dirs = profile_dirs() if names.strip(", ") else []
+    for name in (n.strip() for n in names.split(",")):
+        if not name:
+            continue
+        found = next((d / f"{name}.yaml" for d in dirs if (d / f"{name}.yaml").is_file()), None)
+        if found is None:
+            known = sorted({p.stem for d in dirs for p in d.glob("*.yaml")})
+            raise ConfigError(f"unknown profile {name!r}; known profiles: {known}")
+        files.append(found)
+    return files
+
+
+def use_profile(names: str) -> None:
+    """Make the comma-separated profile ``names`` this process's (``FERRY_PROFILE``, inherited
+    by the services it starts) and read the settings anew at the next :func:`get_settings`.
+
+    Raises:
+        ConfigError: an unknown profile (now, not at the first settings read).
+    """
+    profile_files(names)
+    os.environ["FERRY_PROFILE"] = names
+    get_settings.cache_clear()
+
+
+def _read_yaml(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read settings file {what}={path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"settings file {path} must hold a mapping, not {type(data).__name__}")
+    return data
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``; mappings merge key by key, anything else is replaced."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """Values from YAML (lowest precedence): the profile overlays named by ``FERRY_PROFILE``
+    (e.g. the kit's ``ha``), then the file named by
+    ``FERRY_CONFIG`` over them."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for path in profile_files(os.environ.get("FERRY_PROFILE", "")):
+            data = _deep_merge(data, _read_yaml(path, "FERRY_PROFILE"))
+        config_file = os.environ.get("FERRY_CONFIG")
+        if config_file:
+            data = _deep_merge(data, _read_yaml(Path(config_file), "FERRY_CONFIG"))
+        return data
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once.
+
+    Raises:
+        ConfigError: invalid environment or settings file.
+    """
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    try:
+        return Settings()
+    except (ValidationError, SettingsError) as exc:
+        raise ConfigError(f"invalid Ferry settings: {exc}") from exc
+
+
+__all__ = ["DEFAULT_CLUSTERS", "Settings", "get_settings"]

@@ -1,0 +1,176 @@
+"""HDFS cluster settings: one NameNode, or an HA nameservice of several
+(``clusters.<a|b>``; re-exported by :mod:`ferry.settings`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ferry.settings.base import Frozen
+
+#: The clusters Ferry knows by name.
+ClusterName = Literal["a", "b"]
+
+
+class NameNodeSettings(Frozen):
+    """One NameNode of an HA nameservice (``clusters.<x>.namenodes[i]``)."""
+
+    id: str = Field(description="NameNode id in ``dfs.ha.namenodes.<nameservice>`` (nn1, nn2, …).")
+    host: str = Field(default="127.0.0.1", description="Address the NameNode binds and advertises.")
+    rpc_port: int = Field(description="NameNode RPC port.")
+    http_port: int = Field(description="NameNode HTTP port: WebHDFS and /jmx.")
+    zkfc_port: int = Field(
+        default=0,
+        description="RPC port of this NameNode's ZKFC (``dfs.ha.zkfc.port``; local stack only, "
+        "0: Hadoop's default 8019).",
+    )
+
+    @property
+    def rpc_address(self) -> str:
+        return f"{self.host}:{self.rpc_port}"
+
+    @property
+    def http_address(self) -> str:
+        return f"{self.host}:{self.http_port}"
+
+
+#: ``dfs.client.failover.proxy.provider.<nameservice>`` of every generated client configuration
+#: (hdfs-default.xml; HDFS High Availability Using the Quorum Journal Manager, "Configuration").
+FAILOVER_PROXY_PROVIDER = (
+    "org.apache.hadoop.hdfs.server.namenode.ha.ConfiguredFailoverProxyProvider"
+)
+
+
+class HdfsClusterSettings(Frozen):
+    """One HDFS cluster: a NameNode (or an HA nameservice of several) and one DataNode, with
+    WebHDFS on.
+
+    A single NameNode is ``host`` + ``namenode_rpc_port`` + ``namenode_http_port``. An HA cluster
+    sets ``nameservice`` and ``namenodes`` (each with its id, host, RPC and HTTP port): then
+    ``fs_url`` is ``hdfs://<nameservice>`` (no host, so a failover never changes a URI Ferry
+    wrote), :meth:`hadoop_client_conf` is the client configuration Hadoop needs to resolve it, and
+    WebHDFS tries the NameNodes in turn (:mod:`ferry.clusters.hdfs.webhdfs`).
+
+    Env: ``FERRY_CLUSTERS__<A|B>__<FIELD>``; ``namenodes`` as JSON
+    (``[{"id": "nn1", "rpc_port": 28020, "http_port": 29870}, …]``).
+    """
+
+    host: str = Field(
+        default="127.0.0.1", description="Address the NameNode and DataNode bind and advertise."
+    )
+    namenode_rpc_port: int = Field(description="NameNode RPC port (``hdfs://`` URLs).")
+    namenode_http_port: int = Field(description="NameNode HTTP port: WebHDFS and /jmx.")
+    nameservice: str | None = Field(
+        default=None,
+        description="HA nameservice id (``dfs.nameservices``); set with ``namenodes``. "
+        "None: one NameNode at host:namenode_rpc_port.",
+    )
+    namenodes: tuple[NameNodeSettings, ...] = Field(
+        default=(),
+        description="The nameservice's NameNodes, in the order clients try them (HA only).",
+    )
+    journalnode_ports: tuple[tuple[int, int], ...] = Field(
+        default=(),
+        description="(RPC, HTTP) ports of the local stack's JournalNodes (HA profile only).",
+    )
+    datanode_port: int = Field(description="DataNode data-transfer port.")
+    datanode_http_port: int = Field(
+        description="DataNode HTTP port; WebHDFS redirects reads/writes here."
+    )
+    datanode_ipc_port: int = Field(description="DataNode IPC port.")
+    datanode_host_override: str | None = Field(
+        default=None,
+        description=(
+            "Address the DataNode binds and advertises when it is not ``host`` (its own machine, "
+            "e.g. ``datanode-a`` in docker-compose.yml)."
+        ),
+    )
+    webhdfs_url_override: str | None = Field(
+        default=None,
+        description=(
+            "WebHDFS base URL clients use instead of the NameNode's own (e.g. through a proxy); "
+            "several separated by ';' for an HA pair."
+        ),
+    )
+    datanode_address_map: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "host:port → host:port rewrites applied to WebHDFS redirects, for DataNodes that "
+            "advertise an address this client cannot reach (NAT, gateways, fault proxies)."
+        ),
+    )
+    namenode_heap_mb: int = Field(default=256, description="NameNode JVM heap, MiB.")
+    datanode_heap_mb: int = Field(default=256, description="DataNode JVM heap, MiB.")
+    journalnode_heap_mb: int = Field(default=128, description="JournalNode JVM heap, MiB.")
+    zkfc_heap_mb: int = Field(default=128, description="ZKFC JVM heap, MiB.")
+
+    @model_validator(mode="after")
+    def _check_ha(self) -> HdfsClusterSettings:
+        if self.namenodes and not self.nameservice:
+            raise ValueError("namenodes given without a nameservice")
+        if self.nameservice and not self.namenodes:
+            raise ValueError(f"nameservice {self.nameservice!r} has no namenodes")
+        ids = [nn.id for nn in self.namenodes]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"duplicate NameNode ids in {ids}")
+        return self
+
+    @property
+    def ha(self) -> bool:
+        """A nameservice is configured (clients address it, never one NameNode)."""
+        return self.nameservice is not None
+
+    @property
+    def namenode_list(self) -> tuple[NameNodeSettings, ...]:
+        """Every NameNode: ``namenodes``, or the single one of ``host``/``namenode_*_port``."""
+        if self.namenodes:
+            return self.namenodes
+        return (
+            NameNodeSettings(
+                id="nn1",
+                host=self.host,
+                rpc_port=self.namenode_rpc_port,
+                http_port=self.namenode_http_port,
+            ),
+        )
+
+    @property
+    def fs_url(self) -> str:
+        """``hdfs://<nameservice>`` (HA) or ``hdfs://host:port`` of the one NameNode."""
+        if self.nameservice:
+            return f"hdfs://{self.nameservice}"
+        return f"hdfs://{self.host}:{self.namenode_rpc_port}"
+
+    @property
+    def datanode_host(self) -> str:
+        """Address of the DataNode: ``datanode_host_override`` or ``host``."""
+        return self.datanode_host_override or self.host
+
+    @property
+    def webhdfs_url(self) -> str:
+        """The override, or ``http://host:port`` of each NameNode, ``;``-separated (HdfsCLI's
+        form for HA: it tries them in turn)."""
+        if self.webhdfs_url_override:
+            return self.webhdfs_url_override
+        return ";".join(f"http://{nn.http_address}" for nn in self.namenode_list)
+
+    def hadoop_client_conf(self) -> dict[str, str]:
+        """Hadoop client keys that make ``fs_url`` resolvable: ``{}`` for one NameNode; for HA,
+        ``dfs.nameservices``, ``dfs.ha.namenodes.<ns>``, ``dfs.namenode.rpc-address.<ns>.<id>``,
+        ``dfs.namenode.http-address.<ns>.<id>`` and ``dfs.client.failover.proxy.provider.<ns>``
+        (:data:`FAILOVER_PROXY_PROVIDER`) — the keys of hdfs-default.xml and of Hadoop's "HDFS
+        High Availability Using the Quorum Journal Manager" page. Spark takes them prefixed with
+        ``spark.hadoop.``; the metastore and HiveServer2 in their hdfs-site.xml."""
+        ns = self.nameservice
+        if not ns:
+            return {}
+        conf = {
+            "dfs.nameservices": ns,
+            f"dfs.ha.namenodes.{ns}": ",".join(nn.id for nn in self.namenodes),
+            f"dfs.client.failover.proxy.provider.{ns}": FAILOVER_PROXY_PROVIDER,
+        }
+        for nn in self.namenodes:
+            conf[f"dfs.namenode.rpc-address.{ns}.{nn.id}"] = nn.rpc_address
+            conf[f"dfs.namenode.http-address.{ns}.{nn.id}"] = nn.http_address
+        return conf

@@ -1,0 +1,44 @@
+"""The ``metastore`` and ``hiveserver2`` sections: cluster A's Hive services."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ferry.settings.base import Frozen
+
+
+class MetastoreSettings(Frozen):
+    """Hive metastore (Thrift, Derby inside) for cluster A."""
+
+    host: str = Field(default="127.0.0.1", description="Address the metastore binds.")
+    port: int = Field(default=19083, description="Metastore Thrift port (``thrift://`` URI).")
+    heap_mb: int = Field(default=512, description="Metastore JVM heap, MiB.")
+    warehouse_path: str = Field(default="/warehouse", description="Warehouse directory on HDFS A.")
+    filter_max_values: int = Field(
+        default=100,
+        ge=1,
+        description=(
+            "Most partition values a Spark job sends the metastore as one ``col IN (…)`` filter; "
+            "more become ``col >= min AND col <= max`` and Spark drops the extra partitions "
+            "itself (``spark.sql.hive.metastorePartitionPruningInSetThreshold``, Spark's default "
+            "1000). A Derby-backed metastore, as in the local stack, fails an IN of 256 dates "
+            "with 'Statement too complex' (a load batch touching 256 days did)."
+        ),
+    )
+
+    @property
+    def uri(self) -> str:
+        return f"thrift://{self.host}:{self.port}"
+
+
+class HiveServer2Settings(Frozen):
+    """HiveServer2 (the Spark Thrift Server) on cluster A's side: JDBC for analysts and for the
+    demo's reconciliation. Env: ``FERRY_HIVESERVER2__<FIELD>``."""
+
+    host: str = Field(default="127.0.0.1", description="Bind and connect address.")
+    port: int = Field(default=19084, description="Thrift (binary) port: jdbc:hive2://host:port.")
+    driver_memory_mb: int = Field(default=512, description="Thrift server driver JVM heap, MiB.")
+    user: str = Field(default="ferry", description="User name sent by the JDBC clients.")
+    query_timeout_s: float = Field(
+        default=120.0, description="Login and query timeout of each JDBC call, s."
+    )

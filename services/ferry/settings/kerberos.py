@@ -1,0 +1,116 @@
+"""The ``kerberos`` section of Ferry's settings (re-exported by :mod:`ferry.settings`).
+
+Kerberos is off by default (the local stack's HDFS clusters run with simple authentication).
+Profile ``kerberos`` (``services/kit/ferry_kit/profiles/kerberos.yaml``) turns it on: the
+local
+stack then runs an MIT KDC and both HDFS clusters with ``hadoop.security.authentication=
+kerberos``, and Ferry's WebHDFS clients authenticate with SPNEGO (docs/security.md, "Kerberos").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from ferry.settings.base import REPO_ROOT, Frozen
+
+
+class KerberosSettings(Frozen):
+    """Kerberos of the HDFS clusters. Env: ``FERRY_KERBEROS__<FIELD>``.
+
+    Relative paths are taken from the repository root. Against a real cluster set ``realm``,
+    ``krb5_conf`` (the site's ``/etc/krb5.conf``), ``principal`` and ``keytab`` (the service
+    account's); ``namenode_principal``/``http_principal`` as the cluster's ``hdfs-site.xml`` has
+    them (``dfs.namenode.kerberos.principal``, ``dfs.web.authentication.kerberos.principal``).
+    """
+
+    enabled: bool = Field(
+        default=False,
+        description="Kerberos on HDFS: SPNEGO for WebHDFS, Kerberos on Hadoop RPC.",
+    )
+    realm: str = Field(default="FERRY.LOCAL", description="Kerberos realm of Ferry and HDFS.")
+    principal: str = Field(
+        default="ferry",
+        description="Ferry's client principal (without @realm: the realm is appended).",
+    )
+    keytab: Path = Field(
+        default=REPO_ROOT / "var" / "secrets" / "ferry.keytab",
+        description=(
+            "Keytab of ``principal``, mode 0600; MIT Kerberos gets and renews tickets from it "
+            "(KRB5_CLIENT_KTNAME). The local stack writes it. Default: "
+            "``<var_dir>/secrets/ferry.keytab``."
+        ),
+    )
+    krb5_conf: Path = Field(
+        default=REPO_ROOT / "var" / "conf" / "krb5" / "krb5.conf",
+        description=(
+            "krb5.conf of the clients (KRB5_CONFIG, java.security.krb5.conf). Default: "
+            "``<var_dir>/conf/krb5/krb5.conf`` (the local stack writes it)."
+        ),
+    )
+    ccache: Path = Field(
+        default=REPO_ROOT / "var" / "run" / "krb5cc_ferry",
+        description=(
+            "Ticket cache file of Ferry's processes (KRB5CCNAME=FILE:…); ``-<pid>`` is appended "
+            "so that processes never share one. Default: ``<var_dir>/run/krb5cc_ferry``."
+        ),
+    )
+    service_host: str = Field(
+        default="localhost",
+        description="Host part of the local stack's service principals (hdfs/<host>, HTTP/<host>).",
+    )
+    kdc_host: str = Field(default="127.0.0.1", description="Local stack's KDC address.")
+    kdc_port: int = Field(default=17088, description="Local stack's KDC port (TCP and UDP).")
+    ticket_lifetime_s: int = Field(
+        default=86400,
+        ge=60,
+        description=(
+            "Local stack only: the longest ticket the KDC issues to ``principal`` (kadmin "
+            "``-maxlife``), in seconds; the tests use 120 to see tickets renewed."
+        ),
+    )
+
+    http_token_validity_s: int = Field(
+        default=36000,
+        ge=10,
+        description=(
+            "Local stack only: how long the NameNodes' signed ``hadoop.auth`` cookie spares a "
+            "client SPNEGO (``hadoop.http.authentication.token.validity``; Hadoop's default "
+            "36000 s). The tests use 30, so clients re-authenticate with renewed tickets."
+        ),
+    )
+
+    session_max_age_s: float = Field(
+        default=43200,
+        gt=0,
+        description=(
+            "A Spark stage rebuilds its session after this long (seconds), so its executors get "
+            "a new HDFS delegation token before the old one expires (24 h unless renewed)."
+        ),
+    )
+
+    @field_validator("keytab", "krb5_conf", "ccache")
+    @classmethod
+    def _from_repo_root(cls, value: Path) -> Path:
+        return value if value.is_absolute() else REPO_ROOT / value
+
+    @property
+    def client_principal(self) -> str:
+        """``principal@realm`` (``principal`` as given when it names a realm)."""
+        return self.principal if "@" in self.principal else f"{self.principal}@{self.realm}"
+
+    @property
+    def hdfs_principal(self) -> str:
+        """The NameNode's and DataNode's principal (``dfs.namenode.kerberos.principal``)."""
+        return f"hdfs/{self.service_host}@{self.realm}"
+
+    @property
+    def http_principal(self) -> str:
+        """The WebHDFS SPNEGO principal (``dfs.web.authentication.kerberos.principal``)."""
+        return f"HTTP/{self.service_host}@{self.realm}"
+
+    @property
+    def hive_principal(self) -> str:
+        """The Hive metastore's principal (``hive.metastore.kerberos.principal``)."""
+        return f"hive/{self.service_host}@{self.realm}"

@@ -1,0 +1,133 @@
+"""The ``spark`` and ``zookeeper`` sections: the Spark standalone cluster (a master pair in
+ZooKeeper recovery mode) and the ZooKeeper it and Ferry's table locks use."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ferry.settings.base import Frozen
+
+
+class ZooKeeperSettings(Frozen):
+    """ZooKeeper for the Spark master pair and Ferry's Hive table locks
+    (:mod:`ferry.clusters.locks`). Env: ``FERRY_ZOOKEEPER__<FIELD>``.
+
+    ``tick_time_ms`` and ``max_session_timeout_ms`` bound the masters' ZooKeeper session, which is
+    what decides failover time: the server clamps every client's session timeout into
+    [2×tick, max_session_timeout] (ZooKeeper Administrator's Guide, "minSessionTimeout").
+    """
+
+    host: str = Field(default="127.0.0.1", description="Address ZooKeeper binds.")
+    port: int = Field(default=12181, description="ZooKeeper client port (TCP).")
+    tick_time_ms: int = Field(
+        default=500, description="ZooKeeper tickTime, ms; the shortest session granted is 2×."
+    )
+    max_session_timeout_ms: int = Field(
+        default=6000,
+        description="Longest session the server grants, ms; masters' failover ≈ this + election.",
+    )
+    heap_mb: int = Field(default=128, description="ZooKeeper JVM heap, MiB.")
+    locks_path: str = Field(
+        default="/ferry/locks", description="ZooKeeper path under which each Hive table's lock is."
+    )
+    lock_timeout_s: float = Field(
+        default=900.0,
+        description="Longest wait for a Hive table's lock before the batch is retried, s.",
+    )
+    lock_session_timeout_s: float = Field(
+        default=10.0,
+        description="ZooKeeper session timeout of the table-lock client, s: a dead holder's lock "
+        "is freed this long after it died (clamped by the server's max_session_timeout_ms).",
+    )
+
+    @property
+    def connect(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class SparkSettings(Frozen):
+    """Spark standalone cluster (two masters in ZooKeeper recovery mode, one worker)."""
+
+    host: str = Field(default="127.0.0.1", description="Address the masters and worker bind.")
+    master_ports: tuple[int, int] = Field(
+        default=(17077, 17078), description="RPC ports of master 1 and 2 (``spark://`` URLs)."
+    )
+    master_webui_ports: tuple[int, int] = Field(
+        default=(18080, 18081), description="HTTP ports of master 1 and 2: web UI and /json."
+    )
+    worker_webui_port: int = Field(default=18082, description="HTTP port of the worker's web UI.")
+    worker_cores: int = Field(
+        default=16,
+        description=(
+            "Core slots the worker offers. Each Ferry application takes up to spark.cores.max "
+            "(app_cores_max, 2): transform, load, a hot-standby instance of each (ferry up "
+            "--replicas) and a verifying session (demo, tests) need 10. With 8 a second transform "
+            "instance got no executor and its warm-up waited 300 s ('Initial job has not accepted "
+            "any resources', tests/e2e/test_supervision.py, stop 11). Slots are not CPU "
+            "reservations: 16 slots on 2 cores is fine for this I/O-bound work."
+        ),
+    )
+    worker_memory_mb: int = Field(
+        default=10240,
+        description=(
+            "Memory the worker offers to executors, MiB: 16 executors of executor_memory_mb "
+            "(640). An offer, not an allocation; executor heaps grow as used."
+        ),
+    )
+    daemon_heap_mb: int = Field(
+        default=256, description="Heap of each master and the worker JVM, MiB."
+    )
+    zookeeper_dir: str = Field(
+        default="/ferry/spark", description="ZooKeeper path of the masters' recovery state."
+    )
+    master_url_override: str | None = Field(
+        default=None, description="Any Spark master URL (e.g. yarn, local[2])."
+    )
+    app_cores_max: int = Field(
+        default=2,
+        description=(
+            "spark.cores.max of each Ferry application, cores (executors of executor_cores "
+            "each). Two let a big file's splits and a batch's scan run on both cores of the "
+            "development "
+            "machine (bench/profile_batch.py); transform and load then hold 4 of the worker's 8 "
+            "slots, and an application started when fewer slots are free gets what is free."
+        ),
+    )
+    executor_cores: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "spark.executor.cores, cores: an application of app_cores_max cores runs "
+            "app_cores_max / executor_cores executor JVMs on the worker."
+        ),
+    )
+    executor_memory_mb: int = Field(default=640, description="spark.executor.memory, MiB.")
+    driver_java_options: str = Field(
+        default="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        description=(
+            "JVM options of every Ferry driver (spark.driver.extraJavaOptions; the Kerberos "
+            "option is added). Default: C1 compiler only, serial collector. On 2 cores shared "
+            "by the stack and four Spark applications, C2 compilation and G1's threads took "
+            "48% of the Spark JVMs' CPU during a hot-standby takeover; docs/operations.md "
+            "'JVM options' has the figures. Empty: the JVM's defaults."
+        ),
+    )
+    executor_java_options: str = Field(
+        default="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        description=(
+            "JVM options of every Ferry executor (spark.executor.extraJavaOptions; the Kerberos "
+            "option is added). Default as for drivers: with the JVM's defaults in drivers and "
+            "executors a hot-standby takeover took 33-41 s, with these 20-29 s (2 cores). C1 "
+            "code is slower per row: a 300 MB file's load took 66 s instead of 50 s; on a host "
+            "with spare cores, or for big files, '-XX:+UseSerialGC' keeps C2 "
+            "(docs/operations.md, 'JVM options')."
+        ),
+    )
+    driver_memory_mb: int = Field(default=768, description="Driver JVM heap, MiB.")
+
+    @property
+    def master_url(self) -> str:
+        """``spark://h:p1,h:p2``: the client tries both masters and follows the ALIVE one."""
+        if self.master_url_override:
+            return self.master_url_override
+        return "spark://" + ",".join(f"{self.host}:{p}" for p in self.master_ports)

@@ -1,0 +1,131 @@
+"""The per-stage sections: extract, transfer and the batching stages (transform, load)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ferry.settings.base import Frozen
+
+
+class TransferSettings(Frozen):
+    """The transfer service (B → A over WebHDFS). Env: ``FERRY_TRANSFER__<FIELD>``.
+
+    Cluster A is a separate cluster behind a network path Ferry does not own: NameNode restarts,
+    failovers and gateway blips of a minute or two are routine there, and every file in flight
+    would fail the same way, so transfer retries a transient failure for at least
+    ``outage_window_s`` before quarantining the file (``retry.max_attempts`` alone gives up
+    after ~15 s of backoff). The consumer stays in its group meanwhile (the runner pauses and
+    polls).
+    """
+
+    outage_window_s: float = Field(
+        default=150.0,
+        description=(
+            "Shortest time a transient failure is retried before quarantine, s "
+            "(covers a 2-minute outage)."
+        ),
+    )
+    max_backoff_s: float = Field(
+        default=10.0,
+        description="Longest single backoff of transfer, s: resumes within this after A is back.",
+    )
+
+
+class ExtractSettings(Frozen):
+    """The extract service (NAS poller). Env: ``FERRY_EXTRACT__<FIELD>``."""
+
+    poll_interval_s: float = Field(
+        default=1.0, description="Seconds between two scans of the NAS directory."
+    )
+    after_extract: Literal["archive", "delete", "keep"] = Field(
+        default="archive",
+        description=(
+            "What happens to a NAS file once its FileExtracted is acknowledged: moved under "
+            "<nas_dir>/.ferry/archive/, deleted, or kept (kept files are re-extracted after a "
+            "restart; harmless, every stage is idempotent on file_id)."
+        ),
+    )
+    detection: Literal["auto", "inotify", "poll"] = Field(
+        default="auto",
+        description=(
+            "How extract learns that a NAS file is finished (case C09): inotify events (a file "
+            "closed after writing, or renamed from a hidden name, is taken at once; polling goes "
+            "on as the safety net), or polling alone with the dataset's stable-size check. auto: "
+            "inotify on a local Linux file system, polling on NFS/SMB/FUSE mounts, where writes "
+            "made on another host raise no event (ferry.stages.extract.watcher)."
+        ),
+    )
+    close_settle_s: float = Field(
+        default=0.5,
+        ge=0,
+        description=(
+            "Under inotify detection, seconds a file closed after writing must stay unwritten "
+            "before it is taken (a writer that reopens it at once is not cut between rounds); "
+            "a file renamed from a hidden name is taken at once."
+        ),
+    )
+    chunk_bytes: int = Field(default=1 << 20, description="Read/upload chunk size, bytes.")
+    workers: int = Field(
+        default=4,
+        ge=1,
+        description=(
+            "Files landed at once. Each landing is a few WebHDFS round trips, so one at a time "
+            "left transform waiting (demo: ~3 files/s with 1); each file stays independent."
+        ),
+    )
+    follow_symlinks: bool = Field(
+        default=False,
+        description=(
+            "Follow a symbolic link in a dataset directory whose real path stays inside the NAS "
+            "root; off: refused (symlink_refused). A link leaving the root or looping is always "
+            "refused (docs/field-cases.md C15, docs/security.md)."
+        ),
+    )
+    refuse_hardlinks: bool = Field(
+        default=False,
+        description=(
+            "Refuse a NAS file with more than one hard link (hardlink_refused): its content is "
+            "shared with another path, perhaps outside the share (C15)."
+        ),
+    )
+
+
+class BatchSettings(Frozen):
+    """A batching stage (transform, load): one Spark job per batch of files."""
+
+    batch_size: int = Field(
+        default=256,
+        description=(
+            "Most files in one Spark job. A job's fixed cost dominates small daily files "
+            "(measured on the 2-core machine: spark-submit of one daily file 12.7-14.6 s, one job "
+            "over 365 files 18.6 s), so batches are big."
+        ),
+    )
+    batch_wait_s: float = Field(
+        default=3.0,
+        description="Longest a batch gathers after its first file, s; it starts sooner when no "
+        "further file arrives within the stage's linger (0.2 s): a lone file does not wait.",
+    )
+    takeover_batch: bool = Field(
+        default=True,
+        description=(
+            "Hot standby: files of partitions this instance takes over from one that died or left "
+            "run as a second batch beside a running one (same Spark session), not after it "
+            "(ferry.core.runtime.runner; measured in docs/operations.md, Hot standby)."
+        ),
+    )
+
+
+class LoadSettings(BatchSettings):
+    """The load stage. Env: ``FERRY_LOAD__<FIELD>``."""
+
+    target_file_mb: int = Field(
+        default=128,
+        ge=1,
+        description=(
+            "Size the Parquet files load writes into a Hive partition aim at, MiB: a batch's rows "
+            "of one partition go into ceil(partition size / this) files (docs/hive-layout.md)."
+        ),
+    )

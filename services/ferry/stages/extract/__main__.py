@@ -1,3 +1,0 @@
-from ferry.stages.extract.service import main
-
-main()

@@ -1,3 +1,0 @@
-from ferry.stages.load.service import main
-
-main()

@@ -1,3 +1,0 @@
-from ferry.stages.transfer.service import main
-
-main()

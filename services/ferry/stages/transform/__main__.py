@@ -1,3 +1,0 @@
-from ferry.stages.transform.service import main
-
-main()

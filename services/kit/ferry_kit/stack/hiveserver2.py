@@ -1,0 +1,120 @@
+"""HiveServer2 for cluster A: the Spark Thrift Server from the pyspark distribution.
+
+``org.apache.spark.deploy.SparkSubmit --class …thriftserver.HiveThriftServer2 spark-internal``,
+launched as one JVM (the pid file names it), with a ``local[1]`` master: queries run inside the
+server's driver, so analysts' queries never take a core of the standalone worker that transform and
+load share. Its catalogue is the stack's Hive metastore; tables are read from HDFS A. Health: a
+TCP connect to the Thrift port, then a real JDBC query (``SELECT 1`` through
+:func:`ferry.clusters.hiveserver2.query`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+
+from ferry.clusters.hiveserver2 import HiveServer2Unavailable, query
+from ferry.core.errors import FerryError
+from ferry.settings import Settings
+from ferry_kit.stack import health
+from ferry_kit.stack.base import CONF_SRC, JAVA17_OPENS, Component, Layout, java, spark_home
+from ferry_kit.stack.process import markers
+from ferry_kit.stack.servers import hdfs_conf
+
+#: The Thrift server's main class (``spark-hive-thriftserver_2.13`` in pyspark's jars).
+THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+
+
+def hiveserver2_check(settings: Settings) -> str:
+    """Healthy when the Thrift port accepts a connection and ``SELECT 1`` answers ``1`` over JDBC.
+
+    Raises:
+        ferry_kit.stack.health.Unhealthy: what was seen.
+    """
+    hs = settings.hiveserver2
+    try:
+        socket.create_connection((hs.host, hs.port), timeout=health.TIMEOUT_S).close()
+    except OSError as exc:
+        raise health.Unhealthy(f"thrift port {hs.port}: {exc}") from exc
+    try:
+        [result] = query(settings, "SELECT 1")
+    except (HiveServer2Unavailable, FerryError, ValueError) as exc:
+        raise health.Unhealthy(f"JDBC SELECT 1: {exc}") from exc
+    if result.rows != (("1",),):
+        raise health.Unhealthy(f"JDBC SELECT 1 answered {result.rows!r}")
+    return "SELECT 1 over JDBC"
+
+
+def hiveserver2(settings: Settings, lay: Layout) -> Component:
+    """The HiveServer2 component (group ``hive``), after the metastore."""
+    hs = settings.hiveserver2
+    ms = settings.metastore
+    a = settings.cluster("a")
+    conf = lay.conf / "hiveserver2"
+    data = lay.data / "hiveserver2"
+
+    def prepare() -> None:
+        hdfs_conf(lay, "a", a)
+        conf.mkdir(parents=True, exist_ok=True)
+        data.mkdir(parents=True, exist_ok=True)
+        for name in ("core-site.xml", "hdfs-site.xml"):
+            shutil.copyfile(lay.conf / "hdfs-a" / name, conf / name)
+        shutil.copyfile(CONF_SRC / "spark-log4j2.properties", conf / "log4j2.properties")
+
+    spark_conf = {
+        "spark.master": "local[1]",
+        "spark.app.name": "ferry-hiveserver2",
+        "spark.ui.enabled": "false",
+        "spark.driver.host": hs.host,
+        "spark.driver.bindAddress": hs.host,
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "2",
+        # No file-listing cache: load replaces partitions under the server; every query lists anew.
+        "spark.sql.hive.filesourcePartitionFileCacheSize": "0",
+        "spark.sql.warehouse.dir": f"{a.fs_url}{ms.warehouse_path}",
+        "spark.hadoop.hive.metastore.uris": ms.uri,
+        "spark.hadoop.fs.defaultFS": a.fs_url,
+        **{f"spark.hadoop.{k}": v for k, v in a.hadoop_client_conf().items()},
+        "spark.local.dir": str(data),
+    }
+    hive_conf = {
+        "hive.server2.thrift.port": str(hs.port),
+        "hive.server2.thrift.bind.host": hs.host,
+        "hive.server2.transport.mode": "binary",
+        "hive.server2.enable.doAs": "false",
+    }
+    argv = [
+        java(),
+        f"-Xmx{hs.driver_memory_mb}m",
+        *markers("hiveserver2", lay.var),
+        *JAVA17_OPENS,
+        "-Djdk.reflect.useDirectMethodHandle=false",
+        "-Dio.netty.tryReflectionSetAccessible=true",
+        f"-Dderby.system.home={data}",
+        "-cp",
+        f"{conf}:{spark_home() / 'jars'}/*",
+        "org.apache.spark.deploy.SparkSubmit",
+        "--class",
+        THRIFT_SERVER,
+        *(x for k, v in spark_conf.items() for x in ("--conf", f"{k}={v}")),
+        "spark-internal",
+        *(x for k, v in hive_conf.items() for x in ("--hiveconf", f"{k}={v}")),
+    ]
+    env = {
+        "SPARK_HOME": str(spark_home()),
+        "SPARK_SCALA_VERSION": "2.13",
+        "SPARK_CONF_DIR": str(conf),
+        "SPARK_LOCAL_IP": hs.host,
+    }
+    return Component(
+        "hiveserver2",
+        f"jdbc:hive2://{hs.host}:{hs.port}/default",
+        lay.launch("hiveserver2", argv, env),
+        check=lambda: hiveserver2_check(settings),
+        requires=("hive-metastore",),
+        ports=(hs.port,),
+        host=hs.host,
+        prepare=prepare,
+        group="hive",
+    )

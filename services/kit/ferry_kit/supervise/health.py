@@ -1,0 +1,107 @@
+"""Health of each supervised service, for ``ferry ps`` and ``ferry up``: something the service
+does, not only that its process exists.
+
+- transform, transfer, load: the instance is a member of its stage's consumer group (Kafka admin
+  API, ``DescribeConsumerGroups``), found by its client id ``ferry-<stage>-<pid>``
+  (:func:`ferry.core.runtime.runner.build_runner`); the detail lists its partitions, or says it is a
+  standby without any. A Spark stage joins only once its session is warm, so "not in group" also
+  covers "still warming up".
+- extract: its scan loop touched its liveness file (:mod:`ferry.core.runtime.heartbeat`) recently —
+  after every scan and every file landed, so a hung scan or a stuck upload turns it stale.
+- tracker: its HTTP server answers ``/healthz`` with 200 (``/`` when it has no ``/healthz``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import requests
+
+from ferry.core.errors import FerryError
+from ferry.core.kafka.admin import Member, active_members
+from ferry.core.kafka.clients import build_admin, group_id
+from ferry.core.runtime.heartbeat import age_s, heartbeat_path
+from ferry.settings import Settings
+from ferry_kit.supervise.rpc import ProcessInfo
+
+
+@dataclass(frozen=True)
+class Health:
+    """``ok`` and a short detail a person can act on."""
+
+    ok: bool
+    detail: str
+
+
+def extract_stale_after_s(settings: Settings) -> float:
+    """Seconds without a beat after which extract is unhealthy: ten poll intervals, at least
+    60 s (one file landed at a time may take that long)."""
+    return max(60.0, 10 * settings.extract.poll_interval_s)
+
+
+def group_members(settings: Settings, stages: list[str]) -> dict[str, list[Member] | str]:
+    """Members of each stage's consumer group, or why they could not be read."""
+    admin = build_admin(settings.kafka)
+    out: dict[str, list[Member] | str] = {}
+    for stage in stages:
+        try:
+            out[stage] = active_members(admin, settings.kafka, group_id(settings.kafka, stage))
+        except FerryError as exc:
+            out[stage] = f"cannot describe the group: {exc}"
+    return out
+
+
+def stage_health(stage: str, pid: int, members: list[Member] | str) -> Health:
+    """An instance of a consuming stage is healthy while it is a member of its group."""
+    if isinstance(members, str):
+        return Health(False, members)
+    mine = [m for m in members if m.client_id == f"ferry-{stage}-{pid}"]
+    if not mine:
+        return Health(False, f"not in group ({len(members)} other member(s)); warming up?")
+    parts = sorted({p for m in mine for _t, p in m.partitions})
+    if not parts:
+        return Health(True, "in group, standby (no partitions)")
+    return Health(True, f"in group, partitions {', '.join(map(str, parts))}")
+
+
+def extract_health(settings: Settings, pid: int) -> Health:
+    age = age_s(heartbeat_path(settings, "extract", pid))
+    if age is None:
+        return Health(False, "no scan yet")
+    limit = extract_stale_after_s(settings)
+    if age > limit:
+        return Health(False, f"last scan {age:.0f} s ago (> {limit:.0f} s)")
+    return Health(True, f"scanned {age:.1f} s ago")
+
+
+def tracker_health(settings: Settings) -> Health:
+    base = f"http://{settings.tracker.web_host}:{settings.tracker.web_port}"
+    timeout = settings.supervise.health_timeout_s
+    try:
+        resp = requests.get(f"{base}/healthz", timeout=timeout)
+        path = "/healthz"
+        if resp.status_code == 404:
+            resp, path = requests.get(f"{base}/", timeout=timeout), "/"
+    except requests.RequestException as exc:
+        return Health(False, f"{base}: {type(exc).__name__}")
+    if resp.status_code == 200:
+        return Health(True, f"{path} 200")
+    return Health(False, f"{path} {resp.status_code}: {resp.text.strip()[:80]}")
+
+
+def probe(
+    settings: Settings,
+    info: ProcessInfo,
+    members: Mapping[str, list[Member] | str],
+) -> Health:
+    """Health of one supervised process (``info.group`` is the service name)."""
+    if info.state != "RUNNING" or info.pid is None:
+        return Health(False, info.state.lower())
+    if info.group in members:
+        return stage_health(info.group, info.pid, members[info.group])
+    if info.group == "extract":
+        return extract_health(settings, info.pid)
+    if info.group == "tracker":
+        return tracker_health(settings)
+    return Health(True, "running")
