@@ -140,15 +140,14 @@ COMPOSE     := docker compose --profile test
 compose-engine: ## Docker engine, compose v2 plugin, debian:bookworm-slim (installs/starts/makes what is missing)
 	deploy/docker/engine.sh
 
-$(COMPOSE_CTX)/.wheels: pyproject.toml Makefile $(PIP_STAMP)
-	@# pyproject.toml's pinned dependencies as wheels, resolved here (pip's cache makes this fast);
-	@# the image installs exactly these, no index. Ferry itself is installed from source.
+$(COMPOSE_CTX)/.wheels: pyproject.toml services/kit/pyproject.toml Makefile $(PIP_STAMP) $(shell git ls-files services schemas deploy/local/conf 2>/dev/null)
+	@# Ferry's wheel, its kit's wheel and their pinned dependencies as wheels, resolved here (pip's
+	@# cache makes this fast); the image installs exactly these, no index, no source checkout.
 	rm -rf $(COMPOSE_CTX)/wheels && mkdir -p $(COMPOSE_CTX)/wheels
-	$(PY) -m pip wheel -q --wheel-dir $(COMPOSE_CTX)/wheels . 'setuptools>=68,<81' wheel
-	rm -f $(COMPOSE_CTX)/wheels/ferry-*.whl
+	$(PY) -m pip wheel -q --wheel-dir $(COMPOSE_CTX)/wheels . ./services/kit
 	touch $@
 
-compose-context: install $(COMPOSE_CTX)/.wheels ## The image's build context: wheels, the Maven jars of `make install`, the host's extra CA certificates
+compose-context: install $(COMPOSE_CTX)/.wheels ## The image's build context: Ferry's wheels and its dependencies', the Maven jars of `make install`, the host's extra CA certificates
 	rm -rf $(COMPOSE_CTX)/jars $(COMPOSE_CTX)/ca && mkdir -p $(COMPOSE_CTX)/ca
 	cp -rL var/jars $(COMPOSE_CTX)/jars
 	rm -f $(COMPOSE_CTX)/jars/.ferry-installed

@@ -3,8 +3,8 @@ container must override, that need no Docker engine. Same contract as ``compose_
 each ``*_problems`` function returns human-readable problems, empty when all is well.
 
 Sources of the rules: the Dockerfile reference (instructions, ``\\`` continuations, ``ENV``
-forms), pyproject.toml (the wheels the image installs) and ``services/ferry/settings/__init__.py``
-(``REPO_ROOT`` path defaults).
+forms), pyproject.toml (the wheels the image installs) and ``services/ferry/settings/base.py``
+(path defaults under the working directory).
 """
 
 from __future__ import annotations
@@ -67,9 +67,10 @@ def _pip_install_targets(run: str) -> list[list[str]]:
 
 def dockerfile_problems(text: str, project: Mapping[str, Any]) -> list[str]:
     """The one runtime image: FROM debian:bookworm-slim, Debian's Java 17 runtime and Python 3,
-    Python packages only from the wheelhouse resolved from pyproject.toml (``--no-index``) plus the
-    project itself, the Maven jars of ``make install``, schemas, datasets and the stack's config
-    templates inside, a non-root user, ``ENTRYPOINT ["ferry"]``."""
+    Python packages only from the wheelhouse built and resolved from pyproject.toml
+    (``--no-index``: Ferry's and its kit's wheels and their dependencies; no source checkout
+    copied or installed), the Maven jars of ``make install``, the dataset definitions, a non-root
+    user, ``ENTRYPOINT ["ferry"]``."""
     from packaging.specifiers import SpecifierSet
 
     ins = dockerfile_instructions(text)
@@ -102,21 +103,24 @@ def dockerfile_problems(text: str, project: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f"pip install uses {bad + named}: dependencies must be exactly pyproject.toml's"
             )
-    copies_all = " ".join(a for i, a in ins if i in ("COPY", "ADD"))
-    for needed in ("var/compose-context/wheels", "var/compose-context/jars", "deploy/local/conf"):
-        if needed not in copies_all:
-            problems.append(f"image does not COPY {needed}")
     copies = " ".join(a for i, a in ins if i in ("COPY", "ADD"))
-    for needed in ("pyproject.toml", "services", "schemas", "datasets"):
+    for needed in ("var/compose-context/wheels", "var/compose-context/jars", "datasets"):
         if not re.search(rf"(^|\s|/){re.escape(needed)}(\s|/|$)", copies):
             problems.append(f"image does not COPY {needed}")
+    # Ferry from its wheel (in the wheelhouse), never from the checkout.
+    for source in ("services", "pyproject.toml", "schemas"):
+        if re.search(rf"(^|\s|\./){re.escape(source)}(\s|/|$)", copies):
+            problems.append(f"image COPYs {source}: install Ferry from its wheel, not the checkout")
+    for args in installs:
+        if "-e" in args or "--editable" in args or "." in args:
+            problems.append(f"pip install {args}: install Ferry from its wheel, not the checkout")
     env: dict[str, str] = {}
     for i, a in ins:
         if i == "ENV":
             env.update(_env_pairs(a))
-    for key in ("FERRY_PATHS__SCHEMAS_DIR", "FERRY_PATHS__DATASETS_DIR"):
+    for key in ("FERRY_VAR_DIR", "FERRY_PATHS__DATASETS_DIR"):
         if key not in env:
-            problems.append(f"ENV {key} not set (its default points into a source checkout)")
+            problems.append(f"ENV {key} not set (its default is under the working directory)")
     problems += [f"ENV {k} is not a Ferry setting" for k in unknown_ferry_keys(env)]
     users = [a.split(":")[0] for i, a in ins if i == "USER"]
     if not users or users[-1] in ("root", "0"):
@@ -156,15 +160,21 @@ def dockerfile_env(text: str) -> dict[str, str]:
 
 
 def checkout_path_problems(settings: Any, repo_root: Path) -> list[str]:
-    """Path settings still at their source-checkout default (``config.REPO_ROOT/...``): inside the
-    image that directory is site-packages' parent, not the project, and not writable."""
+    """Path settings still at a default under the checkout (defaults are under the working
+    directory): inside the image that is not the project, and not writable. The Avro schemas
+    shipped in the package (``ferry.settings.base.PACKAGE_SCHEMAS``) are package data, not a
+    checkout path."""
+    from ferry.settings.base import PACKAGE_SCHEMAS
+
     problems: list[str] = []
 
     def walk(value: Any, where: str) -> None:
         if isinstance(value, dict):
             for k, v in value.items():
                 walk(v, f"{where}.{k}" if where else str(k))
-        elif isinstance(value, Path) and value.is_relative_to(repo_root):
+        elif (
+            isinstance(value, Path) and value.is_relative_to(repo_root) and value != PACKAGE_SCHEMAS
+        ):
             problems.append(
                 f"{where} = {value} (a source-checkout default; set it for the container)"
             )

@@ -110,7 +110,7 @@ def test_ferry_env_names_are_real_settings(service: str) -> None:
 
 @pytest.mark.parametrize("service", sorted(FERRY))
 def test_ferry_settings_build_from_the_container_env_and_point_into_the_stack(service: str) -> None:
-    from ferry.settings.base import REPO_ROOT
+    from tests.paths import REPO_ROOT
 
     s = ec.settings_from_env(container_env(service))
     assert s.kafka.bootstrap_servers == "kafka:9092"
@@ -311,7 +311,7 @@ def test_address_check_rejects_foreign_hosts_and_a_wrong_driver_host() -> None:
 
 
 def test_path_check_rejects_checkout_defaults() -> None:
-    from ferry.settings.base import REPO_ROOT
+    from tests.paths import REPO_ROOT
 
     env = {k: v for k, v in container_env("tracker").items() if k != "FERRY_TRACKER__DATA_DIR"}
     problems = ic.checkout_path_problems(ec.settings_from_env(env), REPO_ROOT)
@@ -362,8 +362,14 @@ def test_spark_check_rejects_missing_recovery_and_a_worker_on_one_master() -> No
         ('ENTRYPOINT ["ferry"]', "ENTRYPOINT ferry", "ENTRYPOINT"),
         ("openjdk-17-jre-headless", "openjdk-11-jre-headless", "Java 17"),
         ("FROM debian:bookworm-slim", "FROM python:3.12-slim", "debian:bookworm-slim"),
-        ("FERRY_PATHS__SCHEMAS_DIR=", "FERRY_PATHS__SCHEMA_DIR=", "FERRY_PATHS__SCHEMA_DIR"),
-        ("COPY datasets ./datasets", "", "COPY datasets"),
+        ("FERRY_PATHS__DATASETS_DIR=", "FERRY_PATHS__DATASET_DIR=", "FERRY_PATHS__DATASET_DIR"),
+        ("COPY datasets /opt/ferry/datasets", "", "COPY datasets"),
+        (
+            "COPY datasets /opt/ferry/datasets",
+            "COPY services ./services\nCOPY datasets /opt/ferry/datasets",
+            "from its wheel",
+        ),
+        ("/tmp/wheels/*.whl;", "/tmp/wheels/*.whl -e .;", "from its wheel"),
     ],
 )
 def test_dockerfile_check_rejects(old: str, new: str, expect: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import uuid
@@ -17,6 +18,7 @@ from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
 from ferry.settings import Settings
 from ferry_kit.pipeline import ServiceGroup, private_overrides, run_cli, settings_env
+from ferry_kit.stack.client_conf import client_conf_env
 
 
 @dataclass
@@ -38,10 +40,13 @@ class Pipeline:
 
 def start_pipeline(stack: Settings, work: Path, extra: Mapping[str, Any] | None = None) -> Pipeline:
     """Start the four services with a private topic prefix, NAS dir and HDFS paths (and ``extra``
-    settings overrides, dotted names)."""
+    settings overrides, dotted names), reading their clusters from the stack's client
+    configuration directories (:func:`ferry_kit.stack.client_conf.client_conf_env`)."""
     token = uuid.uuid4().hex[:10]
     overrides = private_overrides("e2e", token, work / "nas") | dict(extra or {})
-    env = settings_env(overrides)
+    # The services find both clusters and the metastore by their client configuration
+    # directories (written by the stack), as on an edge node; the test process keeps the profile.
+    env = client_conf_env(stack, os.environ.get("FERRY_PROFILE", "")) | settings_env(overrides)
     sections: dict[str, dict[str, Any]] = {}
     for key, value in overrides.items():
         section, field = key.split(".", 1)

@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 from tests.factories import numbered
 from tests.kafka_io import Running, produce, read_all
+from tests.paths import REPO_ROOT
 
 from ferry.core.events import (
     FileExtracted,
@@ -36,7 +37,6 @@ from ferry.core.runtime.runner import build_runner
 from ferry.core.runtime.stage import Stage
 from ferry.core.wire.avro import EventCodec, default_codec
 from ferry.settings import Settings, get_settings
-from ferry.settings.base import REPO_ROOT
 from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.paths import REPO_ROOT
 from tests.unit.extract_helpers import Extract
 
 from ferry.core.wire.avro import EventCodec, default_codec
 from ferry.datasets.spec import DatasetSpec, load_datasets
-from ferry.settings.base import REPO_ROOT
 
 
 @pytest.fixture(scope="session")

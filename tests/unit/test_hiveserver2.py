@@ -1,4 +1,5 @@
-"""The HiveServer2 JDBC client's pure parts: output parsing, error lines, argument checks."""
+"""The HiveServer2 client's pure parts: JDBC text of values, columns, argument checks, and
+``ferry sql``'s output formats."""
 
 from __future__ import annotations
 
@@ -7,48 +8,81 @@ import pytest
 from ferry.clusters.hiveserver2 import (
     Column,
     Result,
-    _error_line,
+    _column,
     beeline_argv,
+    jdbc_text,
     jdbc_url,
-    parse_output,
     rows_by_file,
 )
 from ferry.settings import get_settings
 
-OUTPUT = "\n".join(
-    [
-        "SLF4J: a driver warning that reached stdout",
-        '{"updated":0}',
-        '{"columns":[{"name":"d","type":"decimal","precision":10,"scale":2},'
-        '{"name":"ts","type":"timestamp","precision":29,"scale":9}]}',
-        '["12345678.91","2013-01-01 05:00:00"]',
-        '[null,"x \\"q\\"\\n"]',
-        '{"end":2}',
-        '{"columns":[{"name":"_c0","type":"int","precision":10,"scale":0}]}',
-        '["1"]',
-        '{"end":1}',
+
+def test_values_read_as_the_jdbc_driver_gives_them():
+    import datetime as dt
+    from decimal import Decimal
+
+    assert [
+        jdbc_text(v)
+        for v in (
+            None,
+            dt.datetime(2013, 1, 1, 5, 0),
+            dt.datetime(2013, 1, 1, 5, 0, 0, 120000),
+            Decimal("12345678.91"),
+            Decimal("0.50"),
+            True,
+            dt.date(2013, 1, 1),
+            7,
+            'x "q"\n',
+        )
+    ] == [
+        None,
+        "2013-01-01 05:00:00.0",
+        "2013-01-01 05:00:00.12",
+        "12345678.91",
+        "0.50",
+        "true",
+        "2013-01-01",
+        "7",
+        'x "q"\n',
     ]
-)
 
 
-def test_parse_output_gives_columns_as_the_driver_reports_them_and_rows_as_strings():
-    assert parse_output(OUTPUT) == [
-        Result(
-            (Column("d", "decimal", 10, 2), Column("ts", "timestamp", 29, 9)),
-            (("12345678.91", "2013-01-01 05:00:00"), (None, 'x "q"\n')),
-        ),
-        Result((Column("_c0", "int", 10, 0),), (("1",),)),
-    ]
-    assert parse_output(OUTPUT)[1].scalar() == "1"
+def test_columns_from_the_cursor_description():
+    assert _column(("d", "DECIMAL", None, None, 10, 2, None)) == Column("d", "decimal", 10, 2)
+    assert _column(("ts", "TIMESTAMP", None, None, None, None, None)) == Column("ts", "timestamp")
+    assert Result((Column("_c0", "int"),), (("1",),)).scalar() == "1"
     with pytest.raises(ValueError, match="expected one value, got 2 row"):
-        parse_output(OUTPUT)[0].scalar()
+        Result((Column("a", "int"),), (("1",), ("2",))).scalar()
 
 
-def test_the_error_line_is_the_clients_marker_line_else_the_last_line():
-    stderr = "log4j: warn\nFERRY_JDBC_ERROR Error running query: Table or view not found\n"
-    assert _error_line(stderr) == "Error running query: Table or view not found"
-    assert _error_line("a\n\nb\n") == "b"
-    assert _error_line("") == ""
+def test_sql_csv2_and_tsv2_are_valid_and_carry_no_prompt_line():
+    """Field case (issue 33, item 7): beeline's csv2 printed `100002, Lamp, desk (LED) ,14.00`
+    unquoted and a prompt line first."""
+    import csv
+    import io
+
+    from ferry.ops.sql_cli import write_result
+
+    res = Result(
+        (Column("id", "int"), Column("name", "string"), Column("price", "decimal", 10, 2)),
+        (("100002", " Lamp, desk (LED) ", "14.00"), ("7", 'say "hi"\nbye', None)),
+    )
+    out = io.StringIO()
+    write_result(res, "csv2", out)
+    assert out.getvalue() == (
+        'id,name,price\n100002," Lamp, desk (LED) ",14.00\n7,"say ""hi""\nbye",\n'
+    )
+    assert list(csv.reader(io.StringIO(out.getvalue()))) == [
+        ["id", "name", "price"],
+        ["100002", " Lamp, desk (LED) ", "14.00"],
+        ["7", 'say "hi"\nbye', ""],
+    ]
+    out = io.StringIO()
+    write_result(res, "tsv2", out)
+    assert out.getvalue().splitlines()[:2] == [
+        "id\tname\tprice",
+        "100002\t Lamp, desk (LED) \t14.00",
+    ]
 
 
 def test_urls_and_the_beeline_command_come_from_settings():

@@ -20,7 +20,6 @@ from ferry.core.kafka.clients import (
 )
 from ferry.core.kafka.topics import refused_login
 from ferry.settings import Settings
-from ferry.settings.base import REPO_ROOT
 from ferry.settings.kafka import KafkaSettings
 from ferry_kit.stack.kafka_secure import client_password
 
@@ -98,8 +97,8 @@ def test_secure_kafka_profile(monkeypatch: pytest.MonkeyPatch) -> None:
         "ferry",
     )
     assert (k.sasl_password_file, k.ssl_ca_path) == (
-        REPO_ROOT / "var" / "secrets" / "kafka-ferry.password",
-        REPO_ROOT / "var" / "secrets" / "kafka-ca.pem",
+        Path.cwd() / "var" / "secrets" / "kafka-ferry.password",
+        Path.cwd() / "var" / "secrets" / "kafka-ca.pem",
     )
 
 

@@ -13,7 +13,6 @@ from ferry.clusters.hdfs.errors import _remote_error, classify
 from ferry.clusters.kerberos import check_keytab, hadoop_client_conf, process_env
 from ferry.core.errors import AuthenticationFailed, HdfsUnavailable
 from ferry.settings import Settings
-from ferry.settings.base import REPO_ROOT
 from ferry.settings.kerberos import KerberosSettings
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.components import build_components
@@ -34,8 +33,8 @@ def test_kerberos_is_off_by_default_and_adds_no_hadoop_keys() -> None:
 
 
 def test_paths_are_taken_from_the_repository_root_and_the_realm_is_appended() -> None:
-    assert ON.keytab == REPO_ROOT / "var" / "secrets" / "k.keytab"
-    assert ON.krb5_conf == REPO_ROOT / "var" / "conf" / "krb5" / "krb5.conf"
+    assert ON.keytab == Path.cwd() / "var" / "secrets" / "k.keytab"
+    assert ON.krb5_conf == Path.cwd() / "var" / "conf" / "krb5" / "krb5.conf"
     assert (ON.client_principal, ON.hdfs_principal, ON.http_principal) == (
         "ferry@FERRY.LOCAL",
         "hdfs/localhost@FERRY.LOCAL",
@@ -57,9 +56,9 @@ def test_hadoop_client_keys_of_a_kerberos_cluster() -> None:
 
 def test_each_process_gets_its_own_ticket_cache_and_the_keytab() -> None:
     assert process_env(ON, pid=42) == {
-        "KRB5_CONFIG": str(REPO_ROOT / "var" / "conf" / "krb5" / "krb5.conf"),
-        "KRB5_CLIENT_KTNAME": str(REPO_ROOT / "var" / "secrets" / "k.keytab"),
-        "KRB5CCNAME": f"FILE:{REPO_ROOT / 'var' / 'run' / 'krb5cc_ferry'}-42",
+        "KRB5_CONFIG": str(Path.cwd() / "var" / "conf" / "krb5" / "krb5.conf"),
+        "KRB5_CLIENT_KTNAME": str(Path.cwd() / "var" / "secrets" / "k.keytab"),
+        "KRB5CCNAME": f"FILE:{Path.cwd() / 'var' / 'run' / 'krb5cc_ferry'}-42",
     }
 
 

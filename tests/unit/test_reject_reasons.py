@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from rich.console import Console
+from tests.paths import REPO_ROOT
 
 from ferry.core.events import FileExtracted, FileManifest, FileTransformed, derive_file_id
 from ferry.core.timeline import Timeline, fold
 from ferry.core.wire.avro import default_codec
 from ferry.ops.status_cli import _reasons_table
-from ferry.settings.base import REPO_ROOT
 
 SHA = "ef" * 32
 FID = derive_file_id("flights", SHA)

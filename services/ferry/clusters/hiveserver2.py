@@ -1,35 +1,41 @@
-"""Query Hive the way analysts do: over JDBC, against HiveServer2 (the Spark Thrift Server).
+"""Query Hive the way analysts do: against HiveServer2 (the Spark Thrift Server), over its Thrift
+protocol — the protocol Hive's JDBC driver and BI tools speak.
 
-Two clients, both the Hive 2.3 JDBC driver that pyspark's distribution ships (``hive-jdbc``,
-``hive-beeline`` in ``$SPARK_HOME/jars``):
+Two clients:
 
-* :func:`query` runs statements through ``deploy/local/jdbc/FerryJdbcQuery.java`` (Java's
-  source launcher, no build step) and returns each result with the column names and types exactly
-  as the driver's ``ResultSetMetaData`` reports them — what a BI tool sees.
-* :func:`beeline_argv` is the command line of Hive's own ``beeline`` shell (``ferry sql``).
+* :func:`query` runs statements with impyla (Cloudera's maintained HiveServer2 client, pure
+  Python: no JVM and no compiler at run time) and returns each result with its columns' names and
+  types as the server describes them, and every value as the text Hive's JDBC driver's
+  ``getString`` gives (a timestamp as ``java.sql.Timestamp`` prints it, a decimal with its
+  scale's digits) — what a BI tool shows.
+* :func:`beeline_argv` is the command line of Hive's own ``beeline`` shell (the Hive JDBC driver
+  and BeeLine that pyspark's distribution ships in ``$SPARK_HOME/jars``), for ``ferry sql``
+  without a query.
 
-Every call is bounded: the driver's login and query timeouts and a process deadline
+Every call is bounded: the socket timeout of every Thrift call and the connection
 (``settings.hiveserver2.query_timeout_s``).
 """
 
 from __future__ import annotations
 
-import json
+import datetime as dt
+import logging
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from ferry.core.errors import PermanentError, TransientError
 from ferry.settings import Settings
-from ferry.settings.base import REPO_ROOT
 
-#: The JDBC client program (Java source, run by ``java <file>.java``).
-JDBC_CLIENT = REPO_ROOT / "deploy" / "local" / "jdbc" / "FerryJdbcQuery.java"
-#: Heap of the client JVM, MiB: it only streams result rows to stdout.
+# impyla logs a refused connection itself before raising it; the raised error says it once.
+logging.getLogger("impala").addHandler(logging.NullHandler())
+
+#: Heap of the beeline shell's JVM, MiB: it only streams result rows to the terminal.
 CLIENT_HEAP_MB = 128
 
 
@@ -47,7 +53,9 @@ class HiveQueryError(PermanentError):
 
 @dataclass(frozen=True)
 class Column:
-    """A result column as the JDBC driver reports it (``getColumnName``/``getColumnTypeName``)."""
+    """A result column as the server describes it: name, type name in lower case (``int``,
+    ``decimal``, ``timestamp``, … as JDBC's ``getColumnTypeName``), and for decimals precision
+    and scale (0 otherwise)."""
 
     name: str
     type: str
@@ -57,7 +65,7 @@ class Column:
 
 @dataclass(frozen=True)
 class Result:
-    """One statement's result: columns and rows (values as the driver's ``getString``)."""
+    """One statement's result: columns and rows (values as JDBC text, see :func:`jdbc_text`)."""
 
     columns: tuple[Column, ...]
     rows: tuple[tuple[str | None, ...], ...]
@@ -74,9 +82,26 @@ class Result:
 
 
 def jdbc_url(settings: Settings, database: str = "default") -> str:
-    """``jdbc:hive2://host:port/<database>`` of the configured HiveServer2."""
+    """``jdbc:hive2://host:port/<database>`` of the configured HiveServer2 (for JDBC clients)."""
     hs = settings.hiveserver2
     return f"jdbc:hive2://{hs.host}:{hs.port}/{database}"
+
+
+def jdbc_text(value: Any) -> str | None:
+    """A value as Hive's JDBC driver's ``getString`` renders it: ``None`` for NULL; a timestamp
+    as ``java.sql.Timestamp.toString`` (``2013-01-01 05:00:00.0``: the fraction without trailing
+    zeros, at least one digit); a decimal with its digits as sent; booleans ``true``/``false``;
+    anything else as ``str``."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        fraction = f"{value.microsecond:06d}".rstrip("0") or "0"
+        return f"{value:%Y-%m-%d %H:%M:%S}.{fraction}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return str(value)
 
 
 def java() -> str:
@@ -112,40 +137,65 @@ def beeline_argv(settings: Settings, *args: str, database: str = "default") -> l
 
 
 def query(settings: Settings, *statements: str, database: str = "default") -> list[Result]:
-    """Run ``statements`` in order in one JDBC session; one :class:`Result` per statement that
-    returns rows (DDL/DML return none).
+    """Run ``statements`` in order in one HiveServer2 session; one :class:`Result` per statement
+    that returns rows (DDL/DML return none).
 
     Raises:
         HiveServer2Unavailable: no connection, or no answer within ``query_timeout_s``.
-        HiveQueryError: the server refused a statement (the message names it).
+        HiveQueryError: the server refused a statement (the message names it and its first line).
     """
+    from impala.dbapi import connect
+    from impala.error import DatabaseError
+    from impala.error import Error as ImpylaError
+    from thrift.Thrift import TException
+
     hs = settings.hiveserver2
-    timeout = int(hs.query_timeout_s)
-    argv = [
-        java(),
-        f"-Xmx{CLIENT_HEAP_MB}m",
-        "-cp",
-        _jars(),
-        str(JDBC_CLIENT),
-        jdbc_url(settings, database),
-        hs.user,
-        str(timeout),
-        *statements,
-    ]
+    where = jdbc_url(settings, database)
     try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout + 30, check=False
+        conn = connect(
+            host=hs.host,
+            port=hs.port,
+            database=database,
+            auth_mechanism="PLAIN",
+            user=hs.user,
+            password="ferry",  # SASL PLAIN needs one; a server without authentication ignores it
+            timeout=hs.query_timeout_s,
         )
-    except subprocess.TimeoutExpired as exc:
-        raise HiveServer2Unavailable(
-            f"HiveServer2 {jdbc_url(settings, database)}: no answer within {timeout + 30}s"
-        ) from exc
-    if done.returncode != 0:
-        message = _error_line(done.stderr) or f"exit {done.returncode}"
-        if any(s in message for s in ("Could not open client transport", "Connection refused")):
-            raise HiveServer2Unavailable(f"HiveServer2 {jdbc_url(settings, database)}: {message}")
-        raise HiveQueryError(f"HiveServer2 {jdbc_url(settings, database)}: {message}")
-    return parse_output(done.stdout)
+    except (OSError, TException, ImpylaError) as exc:
+        raise HiveServer2Unavailable(f"HiveServer2 {where}: {_first_line(exc)}") from exc
+    results: list[Result] = []
+    try:
+        cursor = conn.cursor()
+        for sql in statements:
+            try:
+                cursor.execute(sql)
+                if cursor.description is None:
+                    continue
+                columns = tuple(_column(d) for d in cursor.description)
+                rows = tuple(tuple(jdbc_text(v) for v in row) for row in cursor.fetchall())
+            except DatabaseError as exc:  # the server answered: the statement failed
+                raise HiveQueryError(f"HiveServer2 {where}: {_first_line(exc)}") from exc
+            except (OSError, TException, ImpylaError) as exc:  # timeout, reset: server went away
+                raise HiveServer2Unavailable(f"HiveServer2 {where}: {_first_line(exc)}") from exc
+            results.append(Result(columns, rows))
+    finally:
+        conn.close()
+    return results
+
+
+def _column(description: Sequence[Any]) -> Column:
+    """A PEP 249 ``cursor.description`` item (name, type, …, precision, scale, …) as a Column."""
+    name, type_name, _display, _internal, precision, scale = description[:6]
+    return Column(str(name), str(type_name).lower(), int(precision or 0), int(scale or 0))
+
+
+def _first_line(exc: BaseException) -> str:
+    """The error's first line without the server's exception class names."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    line = lines[0] if lines else type(exc).__name__
+    for prefix in ("org.apache.hive.service.cli.HiveSQLException: ",):
+        line = line.removeprefix(prefix)
+    return line
 
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -155,8 +205,8 @@ _SAFE_TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 def rows_by_file(
     settings: Settings, table: str, file_ids: Sequence[str], *, chunk: int = 500
 ) -> dict[str, int]:
-    """Hive rows per ``ferry_file_id`` of ``table`` (``db.table``), over JDBC: what an analyst
-    querying HiveServer2 sees. File ids with no rows are absent.
+    """Hive rows per ``ferry_file_id`` of ``table`` (``db.table``), through HiveServer2: what an
+    analyst querying it sees. File ids with no rows are absent.
 
     Raises:
         ValueError: a table name or file id that is not a plain identifier (never sent).
@@ -180,44 +230,3 @@ def rows_by_file(
             if fid is not None and n is not None:
                 out[fid] = int(n)
     return out
-
-
-def parse_output(text: str) -> list[Result]:
-    """The results in ``FerryJdbcQuery``'s JSON-lines output (see the Java file's header)."""
-    results: list[Result] = []
-    columns: tuple[Column, ...] | None = None
-    rows: list[tuple[str | None, ...]] = []
-    for line in text.splitlines():
-        if not line.startswith(("{", "[")):
-            continue  # driver log lines, if any reach stdout
-        item = json.loads(line)
-        if isinstance(item, list):
-            rows.append(tuple(item))
-        elif "columns" in item:
-            columns, rows = tuple(Column(**c) for c in item["columns"]), []
-        elif "end" in item and columns is not None:
-            results.append(Result(columns, tuple(rows)))
-            columns, rows = None, []
-    return results
-
-
-def _error_line(text: str) -> str:
-    """The client's ``FERRY_JDBC_ERROR`` line (the message's first line), else the last line."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:
-        if ln.startswith("FERRY_JDBC_ERROR "):
-            return ln.removeprefix("FERRY_JDBC_ERROR ")
-    return lines[-1] if lines else ""
-
-
-__all__ = [
-    "Column",
-    "HiveQueryError",
-    "HiveServer2Unavailable",
-    "Result",
-    "beeline_argv",
-    "jdbc_url",
-    "parse_output",
-    "query",
-    "rows_by_file",
-]

@@ -72,7 +72,8 @@ def session_conf(
         "spark.hadoop.dfs.client.block.write.locateFollowingBlock.retries": "10",
         # Do not write _SUCCESS markers into staging directories; Ferry commits by rename.
         "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-        # HA: the nameservice of fs_url and its NameNodes ({} for one NameNode).
+        # The cluster's own client configuration (hadoop_conf_dir), and for HA the nameservice
+        # of fs_url and its NameNodes.
         **{f"spark.hadoop.{k}": v for k, v in cs.hadoop_client_conf().items()},
     }
     if cs.ha:
@@ -82,6 +83,7 @@ def session_conf(
             int(settings.retry.read_timeout_s * 1000)
         )
     if hive:
+        conf |= {f"spark.hadoop.{k}": v for k, v in settings.metastore.hive_properties.items()}
         conf |= {
             "spark.sql.catalogImplementation": "hive",
             "spark.hadoop.hive.metastore.uris": settings.metastore.uri,

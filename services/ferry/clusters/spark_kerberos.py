@@ -29,9 +29,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ferry.clusters.hadoop_conf import xml_properties
 from ferry.clusters.kerberos import configure_process, hadoop_client_conf
 from ferry.core.errors import AuthenticationFailed
+from ferry.settings.client_conf import xml_properties
 
 if TYPE_CHECKING:
     from ferry.settings import Settings

@@ -26,7 +26,8 @@ from pydantic_settings import (
 )
 
 from ferry.core.errors import ConfigError
-from ferry.settings.base import REPO_ROOT
+from ferry.settings.base import WorkPath, under_cwd
+from ferry.settings.client_conf import cluster_from_conf_dir, metastore_from_conf_dir
 from ferry.settings.hdfs import HdfsClusterSettings
 from ferry.settings.hive import HiveServer2Settings, MetastoreSettings
 from ferry.settings.kafka import KafkaSettings
@@ -64,11 +65,17 @@ class Settings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="FERRY_", env_nested_delimiter="__", frozen=True, extra="forbid"
+        env_prefix="FERRY_",
+        env_nested_delimiter="__",
+        frozen=True,
+        extra="forbid",
+        validate_default=True,
     )
 
-    var_dir: Path = Field(
-        default=REPO_ROOT / "var", description="Local state: logs, pid files, server data."
+    var_dir: WorkPath = Field(
+        default=Path("var"),
+        description="Local state: logs, pid files, server data; relative: under the working "
+        "directory.",
     )
     clusters: dict[str, HdfsClusterSettings] = Field(
         default_factory=lambda: {k: HdfsClusterSettings(**v) for k, v in DEFAULT_CLUSTERS.items()},
@@ -122,22 +129,13 @@ class Settings(BaseSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _kerberos_files_under_var_dir(cls, data: Any) -> Any:
-        """Kerberos files default to ``<var_dir>/secrets/ferry.keytab``, ``<var_dir>/conf/krb5/
-        krb5.conf`` and ``<var_dir>/run/krb5cc_ferry`` (beside the KDC the stack runs from that
-        ``var_dir``); a value given for one of them wins."""
+    def _derived_defaults(cls, data: Any) -> Any:
+        """Defaults that depend on other values: the clusters' and the metastore's client
+        configuration directories first (:func:`_client_configuration`), then the Kerberos files
+        under ``var_dir`` (:func:`_kerberos_files_under_var_dir`)."""
         if not isinstance(data, dict):
             return data
-        var = Path(data.get("var_dir") or REPO_ROOT / "var")
-        given = data.get("kerberos") or {}
-        if isinstance(given, BaseModel):
-            given = given.model_dump(exclude_unset=True)
-        defaults = {
-            "keytab": var / "secrets" / "ferry.keytab",
-            "krb5_conf": var / "conf" / "krb5" / "krb5.conf",
-            "ccache": var / "run" / "krb5cc_ferry",
-        }
-        return {**data, "kerberos": {**defaults, **given}}
+        return _kerberos_files_under_var_dir(_client_configuration(data))
 
     @field_validator("clusters", mode="before")
     @classmethod
@@ -178,6 +176,62 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, _YamlSource(settings_cls))
+
+
+def _given(value: Any) -> dict[str, Any]:
+    """A section as given: a dict, or a model's explicitly set fields."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(exclude_unset=True)
+    return dict(value or {})
+
+
+def _client_configuration(data: dict[str, Any]) -> dict[str, Any]:
+    """Fill what ``clusters.<x>.hadoop_conf_dir`` and ``metastore.hive_conf_dir`` describe
+    (:mod:`ferry.settings.client_conf`) UNDER the values given explicitly and OVER Ferry's
+    defaults. A cluster whose configuration says ``hadoop.security.authentication=kerberos``
+    turns ``kerberos.enabled`` on (and gives ``kerberos.realm`` from its NameNode's principal)
+    unless those are given.
+
+    Raises:
+        ConfigError: a configuration directory that cannot be read or lacks a required key.
+    """
+    clusters = {name: _given(v) for name, v in _given(data.get("clusters")).items()}
+    kerberos = _given(data.get("kerberos"))
+    secure = False
+    realms: list[str] = []
+    for name, given in clusters.items():
+        conf_dir = given.get("hadoop_conf_dir")
+        if not conf_dir:
+            continue
+        found = cluster_from_conf_dir(under_cwd(Path(conf_dir)))
+        secure |= found.pop("kerberos")
+        realms += [found.pop("kerberos_realm")] if "kerberos_realm" in found else []
+        clusters[name] = {**found, **given}
+    if clusters:
+        data = {**data, "clusters": clusters}
+    if secure and "enabled" not in kerberos:
+        kerberos["enabled"] = True
+        if realms and "realm" not in kerberos:
+            kerberos["realm"] = realms[0]
+        data = {**data, "kerberos": kerberos}
+    metastore = _given(data.get("metastore"))
+    if metastore.get("hive_conf_dir"):
+        found = metastore_from_conf_dir(under_cwd(Path(metastore["hive_conf_dir"])))
+        data = {**data, "metastore": {**found, **metastore}}
+    return data
+
+
+def _kerberos_files_under_var_dir(data: dict[str, Any]) -> dict[str, Any]:
+    """Kerberos files default to ``<var_dir>/secrets/ferry.keytab``, ``<var_dir>/conf/krb5/
+    krb5.conf`` and ``<var_dir>/run/krb5cc_ferry`` (beside the KDC the stack runs from that
+    ``var_dir``); a value given for one of them wins."""
+    var = under_cwd(Path(data.get("var_dir") or "var"))
+    defaults = {
+        "keytab": var / "secrets" / "ferry.keytab",
+        "krb5_conf": var / "conf" / "krb5" / "krb5.conf",
+        "ccache": var / "run" / "krb5cc_ferry",
+    }
+    return {**data, "kerberos": {**defaults, **_given(data.get("kerberos"))}}
 
 
 #: Entry point group naming directories of profile overlays (``<name>.yaml``); the kit registers

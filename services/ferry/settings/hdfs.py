@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ferry.settings.base import Frozen
+from ferry.settings.base import Frozen, WorkPath
 
 #: The clusters Ferry knows by name.
 ClusterName = Literal["a", "b"]
@@ -56,6 +56,22 @@ class HdfsClusterSettings(Frozen):
     (``[{"id": "nn1", "rpc_port": 28020, "http_port": 29870}, …]``).
     """
 
+    hadoop_conf_dir: WorkPath | None = Field(
+        default=None,
+        description=(
+            "The cluster's Hadoop client configuration directory (core-site.xml, hdfs-site.xml): "
+            "fs.defaultFS, the nameservice and its NameNodes' RPC and HTTP addresses, "
+            "hadoop.security.authentication and every other key are read from it "
+            "(:mod:`ferry.settings.client_conf`); a field set here as well wins over the file."
+        ),
+    )
+    hadoop_properties: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Hadoop client keys handed to Spark as ``spark.hadoop.<key>`` (filled from "
+            "hadoop_conf_dir; the HA keys of ``namenodes`` are added to them)."
+        ),
+    )
     host: str = Field(
         default="127.0.0.1", description="Address the NameNode and DataNode bind and advertise."
     )
@@ -156,7 +172,8 @@ class HdfsClusterSettings(Frozen):
         return ";".join(f"http://{nn.http_address}" for nn in self.namenode_list)
 
     def hadoop_client_conf(self) -> dict[str, str]:
-        """Hadoop client keys that make ``fs_url`` resolvable: ``{}`` for one NameNode; for HA,
+        """Hadoop client keys: :attr:`hadoop_properties` (the cluster's own configuration), and
+        the keys that make ``fs_url`` resolvable: none for one NameNode; for HA,
         ``dfs.nameservices``, ``dfs.ha.namenodes.<ns>``, ``dfs.namenode.rpc-address.<ns>.<id>``,
         ``dfs.namenode.http-address.<ns>.<id>`` and ``dfs.client.failover.proxy.provider.<ns>``
         (:data:`FAILOVER_PROXY_PROVIDER`) — the keys of hdfs-default.xml and of Hadoop's "HDFS
@@ -164,8 +181,9 @@ class HdfsClusterSettings(Frozen):
         ``spark.hadoop.``; the metastore and HiveServer2 in their hdfs-site.xml."""
         ns = self.nameservice
         if not ns:
-            return {}
+            return dict(self.hadoop_properties)
         conf = {
+            **self.hadoop_properties,
             "dfs.nameservices": ns,
             f"dfs.ha.namenodes.{ns}": ",".join(nn.id for nn in self.namenodes),
             f"dfs.client.failover.proxy.provider.{ns}": FAILOVER_PROXY_PROVIDER,

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ferry.settings.base import Frozen
+from ferry.settings.base import Frozen, WorkPath
 
 
 class MetastoreSettings(Frozen):
     """Hive metastore (Thrift, Derby inside) for cluster A."""
 
+    hive_conf_dir: WorkPath | None = Field(
+        default=None,
+        description=(
+            "Directory of the metastore's client configuration (hive-site.xml): "
+            "hive.metastore.uris gives host and port, hive.metastore.warehouse.dir the warehouse, "
+            "every key is handed to Spark; a field set here as well wins over the file."
+        ),
+    )
+    hive_properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="Hive client keys handed to Spark as ``spark.hadoop.<key>`` (from "
+        "hive_conf_dir).",
+    )
     host: str = Field(default="127.0.0.1", description="Address the metastore binds.")
     port: int = Field(default=19083, description="Metastore Thrift port (``thrift://`` URI).")
     heap_mb: int = Field(default=512, description="Metastore JVM heap, MiB.")

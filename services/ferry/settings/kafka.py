@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr
 
 from ferry.core.errors import ConfigError
-from ferry.settings.base import REPO_ROOT, Frozen
+from ferry.settings.base import Frozen, WorkPath
 from ferry.settings.secrets import resolve_secret
 
 
@@ -105,25 +104,20 @@ class KafkaSettings(Frozen):
     sasl_password: SecretStr | None = Field(
         default=None, description="SASL password (never printed); or sasl_password_file."
     )
-    sasl_password_file: Path | None = Field(
+    sasl_password_file: WorkPath | None = Field(
         default=None,
         description=(
             "File holding the SASL password, mode 0600 (refused otherwise); relative to the "
             "repository root. The local stack creates it (random) when missing."
         ),
     )
-    ssl_ca_path: Path | None = Field(
+    ssl_ca_path: WorkPath | None = Field(
         default=None,
         description=(
             "PEM file of the CA(s) that signed the broker certificates; relative to the "
-            "repository root; none: the system's CAs. The local stack writes its CA here."
+            "working directory; none: the system's CAs. The local stack writes its CA here."
         ),
     )
-
-    @field_validator("sasl_password_file", "ssl_ca_path")
-    @classmethod
-    def _from_repo_root(cls, value: Path | None) -> Path | None:
-        return value if value is None or value.is_absolute() else REPO_ROOT / value
 
     @property
     def secure(self) -> bool:

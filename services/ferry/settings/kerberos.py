@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from ferry.settings.base import REPO_ROOT, Frozen
+from ferry.settings.base import Frozen, WorkPath
 
 
 class KerberosSettings(Frozen):
@@ -34,23 +34,23 @@ class KerberosSettings(Frozen):
         default="ferry",
         description="Ferry's client principal (without @realm: the realm is appended).",
     )
-    keytab: Path = Field(
-        default=REPO_ROOT / "var" / "secrets" / "ferry.keytab",
+    keytab: WorkPath = Field(
+        default=Path("var") / "secrets" / "ferry.keytab",
         description=(
             "Keytab of ``principal``, mode 0600; MIT Kerberos gets and renews tickets from it "
             "(KRB5_CLIENT_KTNAME). The local stack writes it. Default: "
             "``<var_dir>/secrets/ferry.keytab``."
         ),
     )
-    krb5_conf: Path = Field(
-        default=REPO_ROOT / "var" / "conf" / "krb5" / "krb5.conf",
+    krb5_conf: WorkPath = Field(
+        default=Path("var") / "conf" / "krb5" / "krb5.conf",
         description=(
             "krb5.conf of the clients (KRB5_CONFIG, java.security.krb5.conf). Default: "
             "``<var_dir>/conf/krb5/krb5.conf`` (the local stack writes it)."
         ),
     )
-    ccache: Path = Field(
-        default=REPO_ROOT / "var" / "run" / "krb5cc_ferry",
+    ccache: WorkPath = Field(
+        default=Path("var") / "run" / "krb5cc_ferry",
         description=(
             "Ticket cache file of Ferry's processes (KRB5CCNAME=FILE:…); ``-<pid>`` is appended "
             "so that processes never share one. Default: ``<var_dir>/run/krb5cc_ferry``."
@@ -89,11 +89,6 @@ class KerberosSettings(Frozen):
             "a new HDFS delegation token before the old one expires (24 h unless renewed)."
         ),
     )
-
-    @field_validator("keytab", "krb5_conf", "ccache")
-    @classmethod
-    def _from_repo_root(cls, value: Path) -> Path:
-        return value if value.is_absolute() else REPO_ROOT / value
 
     @property
     def client_principal(self) -> str:

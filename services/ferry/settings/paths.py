@@ -6,15 +6,16 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ferry.settings.base import REPO_ROOT, Frozen
+from ferry.settings.base import PACKAGE_SCHEMAS, Frozen, WorkPath
 
 
 class PathSettings(Frozen):
     """Where data lives on the NAS and on each cluster."""
 
-    nas_dir: Path = Field(
-        default=REPO_ROOT / "var" / "nas",
-        description="NAS drop directory (one sub-dir per dataset).",
+    nas_dir: WorkPath = Field(
+        default=Path("var") / "nas",
+        description="NAS drop directory (one sub-dir per dataset); relative: under the working "
+        "directory.",
     )
     landing_path: str = Field(default="/ferry/landing", description="Landing directory on HDFS B.")
     staging_path: str = Field(
@@ -26,12 +27,14 @@ class PathSettings(Frozen):
     incoming_path: str = Field(
         default="/ferry/incoming", description="Transferred files on HDFS A."
     )
-    datasets_dir: Path = Field(
-        default=REPO_ROOT / "datasets", description="Dataset definitions (YAML)."
+    datasets_dir: WorkPath = Field(
+        default=Path("datasets"),
+        description="Dataset definitions (YAML); relative: under the working directory.",
     )
-    schemas_dir: Path = Field(
-        default=REPO_ROOT / "schemas",
+    schemas_dir: WorkPath = Field(
+        default=PACKAGE_SCHEMAS,
         description=(
-            "Avro schemas (ferry.<Name>.avsc) and released versions under released/<version>/."
+            "Avro schemas (ferry.<Name>.avsc) and released versions under released/<version>/. "
+            "Default: the schemas shipped in the package (the source tree's schemas/)."
         ),
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ferry.settings.base import REPO_ROOT, Frozen
+from ferry.settings.base import Frozen, WorkPath
 
 
 class SuperviseSettings(Frozen):
@@ -18,8 +18,8 @@ class SuperviseSettings(Frozen):
     limit) and ``ferry up`` / ``ferry ps`` name it.
     """
 
-    home: Path = Field(
-        default=REPO_ROOT / "var",
+    home: WorkPath = Field(
+        default=Path("var"),
         description=(
             "Where supervisord keeps its files: conf/supervisord.conf, run/supervisord.sock, "
             "run/supervisord.pid, log/supervisord.log and one log/<process>.log per service."

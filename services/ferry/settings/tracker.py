@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import Field, SecretStr
 
-from ferry.settings.base import REPO_ROOT, Frozen
+from ferry.settings.base import Frozen, WorkPath
 
 
 class TrackerSettings(Frozen):
@@ -26,8 +26,8 @@ class TrackerSettings(Frozen):
         default_factory=lambda: {"transform": 1800.0, "transfer": 900.0, "load": 1800.0},
         description="Longest time a file may wait in a stage (transform, transfer, load), s.",
     )
-    data_dir: Path = Field(
-        default=REPO_ROOT / "var" / "tracker",
+    data_dir: WorkPath = Field(
+        default=Path("var") / "tracker",
         description="Faust data directory (one sub-directory per topic prefix).",
     )
     lag_refresh_s: float = Field(

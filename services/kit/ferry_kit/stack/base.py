@@ -14,11 +14,11 @@ from pathlib import Path
 from string import Template
 
 from ferry.core.errors import StackError
-from ferry.settings.base import REPO_ROOT
 from ferry_kit.stack.process import Launch
 
-#: Config templates and static config files the components' configuration is rendered from.
-CONF_SRC = REPO_ROOT / "deploy" / "local" / "conf"
+#: Config templates and static config files the components' configuration is rendered from
+#: (``deploy/local/conf`` of the source tree, linked into the package as ``stack/conf``).
+CONF_SRC = Path(__file__).resolve().parent / "conf"
 
 #: Module options Spark's launcher adds on Java 17 (``JavaModuleOptions``); Hadoop and Hive 2.3 need
 #: the same reflective access on 17.

@@ -20,6 +20,7 @@ from ferry.core.errors import StackError
 from ferry.settings import Settings
 from ferry_kit.stack import process
 from ferry_kit.stack.base import Component
+from ferry_kit.stack.client_conf import write_client_confs
 from ferry_kit.stack.components import build_components, select
 from ferry_kit.stack.health import Unhealthy
 
@@ -87,7 +88,9 @@ class Stack:
 
         ``components``: component or group names (``kafka``, ``hdfs``, ``spark``, ``hive``,
         ``zookeeper``, ``all``) to bring up with what they require; None means every component.
-        Returns the names of the components this call started (empty when all were up).
+        Returns the names of the components this call started (empty when all were up). Then
+        writes the clusters' client configuration directories
+        (:func:`ferry_kit.stack.client_conf.write_client_confs`).
         Raises StackError for an unknown name, or naming the component, what its check saw and its
         log file; before raising, it stops the components this call started (the others keep
         running).
@@ -115,6 +118,7 @@ class Stack:
                     self._say(f"started {comp.name} (pid {pid}), log {comp.launch.log_file}")
                 for comp in chosen:
                     self._wait_healthy(comp, deadline)
+                write_client_confs(self.settings)
             except BaseException:
                 # Leave no orphans: stop what this call started, keep what was already running.
                 self._stop_started(started)

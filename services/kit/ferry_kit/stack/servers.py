@@ -13,11 +13,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ferry.clusters.hadoop_conf import xml_properties
 from ferry.clusters.kerberos import hadoop_client_conf, spnego_auth
 from ferry.core.errors import StackError
 from ferry.core.kafka.clients import security_config
 from ferry.settings import Settings
+from ferry.settings.client_conf import xml_properties
 from ferry.settings.hdfs import HdfsClusterSettings
 from ferry.settings.kerberos import KerberosSettings
 from ferry_kit.stack import health, kafka_secure

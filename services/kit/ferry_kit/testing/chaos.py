@@ -22,6 +22,7 @@ every slice has its own rows, so its own ``file_id`` and an exact expected row c
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import uuid
@@ -39,6 +40,13 @@ from ferry.datasets.spec import load_datasets
 from ferry.settings import Settings
 from ferry_kit.demo_data import csv_lines, daily_frames, write_csv
 from ferry_kit.pipeline import Outcomes, ServiceGroup, drop_file, private_overrides, settings_env
+from ferry_kit.stack.client_conf import (
+    client_conf_env,
+    cluster_conf_dir,
+    cluster_files,
+    hive_conf_dir,
+    write_conf_dir,
+)
 from ferry_kit.testing.faultproxy import FaultProxy
 from ferry_kit.testing.waiting import wait_for
 
@@ -101,26 +109,43 @@ class FaultRig:
         clusters = {n: c.model_dump(mode="json") for n, c in self.base.clusters.items()}
         #: HA cluster A: NameNode id → (RPC proxy, HTTP proxy); the services see the proxies
         self.namenode_proxies: dict[str, tuple[FaultProxy, FaultProxy]] = {}
+        env: dict[str, str] = {}
         if a.ha:
             for i, nn in enumerate(a.namenodes):
                 self.namenode_proxies[nn.id] = (
                     FaultProxy(nn.host, nn.rpc_port, seed=self.seed + 10 + 2 * i).start(),
                     FaultProxy(nn.host, nn.http_port, seed=self.seed + 11 + 2 * i).start(),
                 )
-            clusters["a"]["namenodes"] = [
-                {**nn.model_dump(mode="json"), "rpc_port": rpc.port, "http_port": http.port}
+            proxied = tuple(
+                nn.model_copy(update={"rpc_port": rpc.port, "http_port": http.port})
                 for nn, (rpc, http) in zip(a.namenodes, self.namenode_proxies.values(), strict=True)
-            ]
+            )
+            clusters["a"]["namenodes"] = [nn.model_dump(mode="json") for nn in proxied]
             self.nn = self.namenode_proxies[a.namenodes[0].id][1]
+            # The services' cluster A is a client configuration naming the proxies.
+            conf_a = write_conf_dir(
+                self.work / "conf" / "cluster-a", cluster_files(a, self.base.kerberos, proxied)
+            )
         else:
             self.nn = FaultProxy(a.host, a.namenode_http_port, seed=self.seed).start()
             clusters["a"]["webhdfs_url_override"] = self.nn.url
+            env["FERRY_CLUSTERS__A__WEBHDFS_URL_OVERRIDE"] = self.nn.url
+            conf_a = cluster_conf_dir(self.base, "a")
         clusters["a"]["datanode_address_map"] = {
             f"{a.host}:{a.datanode_http_port}": self.dn.address
         }
+        env["FERRY_CLUSTERS__A__DATANODE_ADDRESS_MAP"] = json.dumps(
+            clusters["a"]["datanode_address_map"]
+        )
         self.nas_dir = self.work / "nas"
         overrides = private_overrides("chaos", token, self.nas_dir) | self.extra
-        env = settings_env(overrides) | {"FERRY_CLUSTERS": json.dumps(clusters)}
+        dirs = {
+            "a": conf_a,
+            "b": cluster_conf_dir(self.base, "b"),
+            "hive": hive_conf_dir(self.base),
+        }
+        profile = os.environ.get("FERRY_PROFILE", "")
+        env = client_conf_env(self.base, profile, dirs) | env | settings_env(overrides)
         self.settings = self.base.model_copy(
             update={
                 # HA: the services' view (through the proxies); otherwise the stack's own

@@ -1,0 +1,146 @@
+"""The local stack's clusters described as their owners describe them to clients: a Hadoop client
+configuration directory per HDFS cluster and a Hive one for the metastore.
+
+``ferry stack up`` writes them under ``<var_dir>/conf/clients/`` (:func:`write_client_confs`), as
+an edge node beside real clusters holds ``/etc/hadoop/conf`` of each; the test tiers start Ferry's
+services with only these directories for the clusters (:func:`client_conf_env`), so what they
+exercise is Ferry reading a cluster's own configuration (:mod:`ferry.settings.client_conf`).
+
+A cluster directory has ``core-site.xml`` (``fs.defaultFS``, ``hadoop.security.authentication``
+and the Kerberos keys) and ``hdfs-site.xml`` (the nameservice and its NameNodes' RPC and HTTP
+addresses, or the one NameNode's; client keys). The Hive directory has ``hive-site.xml``
+(``hive.metastore.uris``, ``hive.metastore.warehouse.dir`` and, on Kerberos, the metastore's SASL
+keys).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ferry.clusters.kerberos import hadoop_client_conf
+from ferry.clusters.spark_kerberos import metastore_conf
+from ferry.settings import Settings
+from ferry.settings.client_conf import site_xml
+from ferry.settings.hdfs import HdfsClusterSettings, NameNodeSettings
+from ferry.settings.kerberos import KerberosSettings
+
+#: Hadoop client keys every local cluster's clients get: one DataNode (never look for a
+#: replacement in the write pipeline; one replica).
+CLIENT_KEYS = {
+    "dfs.client.block.write.replace-datanode-on-failure.enable": "false",
+    "dfs.replication": "1",
+}
+
+
+def clients_dir(settings: Settings) -> Path:
+    """``<var_dir>/conf/clients``: where the client configurations are written."""
+    return settings.var_dir / "conf" / "clients"
+
+
+def cluster_conf_dir(settings: Settings, cluster: str) -> Path:
+    """The client configuration directory of HDFS cluster ``cluster`` (``cluster-a``, …)."""
+    return clients_dir(settings) / f"cluster-{cluster}"
+
+
+def hive_conf_dir(settings: Settings) -> Path:
+    """The metastore's client configuration directory."""
+    return clients_dir(settings) / "hive"
+
+
+def cluster_files(
+    cs: HdfsClusterSettings,
+    krb: KerberosSettings,
+    namenodes: tuple[NameNodeSettings, ...] | None = None,
+) -> dict[str, dict[str, str]]:
+    """``{"core-site.xml": {…}, "hdfs-site.xml": {…}}`` of one cluster as its clients see it;
+    ``namenodes`` replaces the cluster's NameNodes (e.g. their addresses through fault proxies)."""
+    if namenodes is not None and cs.ha:
+        cs = cs.model_copy(update={"namenodes": namenodes})
+    secure = hadoop_client_conf(krb)
+    core = {
+        "fs.defaultFS": cs.fs_url,
+        "hadoop.security.authentication": "kerberos" if krb.enabled else "simple",
+        **{k: v for k, v in secure.items() if k.startswith("hadoop.")},
+    }
+    hdfs = dict(CLIENT_KEYS)
+    if cs.ha:
+        hdfs |= {k: v for k, v in cs.hadoop_client_conf().items() if k.startswith("dfs.")}
+    else:
+        nn = cs.namenode_list[0]
+        hdfs |= {
+            "dfs.namenode.rpc-address": nn.rpc_address,
+            "dfs.namenode.http-address": nn.http_address,
+        }
+    hdfs |= {k: v for k, v in secure.items() if k.startswith("dfs.")}
+    return {"core-site.xml": core, "hdfs-site.xml": hdfs}
+
+
+def hive_files(settings: Settings) -> dict[str, dict[str, str]]:
+    """``{"hive-site.xml": {…}}`` of the stack's metastore."""
+    ms = settings.metastore
+    hive = {
+        "hive.metastore.uris": ms.uri,
+        "hive.metastore.warehouse.dir": f"{settings.cluster('a').fs_url}{ms.warehouse_path}",
+    }
+    if settings.kerberos.enabled:
+        hive |= metastore_conf(settings.kerberos)
+    return {"hive-site.xml": hive}
+
+
+def write_conf_dir(directory: Path, files: dict[str, dict[str, str]]) -> Path:
+    """Write ``files`` (name → properties) into ``directory`` (each file atomically)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, props in files.items():
+        tmp = directory / f".{name}.tmp"
+        tmp.write_text(site_xml(props), encoding="utf-8")
+        tmp.replace(directory / name)
+    return directory
+
+
+def write_client_confs(settings: Settings) -> dict[str, Path]:
+    """Write every client configuration directory of the stack; returns ``{"a": …, "b": …,
+    "hive": …}``."""
+    out = {
+        name: write_conf_dir(cluster_conf_dir(settings, name), cluster_files(cs, settings.kerberos))
+        for name, cs in settings.clusters.items()
+    }
+    out["hive"] = write_conf_dir(hive_conf_dir(settings), hive_files(settings))
+    return out
+
+
+#: Profiles that describe the clusters (and so are not what a service started by
+#: :func:`client_conf_env` reads): ``ha`` and ``kerberos``; ``secure`` is ``secure-kafka`` plus
+#: ``kerberos``.
+CLUSTER_PROFILES = {"ha": (), "kerberos": (), "secure": ("secure-kafka",)}
+
+
+def service_profile(profile: str) -> str:
+    """``FERRY_PROFILE`` for a service that reads its clusters from their client configuration:
+    ``profile`` without the profiles that describe the clusters (``ha,secure`` →
+    ``secure-kafka``)."""
+    out: list[str] = []
+    for name in (n.strip() for n in profile.split(",")):
+        if name:
+            out += CLUSTER_PROFILES.get(name, (name,))
+    return ",".join(dict.fromkeys(out))
+
+
+def client_conf_env(
+    settings: Settings, profile: str, dirs: dict[str, Path] | None = None
+) -> dict[str, str]:
+    """Environment that makes a Ferry service read both HDFS clusters and the metastore from
+    their client configuration directories (``dirs``, default the stack's) instead of the
+    profile: ``FERRY_PROFILE`` from :func:`service_profile` and the ``hadoop_conf_dir`` /
+    ``hive_conf_dir`` settings."""
+    dirs = dirs or {
+        **{name: cluster_conf_dir(settings, name) for name in settings.clusters},
+        "hive": hive_conf_dir(settings),
+    }
+    env = {
+        f"FERRY_CLUSTERS__{name.upper()}__HADOOP_CONF_DIR": str(path)
+        for name, path in dirs.items()
+        if name != "hive"
+    }
+    env["FERRY_METASTORE__HIVE_CONF_DIR"] = str(dirs["hive"])
+    env["FERRY_PROFILE"] = service_profile(profile)
+    return env
