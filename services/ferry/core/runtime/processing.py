@@ -40,17 +40,23 @@ from dataclasses import replace
 from typing import Any
 
 from ferry.core.errors import (
-    ConfigError,
     PermanentError,
     SerializationError,
-    StackError,
     TransientError,
 )
 from ferry.core.events import Event, FileFailed, failed
 from ferry.core.kafka.clients import OutboundRecord
 from ferry.core.kafka.publish import encode_events
 from ferry.core.retry import retrying
-from ferry.core.runtime.stage import BatchHandler, BatchResult, HandlerBug, Record, RunStats, Stage
+from ferry.core.runtime.stage import (
+    BatchHandler,
+    BatchResult,
+    HandlerBug,
+    Record,
+    RunStats,
+    Stage,
+    settle,
+)
 from ferry.core.wire.avro import EventCodec
 from ferry.settings import Settings
 
@@ -191,21 +197,18 @@ def _call(
         retrying(settings.retry, should_stop, what=f"stage {stage.name}")(attempt)
     except _Abandon:
         return None
-    except TransientError as exc:
-        if should_stop.is_set():
-            return None
-        for i in pending:
-            results.setdefault(i, exc)
-    except (ConfigError, StackError):
-        raise
-    except PermanentError as exc:
-        for i in pending:
-            results[i] = exc
-    except Exception as exc:  # noqa: BLE001 - a handler bug quarantines the batch, not the stage
-        log.exception("stage %s: batch handler failed", stage.name)
-        bug = PermanentError(f"{type(exc).__name__}: {exc}", reason="handler_error")
-        for i in pending:
-            results[i] = bug
+    except Exception as exc:  # noqa: BLE001 - settle: a bug quarantines the batch, not the stage
+        verdict = settle(exc)  # raises ConfigError, StackError
+        if isinstance(verdict, TransientError):
+            if should_stop.is_set():
+                return None
+            for i in pending:
+                results.setdefault(i, verdict)
+        else:
+            if isinstance(verdict, HandlerBug):
+                log.exception("stage %s: batch handler failed", stage.name)
+            for i in pending:
+                results[i] = verdict
     return [results[i] for i in range(len(events))], tries
 
 

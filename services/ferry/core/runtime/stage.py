@@ -135,14 +135,37 @@ class RunStats:
 
 
 class HandlerBug(PermanentError):
-    """A plain handler raised an exception that is not a FerryError (``original``): its file is
-    quarantined as ``handler_error`` with the original's type and message."""
+    """A handler raised an exception that is not a FerryError (``original``): its file is
+    quarantined as ``reason`` (``handler_error`` unless the stage names its own, e.g. extract's
+    ``extract_error``) with the original's type and message."""
 
     reason = "handler_error"
 
-    def __init__(self, original: Exception) -> None:
-        super().__init__(f"{type(original).__name__}: {original}")
+    def __init__(self, original: Exception, reason: str | None = None) -> None:
+        super().__init__(f"{type(original).__name__}: {original}", reason=reason)
         self.original = original
+
+
+def settle(exc: BaseException, bug_reason: str | None = None) -> PermanentError | TransientError:
+    """Ferry's one quarantine policy: the verdict on an exception that ended a file's attempt.
+
+    A :class:`TransientError` is returned as it is (retried by the retry policy; past its ceiling
+    the file is quarantined with its reason), a :class:`PermanentError` likewise (quarantined at
+    once), any other exception becomes a :class:`HandlerBug` (quarantined as ``bug_reason``,
+    default ``handler_error``, the original kept for the log) — a bug quarantines its file, never
+    the stage. Used by the stage runner (:func:`one_by_one`,
+    :mod:`ferry.core.runtime.processing`) and by extract, which has no input topic.
+
+    Raises:
+        ConfigError, StackError: ``exc`` itself: the process cannot go on.
+    """
+    if isinstance(exc, (ConfigError, StackError)):
+        raise exc
+    if isinstance(exc, (TransientError, PermanentError)):
+        return exc
+    if isinstance(exc, Exception):
+        return HandlerBug(exc, bug_reason)
+    raise exc  # KeyboardInterrupt, SystemExit: not a file's fault
 
 
 def one_by_one(handler: Handler) -> BatchHandler:
@@ -155,12 +178,8 @@ def one_by_one(handler: Handler) -> BatchHandler:
         for event in events:
             try:
                 results.append(list(handler(event, deps)))
-            except (TransientError, PermanentError) as exc:
-                results.append(exc)
-            except (ConfigError, StackError):
-                raise
-            except Exception as exc:  # noqa: BLE001 - a bug quarantines this file only
-                results.append(HandlerBug(exc))
+            except Exception as exc:  # noqa: BLE001 - settle: a bug quarantines this file only
+                results.append(settle(exc))
         return results
 
     return each
@@ -171,6 +190,7 @@ __all__ = [
     "BatchResult",
     "Handler",
     "HandlerBug",
+    "settle",
     "Record",
     "RunStats",
     "Stage",

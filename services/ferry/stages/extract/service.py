@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import ConfigError, PermanentError, StackError, TransientError
+from ferry.core.errors import ConfigError, PermanentError, TransientError
 from ferry.core.events import Event, FileFailed, failed, utc_now
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
 from ferry.core.kafka.publish import encode_events, publish
@@ -39,6 +39,7 @@ from ferry.core.kafka.topics import ensure_topics
 from ferry.core.retry import retrying
 from ferry.core.runtime.heartbeat import beat, heartbeat_path, remove
 from ferry.core.runtime.service import service_main
+from ferry.core.runtime.stage import HandlerBug, settle
 from ferry.core.wire.avro import EventCodec, default_codec
 from ferry.datasets.spec import load_datasets
 from ferry.settings import Settings, get_settings
@@ -172,18 +173,16 @@ class ExtractService:
             log.info("extract: %s not taken: %s", where, exc)
             self.scanner.forget(cand.path)
             return
-        except (TransientError, PermanentError) as exc:
-            if self._stop.is_set():
-                return
-            log.warning("extract: %s failed: %s", where, exc)
-            events = [self._failed(cand, exc.reason, exc, self.settings.retry.max_attempts)]
-            records = self._records(cand, events)
-            outcome = "failed"
-        except (ConfigError, StackError):
-            raise
-        except Exception as exc:
-            log.exception("extract: %s failed unexpectedly; quarantined", where)
-            events = [self._failed(cand, EXTRACT_ERROR, exc, 1)]
+        except Exception as exc:  # noqa: BLE001 - the one quarantine policy decides (settle)
+            verdict = settle(exc, bug_reason=EXTRACT_ERROR)  # raises ConfigError, StackError
+            if isinstance(verdict, HandlerBug):
+                log.exception("extract: %s failed unexpectedly; quarantined", where)
+                events = [self._failed(cand, verdict, 1)]
+            else:
+                if self._stop.is_set():
+                    return
+                log.warning("extract: %s failed: %s", where, exc)
+                events = [self._failed(cand, verdict, self.settings.retry.max_attempts)]
             records = self._records(cand, events)
             outcome = "failed"
         publish(self.producer, records, self.settings)
@@ -198,12 +197,11 @@ class ExtractService:
         self._after(cand, outcome, next((ev.file_id for ev in events if ev.file_id), None))
 
     @staticmethod
-    def _failed(cand: Candidate, reason: str, exc: BaseException, attempt: int) -> FileFailed:
-        error = f"{type(exc).__name__}: {exc}" if reason == EXTRACT_ERROR else str(exc)
+    def _failed(cand: Candidate, exc: PermanentError | TransientError, attempt: int) -> FileFailed:
         return failed(
             stage="extract",
-            reason=reason,
-            error=display_name(f"{cand.relative}: {error}"),
+            reason=exc.reason,
+            error=display_name(f"{cand.relative}: {exc}"),
             attempt=attempt,
             raw_key=os.fsencode(cand.relative),
         )
