@@ -154,8 +154,9 @@ def _root(
         "--profile",
         envvar="FERRY_PROFILE",
         help=(
-            "Settings profile(s), comma-separated (e.g. ha): YAML overlays under "
-            "the kit's profiles directory; exported as FERRY_PROFILE to the services started."
+            "Settings profile(s), comma-separated: YAML overlays found in FERRY_PROFILES_DIR or "
+            "registered by an installed package (the development kit's: ha, kerberos, "
+            "secure-kafka, secure); exported as FERRY_PROFILE to the services started."
         ),
         show_default=False,
     ),

@@ -99,7 +99,7 @@ def test_missing_directory_and_broken_xml_name_the_path(tmp_path):
     with pytest.raises(ConfigError, match=f"{tmp_path / 'nope'} does not exist"):
         cluster_from_conf_dir(tmp_path / "nope")
     (tmp_path / "core-site.xml").write_text("<configuration><property>")
-    with pytest.raises(ConfigError, match=f"cannot read Hadoop configuration {tmp_path}"):
+    with pytest.raises(ConfigError, match=f"cannot read configuration file {tmp_path}"):
         read_site_xml(tmp_path / "core-site.xml")
 
 
@@ -120,6 +120,36 @@ def test_the_metastore_from_hive_site(tmp_path):
         "/apps/hive/warehouse",
     )
     assert got["hive_properties"]["hive.metastore.sasl.enabled"] == "true"
+
+
+def test_a_bad_directory_is_named_by_its_setting(tmp_path, monkeypatch):
+    monkeypatch.delenv("FERRY_PROFILE", raising=False)
+    monkeypatch.setenv("FERRY_METASTORE__HIVE_CONF_DIR", str(tmp_path / "hive"))
+    with pytest.raises(
+        ConfigError,
+        match=f"metastore.hive_conf_dir: configuration directory {tmp_path}/hive does not exist",
+    ):
+        Settings()
+    monkeypatch.delenv("FERRY_METASTORE__HIVE_CONF_DIR")
+    monkeypatch.setenv("FERRY_CLUSTERS__B__HADOOP_CONF_DIR", str(tmp_path))
+    with pytest.raises(
+        ConfigError, match=r"clusters.b.hadoop_conf_dir: .* holds none of core-site"
+    ):
+        Settings()
+
+
+def test_local_files_default_under_var_dir(tmp_path, monkeypatch):
+    monkeypatch.delenv("FERRY_PROFILE", raising=False)
+    monkeypatch.setenv("FERRY_VAR_DIR", str(tmp_path / "state"))
+    s = Settings()
+    assert (s.tracker.data_dir, s.supervise.home, s.kerberos.ccache.parent) == (
+        tmp_path / "state" / "tracker",
+        tmp_path / "state",
+        tmp_path / "state" / "run",
+    )
+    from ferry.core.runtime.heartbeat import heartbeat_path
+
+    assert heartbeat_path(s, "extract", 7) == tmp_path / "state" / "run" / "extract.7.alive"
 
 
 def test_settings_take_the_directories_under_explicit_values(tmp_path, monkeypatch):

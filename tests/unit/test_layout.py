@@ -220,7 +220,7 @@ def service_lists(path: Path) -> list[int]:
 
 
 SOURCES = sorted(PRODUCT.rglob("*.py"))
-KIT_SOURCES = sorted(KIT.rglob("*.py"))
+KIT_SOURCES = sorted(p for p in KIT.rglob("*.py") if "build" not in p.relative_to(KIT).parts)
 MODULES = {module_name(p, PRODUCT): imports(p) for p in SOURCES}
 
 

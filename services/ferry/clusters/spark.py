@@ -45,8 +45,8 @@ def session_conf(
         "spark.executor.cores": str(sp.executor_cores),
         "spark.executor.memory": f"{sp.executor_memory_mb}m",
         "spark.driver.memory": f"{sp.driver_memory_mb}m",
-        "spark.driver.host": sp.host,
-        "spark.driver.bindAddress": sp.host,
+        "spark.driver.host": sp.driver_host,
+        "spark.driver.bindAddress": sp.host if sp.driver_host_override is None else "0.0.0.0",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # progress bars only clutter the service logs
         "spark.sql.shuffle.partitions": "4",

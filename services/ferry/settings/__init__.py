@@ -74,8 +74,10 @@ class Settings(BaseSettings):
 
     var_dir: WorkPath = Field(
         default=Path("var"),
-        description="Local state: logs, pid files, server data; relative: under the working "
-        "directory.",
+        description="Ferry's local state: the tracker's store (tracker.data_dir), liveness files "
+        "(run/), Kerberos ticket caches; with the kit also the local stack's servers, logs and "
+        "supervisord. Relative: under the working directory. The other local paths default "
+        "under it.",
     )
     clusters: dict[str, HdfsClusterSettings] = Field(
         default_factory=lambda: {k: HdfsClusterSettings(**v) for k, v in DEFAULT_CLUSTERS.items()},
@@ -131,11 +133,11 @@ class Settings(BaseSettings):
     @classmethod
     def _derived_defaults(cls, data: Any) -> Any:
         """Defaults that depend on other values: the clusters' and the metastore's client
-        configuration directories first (:func:`_client_configuration`), then the Kerberos files
-        under ``var_dir`` (:func:`_kerberos_files_under_var_dir`)."""
+        configuration directories first (:func:`_client_configuration`), then the local files
+        under ``var_dir`` (:func:`_files_under_var_dir`)."""
         if not isinstance(data, dict):
             return data
-        return _kerberos_files_under_var_dir(_client_configuration(data))
+        return _files_under_var_dir(_client_configuration(data))
 
     @field_validator("clusters", mode="before")
     @classmethod
@@ -203,7 +205,10 @@ def _client_configuration(data: dict[str, Any]) -> dict[str, Any]:
         conf_dir = given.get("hadoop_conf_dir")
         if not conf_dir:
             continue
-        found = cluster_from_conf_dir(under_cwd(Path(conf_dir)))
+        try:
+            found = cluster_from_conf_dir(under_cwd(Path(conf_dir)))
+        except ConfigError as exc:
+            raise ConfigError(f"clusters.{name}.hadoop_conf_dir: {exc}") from exc
         secure |= found.pop("kerberos")
         realms += [found.pop("kerberos_realm")] if "kerberos_realm" in found else []
         clusters[name] = {**found, **given}
@@ -216,22 +221,30 @@ def _client_configuration(data: dict[str, Any]) -> dict[str, Any]:
         data = {**data, "kerberos": kerberos}
     metastore = _given(data.get("metastore"))
     if metastore.get("hive_conf_dir"):
-        found = metastore_from_conf_dir(under_cwd(Path(metastore["hive_conf_dir"])))
+        try:
+            found = metastore_from_conf_dir(under_cwd(Path(metastore["hive_conf_dir"])))
+        except ConfigError as exc:
+            raise ConfigError(f"metastore.hive_conf_dir: {exc}") from exc
         data = {**data, "metastore": {**found, **metastore}}
     return data
 
 
-def _kerberos_files_under_var_dir(data: dict[str, Any]) -> dict[str, Any]:
-    """Kerberos files default to ``<var_dir>/secrets/ferry.keytab``, ``<var_dir>/conf/krb5/
-    krb5.conf`` and ``<var_dir>/run/krb5cc_ferry`` (beside the KDC the stack runs from that
-    ``var_dir``); a value given for one of them wins."""
+def _files_under_var_dir(data: dict[str, Any]) -> dict[str, Any]:
+    """Local files default under ``var_dir``: the tracker's store ``<var_dir>/tracker``,
+    supervisord's home ``<var_dir>``, and the Kerberos files ``<var_dir>/secrets/ferry.keytab``,
+    ``<var_dir>/conf/krb5/krb5.conf`` and ``<var_dir>/run/krb5cc_ferry`` (beside the KDC the
+    stack runs from that ``var_dir``); a value given for one of them wins."""
     var = under_cwd(Path(data.get("var_dir") or "var"))
     defaults = {
-        "keytab": var / "secrets" / "ferry.keytab",
-        "krb5_conf": var / "conf" / "krb5" / "krb5.conf",
-        "ccache": var / "run" / "krb5cc_ferry",
+        "tracker": {"data_dir": var / "tracker"},
+        "supervise": {"home": var},
+        "kerberos": {
+            "keytab": var / "secrets" / "ferry.keytab",
+            "krb5_conf": var / "conf" / "krb5" / "krb5.conf",
+            "ccache": var / "run" / "krb5cc_ferry",
+        },
     }
-    return {**data, "kerberos": {**defaults, **_given(data.get("kerberos"))}}
+    return data | {k: {**d, **_given(data.get(k))} for k, d in defaults.items()}
 
 
 #: Entry point group naming directories of profile overlays (``<name>.yaml``); the kit registers

@@ -54,7 +54,7 @@ def read_site_xml(path: Path) -> dict[str, str]:
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError) as exc:
-        raise ConfigError(f"cannot read Hadoop configuration {path}: {exc}") from exc
+        raise ConfigError(f"cannot read configuration file {path}: {exc}") from exc
     props: dict[str, str] = {}
     for prop in root.iter("property"):
         name, value = prop.findtext("name"), prop.findtext("value")
@@ -89,7 +89,7 @@ def site_xml(props: dict[str, str]) -> str:
 
 def _read_dir(conf_dir: Path, names: tuple[str, ...]) -> dict[str, str]:
     if not conf_dir.is_dir():
-        raise ConfigError(f"Hadoop configuration directory {conf_dir} does not exist")
+        raise ConfigError(f"configuration directory {conf_dir} does not exist")
     props: dict[str, str] = {}
     found = [conf_dir / n for n in names if (conf_dir / n).is_file()]
     if not found:

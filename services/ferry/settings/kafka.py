@@ -108,7 +108,7 @@ class KafkaSettings(Frozen):
         default=None,
         description=(
             "File holding the SASL password, mode 0600 (refused otherwise); relative to the "
-            "repository root. The local stack creates it (random) when missing."
+            "working directory. The local stack creates it (random) when missing."
         ),
     )
     ssl_ca_path: WorkPath | None = Field(

@@ -19,7 +19,7 @@ from ferry.settings.base import Frozen, WorkPath
 class KerberosSettings(Frozen):
     """Kerberos of the HDFS clusters. Env: ``FERRY_KERBEROS__<FIELD>``.
 
-    Relative paths are taken from the repository root. Against a real cluster set ``realm``,
+    Relative paths are taken under the working directory. Against a real cluster set ``realm``,
     ``krb5_conf`` (the site's ``/etc/krb5.conf``), ``principal`` and ``keytab`` (the service
     account's); ``namenode_principal``/``http_principal`` as the cluster's ``hdfs-site.xml`` has
     them (``dfs.namenode.kerberos.principal``, ``dfs.web.authentication.kerberos.principal``).

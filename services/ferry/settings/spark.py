@@ -49,6 +49,15 @@ class SparkSettings(Frozen):
     """Spark standalone cluster (two masters in ZooKeeper recovery mode, one worker)."""
 
     host: str = Field(default="127.0.0.1", description="Address the masters and worker bind.")
+    driver_host_override: str | None = Field(
+        default=None,
+        description=(
+            "Address at which the executors reach a Ferry service's Spark driver (this machine's "
+            "name on the workers' network: spark.driver.host; the driver binds all addresses "
+            "then). Default: ``host`` (the local stack, one machine). An edge node sets its own "
+            "name here."
+        ),
+    )
     master_ports: tuple[int, int] = Field(
         default=(17077, 17078), description="RPC ports of master 1 and 2 (``spark://`` URLs)."
     )
@@ -124,6 +133,11 @@ class SparkSettings(Frozen):
         ),
     )
     driver_memory_mb: int = Field(default=768, description="Driver JVM heap, MiB.")
+
+    @property
+    def driver_host(self) -> str:
+        """``driver_host_override``, else ``host``."""
+        return self.driver_host_override or self.host
 
     @property
     def master_url(self) -> str:

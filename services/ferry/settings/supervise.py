@@ -21,7 +21,8 @@ class SuperviseSettings(Frozen):
     home: WorkPath = Field(
         default=Path("var"),
         description=(
-            "Where supervisord keeps its files: conf/supervisord.conf, run/supervisord.sock, "
+            "Where supervisord keeps its files (default: ``<var_dir>``): conf/supervisord.conf, "
+            "run/supervisord.sock, "
             "run/supervisord.pid, log/supervisord.log and one log/<process>.log per service."
         ),
     )

@@ -28,7 +28,8 @@ class TrackerSettings(Frozen):
     )
     data_dir: WorkPath = Field(
         default=Path("var") / "tracker",
-        description="Faust data directory (one sub-directory per topic prefix).",
+        description="Faust data directory (one sub-directory per topic prefix). Default: "
+        "``<var_dir>/tracker``.",
     )
     lag_refresh_s: float = Field(
         default=15.0,

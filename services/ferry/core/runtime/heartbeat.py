@@ -1,8 +1,8 @@
 """A liveness file a service's main loop touches on every turn, for ``ferry ps`` health.
 
 A process can be up and still stuck (a hung NFS read, a dead scan thread): a loop that touched its
-file less than a few intervals ago is working. The file is ``<supervise.home>/run/<service>.<pid>
-.alive`` (one per instance); its modification time is the last beat.
+file less than a few intervals ago is working. The file is ``<var_dir>/run/<service>.<pid>.alive``
+(one per instance); its modification time is the last beat.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ferry.settings import Settings
 
 def heartbeat_path(settings: Settings, service: str, pid: int | None = None) -> Path:
     """The liveness file of ``service``'s instance ``pid`` (default: this process)."""
-    return settings.supervise.home / "run" / f"{service}.{pid or os.getpid()}.alive"
+    return settings.var_dir / "run" / f"{service}.{pid or os.getpid()}.alive"
 
 
 def beat(path: Path) -> None:
