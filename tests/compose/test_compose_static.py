@@ -313,9 +313,13 @@ def test_address_check_rejects_foreign_hosts_and_a_wrong_driver_host() -> None:
 def test_path_check_rejects_checkout_defaults() -> None:
     from tests.paths import REPO_ROOT
 
-    env = {k: v for k, v in container_env("tracker").items() if k != "FERRY_TRACKER__DATA_DIR"}
+    # Local paths default under var_dir, which defaults under the working directory: a
+    # container without FERRY_VAR_DIR (and without the tracker's own) writes into a checkout path.
+    drop = ("FERRY_VAR_DIR", "FERRY_TRACKER__DATA_DIR")
+    env = {k: v for k, v in container_env("tracker").items() if k not in drop}
     problems = ic.checkout_path_problems(ec.settings_from_env(env), REPO_ROOT)
-    assert any(p.startswith("tracker.data_dir") for p in problems), problems
+    flagged = {p.split(" = ")[0] for p in problems}
+    assert {"var_dir", "tracker.data_dir", "kerberos.ccache"} <= flagged, problems
 
 
 def test_depends_on_check_rejects_short_form_started_and_missing_healthcheck() -> None:
