@@ -22,7 +22,7 @@ import attr
 from openlineage.client.event_v2 import RunState
 from openlineage.client.uuid import generate_new_uuid
 
-from ferry.core.events import Event, FileFailed, FileLoaded
+from ferry.core.events import Event, FileFailed, FileLoaded, FileManifest
 from ferry.core.runtime.observe import Settled
 from ferry.core.runtime.stage import Record
 from ferry.datasets.spec import load_datasets
@@ -70,7 +70,7 @@ class LineageObserver:
         return self.builder.names.child_run_id(file_id, stage, r.topic, r.partition, r.offset)
 
     def _started(self, stage: str, record: Record, event: Event) -> list[Any]:
-        m = event.manifest  # type: ignore[union-attr]
+        m = manifest_of(event)
         b = self.builder
         run_id = self._run_id(stage, record, m.file_id)
         return [
@@ -78,10 +78,12 @@ class LineageObserver:
         ]
 
     def _settled(self, stage: str, f: Settled) -> list[Any]:
-        m = f.event.manifest  # type: ignore[union-attr]
+        m = manifest_of(f.event)
         return self.outcome(stage, self._run_id(stage, f.record, m.file_id), f.outputs, m)
 
-    def outcome(self, stage: str, run_id: str, outputs: Sequence[Event], m: Any) -> list[Any]:
+    def outcome(
+        self, stage: str, run_id: str, outputs: Sequence[Event], m: FileManifest
+    ) -> list[Any]:
         """Child COMPLETE (with the outputs) or FAIL (with the quarantine's reason), and the
         parent's end when this is the file's last step (loaded) or a failure."""
         b = self.builder
@@ -95,7 +97,7 @@ class LineageObserver:
                 b.child(RunState.FAIL, stage, run_id, facts, inputs=inputs, error=error),
                 b.parent(RunState.FAIL, facts, error=error),
             ]
-        out = outputs[0].manifest  # type: ignore[union-attr]
+        out = manifest_of(outputs[0])
         facts = facts_of(out)
         events = [
             b.child(
@@ -146,6 +148,18 @@ class LineageObserver:
                 b.parent(RunState.FAIL, facts, error=error),
             ]
         return start + self.outcome("extract", run_id, outputs, m)
+
+
+def manifest_of(event: Event | None) -> FileManifest:
+    """The manifest an event carries.
+
+    Raises:
+        ValueError: it has none (an undecodable input's FileFailed).
+    """
+    m = getattr(event, "manifest", None)
+    if m is None:
+        raise ValueError(f"{type(event).__name__} carries no manifest")
+    return m
 
 
 def lineage_observer(settings: Settings, service: str) -> LineageObserver:
