@@ -39,7 +39,19 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def pipeline(stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:  # type: ignore[no-untyped-def]
-    p = start_pipeline(stack, tmp_path_factory.mktemp("lineage"))
+    """A private pipeline with its own flights table (a private datasets directory)."""
+    work = tmp_path_factory.mktemp("lineage")
+    datasets = work / "datasets"
+    datasets.mkdir()
+    text = (REPO_ROOT / "datasets" / "flights.yaml").read_text(encoding="utf-8")
+    table = f"flights_l{uuid.uuid4().hex[:8]}"
+    assert "  table: flights\n" in text
+    (datasets / "flights.yaml").write_text(
+        text.replace("  table: flights\n", f"  table: {table}\n")
+    )
+    p = start_pipeline(
+        stack, work, {"paths.datasets_dir": datasets, "lineage.metrics_dir": work / "metrics"}
+    )
     try:
         yield p
     finally:

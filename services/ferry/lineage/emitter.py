@@ -10,7 +10,8 @@ background thread through the OpenLineage client (``OpenLineageClient.emit``) an
   may still arrive), HTTP uses it as connect/read timeout with ``http_retries`` retries.
 - Outcomes are counted (``ferry_lineage_events_total{service,outcome="sent|failed|dropped"}``)
   in Prometheus text format in ``<metrics_dir>/<service>.<pid>.prom`` (node_exporter's textfile
-  collector), and failures logged, one line per kind of failure a minute.
+  collector; rewritten at most every 5 s, removed at a clean stop, when the totals are logged),
+  and failures logged, one line per kind of failure a minute.
 """
 
 from __future__ import annotations
@@ -77,18 +78,30 @@ def build_transport(settings: Settings, service: str) -> Transport | None:
         if lin.http_api_key is not None:
             params["auth"] = {"type": "api_key", "apiKey": lin.http_api_key.get_secret_value()}
         return HttpTransport(HttpConfig.from_dict(params))
-    kafka = settings.kafka
-    topic = lineage_topic(settings)
-    ensure_topics(build_admin(kafka), kafka, (lin.kafka_topic,))
+    ensure_topics(build_admin(settings.kafka), settings.kafka, (lin.kafka_topic,))
+    return KafkaTransport(kafka_config(settings, service))
+
+
+def kafka_config(settings: Settings, service: str) -> KafkaConfig:
+    """The client's Kafka transport configuration: topic :func:`lineage_topic`, a producer with
+    every setting Ferry's own clients share (:func:`ferry.core.kafka.clients.client_config`:
+    bootstrap servers, SASL_SSL with its password and CA), acks from all replicas, messages
+    kept three ``lineage.timeout_s`` at most; no flush per event (the emitter waits for the
+    acknowledgement itself, bounded).
+
+    Raises:
+        ConfigError: SASL_SSL without a usable password, or a missing CA file.
+    """
+    lin = settings.lineage
     config = {
-        **client_config(kafka),
+        **client_config(settings.kafka),
         "client.id": f"ferry-{service}-lineage-{os.getpid()}",
         "acks": "all",
         "linger.ms": 5,
         "message.timeout.ms": int(lin.timeout_s * 3000),
         "queue.buffering.max.messages": lin.queue_size,
     }
-    return KafkaTransport(KafkaConfig(config=config, topic=topic, flush=False))
+    return KafkaConfig(config=config, topic=lineage_topic(settings), flush=False)
 
 
 class LineageEmitter:
@@ -164,7 +177,10 @@ class LineageEmitter:
             with contextlib.suppress(queue.Full):
                 self._queue.put(None, timeout=wait)
             self._thread.join(wait)
-        self._write_metrics(force=True)
+        if self.enabled:
+            log.info("lineage: %s: OpenLineage events %s", self.service, self.counts())
+        if self.metrics_file is not None:  # a stopped process's counters are not current
+            self.metrics_file.unlink(missing_ok=True)
 
     def _run(self) -> None:
         while True:
@@ -227,4 +243,4 @@ def build_emitter(settings: Settings, service: str) -> LineageEmitter:
     )
 
 
-__all__ = ["LineageEmitter", "build_emitter", "build_transport", "lineage_topic"]
+__all__ = ["LineageEmitter", "build_emitter", "build_transport", "kafka_config", "lineage_topic"]
