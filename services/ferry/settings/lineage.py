@@ -40,12 +40,15 @@ class LineageSettings(Frozen):
     )
     http_url: str | None = Field(
         default=None,
-        description="Collector base URL for transport http, e.g. http://marquez:5000.",
+        description=(
+            "Collector base URL for transport http: Marquez http://marquez:5000, DataHub "
+            "https://<gms>:8080/openapi/openlineage/ (a path ends with '/': the endpoint is "
+            "joined to it as a relative URL)."
+        ),
     )
     http_endpoint: str = Field(
         default="api/v1/lineage",
-        description="Path under http_url events are POSTed to (Marquez and DataHub: "
-        "api/v1/lineage; DataHub GMS: openapi/openlineage/api/v1/lineage).",
+        description="Path under http_url events are POSTed to (Marquez and DataHub: the default).",
     )
     http_api_key: SecretStr | None = Field(
         default=None, description="Bearer token sent to the collector (never printed)."
