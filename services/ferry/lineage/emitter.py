@@ -170,13 +170,13 @@ class LineageEmitter:
         """Stop taking events, send what is queued (at most ``timeout_s``, default twice
         ``timeout_s``), write the counters."""
         self._closed.set()
-        wait = timeout_s if timeout_s is not None else 2 * self.timeout_s
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else 2 * self.timeout_s)
         if self._thread is not None:
             # The worker stops at this mark, after what came before it; with the queue still
-            # full after ``wait`` the daemon thread ends with the process.
+            # full at the deadline the daemon thread ends with the process.
             with contextlib.suppress(queue.Full):
-                self._queue.put(None, timeout=wait)
-            self._thread.join(wait)
+                self._queue.put(None, timeout=max(0.0, deadline - time.monotonic()))
+            self._thread.join(max(0.0, deadline - time.monotonic()))
         if self.enabled:
             log.info("lineage: %s: OpenLineage events %s", self.service, self.counts())
         if self.metrics_file is not None:  # a stopped process's counters are not current
