@@ -13,7 +13,7 @@ areas of the floors below it)::
     core.kafka
     core.runtime
     datasets
-    clusters
+    clusters, lineage
     stages/<stage> (never another stage), ops, tracker (not each other)
     cli
 
@@ -71,12 +71,13 @@ ALLOWED: dict[str, set[str]] = {
     "core.runtime": BASE - {"core.timeline"},
     "datasets": {"core.errors", "settings"},
     "clusters": BASE | {"datasets"},
+    "lineage": BASE | {"datasets"},
     "ops": BASE | {"datasets", "clusters"},
-    "tracker": BASE | {"datasets"},
+    "tracker": BASE | {"datasets", "lineage"},
 }
 STAGES = ("extract", "transform", "transfer", "load")
 for _stage in STAGES:
-    ALLOWED[f"stages.{_stage}"] = BASE | {"datasets", "clusters"}
+    ALLOWED[f"stages.{_stage}"] = BASE | {"datasets", "clusters", "lineage"}
 
 #: Packages whose ``__init__.py`` defines what it exports (and so may import).
 DEFINING_PACKAGES = {"ferry.settings", "ferry_kit.profiles"}

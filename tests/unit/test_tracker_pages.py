@@ -4,6 +4,7 @@ the HTML pages' escaping — pure functions, no broker."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from ferry.core.events import (
     FileTransformed,
 )
 from ferry.core.timeline import to_ms
+from ferry.lineage.naming import Names
 from ferry.tracker import filepage, pages
 from ferry.tracker.query import FileQuery, QueryError, charts, overview, percentile, select
 from ferry.tracker.record import apply
@@ -167,7 +169,8 @@ def test_every_text_from_files_is_escaped() -> None:
     _, page = select(state, FileQuery(), NOW, SLA)
     html = pages.files_body(FileQuery(q=NASTY), {"q": NASTY}, 4, page, NOW, SLA, state.datasets())
     record = store[fid(NASTY)]
-    html += filepage.file_body(record, False, NOW)
+    names = Names("ferry", Path("/nas"), "hive://h:1", "hdfs://a/warehouse")
+    html += filepage.file_body(record, False, NOW, names)  # the lineage chain too
     html += filepage.render_status_page([], NOW, SLA, NASTY)
     ov = overview(state, NOW, SLA, {}, {})
     html += pages.overview_body(ov, state.counts(NOW, SLA), NASTY)

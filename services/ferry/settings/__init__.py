@@ -32,6 +32,7 @@ from ferry.settings.hdfs import HdfsClusterSettings
 from ferry.settings.hive import HiveServer2Settings, MetastoreSettings
 from ferry.settings.kafka import KafkaSettings
 from ferry.settings.kerberos import KerberosSettings
+from ferry.settings.lineage import LineageSettings
 from ferry.settings.paths import PathSettings
 from ferry.settings.retry import RetrySettings
 from ferry.settings.spark import SparkSettings, ZooKeeperSettings
@@ -127,6 +128,9 @@ class Settings(BaseSettings):
     )
     kerberos: KerberosSettings = Field(
         default_factory=KerberosSettings, description="Kerberos of the HDFS clusters (off)."
+    )
+    lineage: LineageSettings = Field(
+        default_factory=LineageSettings, description="OpenLineage run events (off)."
     )
 
     @model_validator(mode="before")

@@ -37,6 +37,7 @@ from ferry.core.runtime.service import configure_logging
 from ferry.core.services import STAGES
 from ferry.core.timeline import Timeline, stage_latencies
 from ferry.core.wire.avro import default_codec
+from ferry.lineage.naming import Names
 from ferry.settings import Settings, get_settings
 from ferry.settings.secrets import resolve_secret
 from ferry.tracker.auth import bearer_middleware, broker_options
@@ -161,6 +162,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         health_broker_s=tcfg.health_broker_s,
         metrics=metrics,
         bad_records=lambda: int(metrics.bad_records._value.get()),
+        names=Names.of(settings),
     )
     app.ferry_state = state  # type: ignore[attr-defined]
     retention_ms = int(tcfg.loaded_retention_s * 1000)

@@ -10,6 +10,8 @@ from typing import Any
 
 from ferry.core.services import CONSUMING_STAGES, SERVICES
 from ferry.core.timeline import STEPS, Timeline
+from ferry.lineage.naming import Names
+from ferry.tracker.lineage import lineage_section
 from ferry.tracker.pages import esc, fmt_ms, fmt_s
 from ferry.tracker.query import summary
 from ferry.tracker.record import detail
@@ -107,8 +109,11 @@ def _bars_svg(items: list[dict[str, Any]], failures: list[dict[str, Any]], now_m
     )
 
 
-def file_body(record: Mapping[str, Any], stuck: bool, now_ms: int) -> str:
-    """The file page's region: facts, timeline bars, failures and commands."""
+def file_body(
+    record: Mapping[str, Any], stuck: bool, now_ms: int, names: Names | None = None
+) -> str:
+    """The file page's region: facts, timeline bars, the lineage chain (with ``names``: the
+    deployment's OpenLineage names), failures and commands."""
     x = detail(record)
     rows = record.get("rows") or {}
     facts = [
@@ -152,6 +157,7 @@ def file_body(record: Mapping[str, Any], stuck: bool, now_ms: int) -> str:
         f"<section class='cols'><div><h3>File</h3><table class='facts'>{dl}</table></div>"
         f"<div><h3>Events</h3><table><tr><th>step</th><th>first</th><th>last</th><th>events</th>"
         f"</tr>{step_rows}</table></div></section>"
+        f"{lineage_section(record, names) if names is not None else ''}"
         f"<section><h3>Failures ({len(failures)})</h3><table id='failures'><tr><th>at</th>"
         f"<th>stage</th><th>reason</th><th>attempt</th><th>error</th></tr>{fail_rows}</table>"
         f"</section><section><h3>Commands</h3>{cmds}</section>"

@@ -33,6 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ferry.core.services import STAGES
 from ferry.core.timeline import Timeline
+from ferry.lineage.naming import Names
 from ferry.tracker import filepage, pages
 from ferry.tracker.health import Liveness, evaluate
 from ferry.tracker.query import FileQuery, QueryError, charts, overview, select
@@ -64,6 +65,8 @@ class TrackerContext:
     liveness: Liveness = field(default_factory=lambda: Liveness(started_ms=now_ms()))
     health_stall_s: float = 120.0
     health_broker_s: float = 60.0
+    #: the deployment's OpenLineage names (the file page's lineage chain); None: no chain
+    names: Names | None = None
 
     def rebuild(self) -> None:
         """Index every record of the store; called once the tables are recovered (until then
@@ -254,7 +257,7 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
                 body = f"<p class='error'>unknown file {pages.esc(file_id)}</p>"
                 return self.html(pages.layout("File", ctx.prefix, body, 0), status=404)
             stuck = Timeline.from_dict(raw).stuck(now, ctx.sla)
-            body = filepage.file_body(raw, stuck, now)
+            body = filepage.file_body(raw, stuck, now, ctx.names)
             return page(
                 self,
                 request,

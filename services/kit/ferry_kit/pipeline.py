@@ -26,6 +26,12 @@ from ferry.core.services import STAGES, service_argv
 from ferry.core.wire.avro import default_codec
 from ferry.settings import Settings
 
+#: Settings the kit gives every service it starts on the local stack unless the caller's
+#: environment sets them: lineage on, to the stack's own broker (``<prefix>.openlineage``). The
+#: product's default is off (a production deployment opts in, docs/operations.md); the kit is
+#: what runs the local stack, so ``ferry up``, the demo and the test pipelines get it here.
+LOCAL_STACK_ENV: dict[str, str] = {"FERRY_LINEAGE__TRANSPORT": "kafka"}
+
 
 def settings_env(overrides: Mapping[str, Any]) -> dict[str, str]:
     """``{"kafka.topic_prefix": "x"}`` → ``{"FERRY_KAFKA__TOPIC_PREFIX": "x"}``."""
@@ -85,7 +91,7 @@ class ServiceGroup:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.env},
+                env={**LOCAL_STACK_ENV, **os.environ, **self.env},
                 start_new_session=True,
             )
             log.close()

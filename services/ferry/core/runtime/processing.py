@@ -48,6 +48,7 @@ from ferry.core.events import Event, FileFailed, failed
 from ferry.core.kafka.clients import OutboundRecord
 from ferry.core.kafka.publish import encode_events
 from ferry.core.retry import retrying
+from ferry.core.runtime.observe import FileObserver, Settled, notify
 from ferry.core.runtime.stage import (
     BatchHandler,
     BatchResult,
@@ -75,10 +76,16 @@ def process_batch(
     settings: Settings,
     should_stop: threading.Event,
     stats: RunStats | None = None,
+    observer: FileObserver | None = None,
+    settled: list[Settled] | None = None,
 ) -> list[OutboundRecord] | None:
     """Decode every record, call the stage's handler once per event type with all of them (a
     non-batching stage's records come one at a time), retry only the files that met a
     :class:`TransientError` (whole-batch errors retry the whole batch), quarantine the rest.
+
+    ``observer.started`` is told of each decoded input before its handler runs; ``settled``, when
+    given, receives one :class:`~ferry.core.runtime.observe.Settled` per record (what the
+    records returned publish for it), for the runner to report once they are delivered.
 
     Returns:
         the records to produce, in input order per event type (a quarantined undecodable record's
@@ -102,9 +109,11 @@ def process_batch(
                     reason="unexpected_event",
                 )
         except PermanentError as exc:
-            out += _encode(stage, record, decoded, exc, 1, codec, settings)
+            out += _encode(stage, record, decoded, exc, 1, codec, settings, settled)
             continue
         by_type.setdefault(type(decoded), []).append((record, decoded))
+        if observer is not None:
+            notify("started", observer.started, stage.name, record, decoded)
 
     for etype, items in by_type.items():
         handler = stage.batch_handler(etype)
@@ -116,7 +125,7 @@ def process_batch(
         results, tries = ran
         seconds = time.monotonic() - started
         for (record, event), result, attempt in zip(items, results, tries, strict=True):
-            out += _encode(stage, record, event, result, attempt, codec, settings)
+            out += _encode(stage, record, event, result, attempt, codec, settings, settled)
             if not isinstance(result, BaseException):
                 _log_done(stage.name, result, seconds, len(items))
     return out
@@ -220,9 +229,11 @@ def _encode(
     attempt: int,
     codec: EventCodec,
     settings: Settings,
+    settled: list[Settled] | None = None,
 ) -> list[OutboundRecord]:
     """The records to produce for one file: its outputs, or a FileFailed when ``result`` is an
-    error or the outputs cannot be encoded (``unencodable``)."""
+    error or the outputs cannot be encoded (``unencodable``); what they carry is appended to
+    ``settled``."""
     fallback = fallback_key(record)
     outputs: Sequence[Any]
     if isinstance(result, BaseException):
@@ -244,8 +255,10 @@ def _encode(
     try:
         encoded = encode_events(outputs, settings, codec, fallback)
     except SerializationError as exc:
-        unencodable = quarantine(stage.name, record, exc, attempt, event)
-        encoded = encode_events([unencodable], settings, codec, fallback)
+        outputs = [quarantine(stage.name, record, exc, attempt, event)]
+        encoded = encode_events(outputs, settings, codec, fallback)
+    if settled is not None:
+        settled.append(Settled(record, event, tuple(outputs)))
     source = (record.topic, record.partition)
     return [replace(r, source=source) for r in encoded]
 

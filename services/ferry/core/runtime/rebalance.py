@@ -20,6 +20,7 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 
 from ferry.core.kafka.clients import OutboundRecord
+from ferry.core.runtime.observe import FileObserver, notify
 from ferry.core.runtime.stage import Record, RunStats, Stage
 from ferry.settings import Settings
 
@@ -30,7 +31,7 @@ log = logging.getLogger("ferry.core.runtime.runner")
 class RunningBatch:
     """One batch a worker thread is running: its messages, the partitions they are on, the
     worker's ``done`` event and result ``box`` (``result``: the records to produce, or
-    ``error``)."""
+    ``error``; ``settled``: what they publish per record, for the file observer)."""
 
     msgs: list[Any]
     #: a takeover batch (records of partitions assigned while another batch ran)
@@ -60,6 +61,7 @@ class PartitionCallbacks:
 
     stage: Stage
     stats: RunStats
+    observer: FileObserver | None
     _consumer: Any
     _settings: Settings
     _busy: bool
@@ -77,6 +79,20 @@ class PartitionCallbacks:
 
     def _store_offset(self, msg: Any) -> None:
         raise NotImplementedError
+
+    def _report(self, batch: RunningBatch, kept: list[Any]) -> None:
+        """Tell the file observer what was just delivered for the ``kept`` messages of
+        ``batch`` (:mod:`ferry.core.runtime.observe`)."""
+        if self.observer is None:
+            return
+        keys = {(m.topic(), m.partition(), m.offset()) for m in kept}
+        files = [
+            s
+            for s in batch.box.get("settled", [])
+            if (s.record.topic, s.record.partition, s.record.offset) in keys
+        ]
+        if files:
+            notify("settled", self.observer.settled, self.stage.name, files)
 
     def _start(self, msgs: list[Any], *, takeover: bool) -> RunningBatch:
         raise NotImplementedError
@@ -237,6 +253,7 @@ class PartitionCallbacks:
             return False
         kept, outbound = batch.kept(box["result"])  # partitions lost earlier: never published
         self._deliver(outbound)
+        self._report(batch, kept)
         last: dict[tuple[str, int], int] = {}
         for msg in kept:
             self._store_offset(msg)

@@ -6,9 +6,8 @@ Build a runner for a :class:`~ferry.core.runtime.processing.Stage` and run it::
     runner = build_runner(STAGE, deps, settings)   # creates topics and clients; nothing at import
     runner.run()                                    # until SIGTERM/SIGINT or runner.stop()
 
-What a record becomes (outputs, or one FileFailed; retries, quarantine reasons) is
-:func:`ferry.core.runtime.processing.process_batch`; each output event goes to
-``settings.kafka.topic(event.TOPIC)`` keyed by its ``file_id`` (:mod:`ferry.core.kafka.publish`).
+What a record becomes (outputs or one FileFailed, retries, quarantine):
+:func:`~ferry.core.runtime.processing.process_batch`; sent by :mod:`ferry.core.kafka.publish`.
 
 Guarantees:
 
@@ -19,14 +18,11 @@ Guarantees:
 - :class:`~ferry.core.errors.ConfigError` and :class:`~ferry.core.errors.StackError` from a
   handler stop the runner; so do output events the broker never acknowledged after the retries
   of ``settings.retry`` (their input offsets are not stored).
-- Long handlers: the handler runs in a worker thread. If it has not finished after
-  ``pause_after_s``, the runner pauses every assigned partition and keeps calling ``poll()``
-  (which then returns no records) so the consumer stays in its group however long the handler
-  takes; it resumes them when the handler is done.
+- Long handlers run in a worker thread; after ``pause_after_s`` the runner pauses every assigned
+  partition and keeps calling ``poll()`` (no records then) so the consumer stays in its group.
 - Shutdown (SIGTERM/SIGINT or :meth:`StageRunner.stop`): no new record is taken; a running handler
-  gets ``settings.kafka.shutdown_grace_s`` to finish (then its outputs are delivered and its offset
-  stored) or its record is abandoned without storing its offset; ``close()`` commits the stored
-  offsets and leaves the group.
+  gets ``kafka.shutdown_grace_s`` to finish (outputs delivered, offset stored) or is abandoned
+  (offset not stored); ``close()`` commits the stored offsets and leaves the group.
 - Rebalance: classic (eager) or cooperative protocol, as ``kafka.assignment_strategy`` says
   (cooperative: only the partitions that move are revoked and assigned, incrementally). When a
   partition of the running batch is revoked (another instance joined), the revoke callback
@@ -72,6 +68,7 @@ from ferry.core.kafka.clients import (
 )
 from ferry.core.kafka.publish import publish
 from ferry.core.kafka.topics import ensure_topics
+from ferry.core.runtime.observe import FileObserver, Settled, notify
 from ferry.core.runtime.processing import process_batch
 from ferry.core.runtime.rebalance import PartitionCallbacks, RunningBatch
 from ferry.core.runtime.stage import Record, RunStats, Stage
@@ -102,8 +99,10 @@ class StageRunner(PartitionCallbacks):
         settings: Settings,
         pause_after_s: float = 1.0,
         poll_timeout_s: float = 0.5,
+        observer: FileObserver | None = None,
     ) -> None:
         self.stage = stage
+        self.observer = observer
         self.deps = deps
         self.stats = RunStats()
         self._consumer = consumer
@@ -159,6 +158,7 @@ class StageRunner(PartitionCallbacks):
                 signal.signal(signum, handler)
             self._consumer.close()
             self._producer.flush(self._settings.kafka.request_timeout_s)
+            notify("close", getattr(self.observer, "close", None))
         return self.stats
 
     def _warm_up(self) -> None:
@@ -272,6 +272,7 @@ class StageRunner(PartitionCallbacks):
         thread."""
         batch = RunningBatch(msgs, takeover=takeover)
         records = batch.records
+        settled: list[Settled] = batch.box.setdefault("settled", [])
 
         def work() -> None:
             try:
@@ -283,6 +284,8 @@ class StageRunner(PartitionCallbacks):
                     self._settings,
                     self._stop,
                     self.stats,
+                    self.observer,
+                    settled,
                 )
             except BaseException as exc:  # noqa: BLE001 - handed to the loop thread and re-raised
                 batch.box["error"] = exc
@@ -327,6 +330,7 @@ class StageRunner(PartitionCallbacks):
         if not kept:
             return
         self._deliver(outbound)
+        self._report(batch, kept)
         for msg in kept:
             self._store_offset(msg)
         self.stats.processed += len(kept)
@@ -362,12 +366,18 @@ class StageRunner(PartitionCallbacks):
 
 
 def build_runner(
-    stage: Stage, deps: Any, settings: Settings, *, client_id: str | None = None
+    stage: Stage,
+    deps: Any,
+    settings: Settings,
+    *,
+    client_id: str | None = None,
+    observer: FileObserver | None = None,
 ) -> StageRunner:
     """Wire a stage: create the topic plan (idempotent), the consumer, the producer and the codec
     (schemas from ``settings.paths.schemas_dir``). Consumer group ``<topic_prefix>.<stage.name>``;
     client id ``client_id``, default ``ferry-<stage.name>-<pid>`` (the pid tells the instances
-    of one stage apart in the group's member list: ``ferry ps`` health).
+    of one stage apart in the group's member list: ``ferry ps`` health). ``observer``: see
+    :mod:`ferry.core.runtime.observe`.
 
     Raises:
         TransientError: the broker did not answer the topic creation in time.
@@ -383,8 +393,8 @@ def build_runner(
         producer=build_producer(kafka, cid),
         codec=default_codec(settings.paths.schemas_dir),
         settings=settings,
+        observer=observer,
     )
 
 
-#: The stage table's types (ferry.core.runtime.stage), exported here with :func:`build_runner`.
 __all__ = ["StageRunner", "build_runner"]

@@ -42,6 +42,8 @@ from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import HandlerBug, settle
 from ferry.core.wire.avro import EventCodec, default_codec
 from ferry.datasets.spec import load_datasets
+from ferry.lineage.events import now_iso
+from ferry.lineage.observer import LineageObserver, lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
@@ -75,8 +77,10 @@ class ExtractService:
         deps: ExtractDeps,
         producer: Any,
         codec: EventCodec,
+        lineage: LineageObserver | None = None,
     ) -> None:
         self.settings = settings
+        self.lineage = lineage
         self.scanner = scanner
         self.deps = deps
         self.producer = producer
@@ -163,6 +167,7 @@ class ExtractService:
             ConfigError, StackError: the process cannot go on.
         """
         where = display_name(cand.relative)
+        started = now_iso()
         try:
             events: list[Event] = list(
                 retrying(self.settings.retry, self._stop)(extract_file, cand, self.deps)
@@ -186,6 +191,8 @@ class ExtractService:
             records = self._records(cand, events)
             outcome = "failed"
         publish(self.producer, records, self.settings)
+        if self.lineage is not None:  # OpenLineage runs of the file (never blocks, never raises)
+            self.lineage.extracted(cand.dataset.name, cand.relative, started, events)
         with self._stats_lock:
             for ev in events:
                 if isinstance(ev, FileFailed):
@@ -286,6 +293,8 @@ class ExtractService:
             for s, h in previous.items():
                 signal.signal(s, h)
             self.producer.flush(self.settings.kafka.request_timeout_s)
+            if self.lineage is not None:
+                self.lineage.close()
         return self.stats
 
 
@@ -366,6 +375,7 @@ def build(settings: Settings | None = None) -> ExtractService:
         deps,
         build_producer(settings.kafka, "ferry-extract"),
         default_codec(settings.paths.schemas_dir),
+        lineage_observer(settings, "extract"),
     )
 
 

@@ -12,6 +12,7 @@ from ferry.core.runtime.runner import StageRunner, build_runner
 from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import Stage
 from ferry.datasets.spec import load_datasets
+from ferry.lineage.observer import lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.load.handlers import LoadDeps, load_batch
 
@@ -27,7 +28,7 @@ def build(settings: Settings | None = None) -> StageRunner:
     job = partial(load_files, target_file_mb=settings.load.target_file_mb, locks=locks)
     deps = LoadDeps(load_datasets(settings.paths.datasets_dir), holder.get, holder.reset, job)
     stage = Stage.batched("load", {FileTransferred: load_batch}, settings.load, holder.warm)
-    return build_runner(stage, deps, settings)
+    return build_runner(stage, deps, settings, observer=lineage_observer(settings, stage.name))
 
 
 #: ``ferry run load`` (:func:`ferry.core.services.run`).

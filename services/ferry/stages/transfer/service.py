@@ -12,6 +12,7 @@ from ferry.core.events import FileTransformed
 from ferry.core.runtime.runner import StageRunner, build_runner
 from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import Stage
+from ferry.lineage.observer import lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.transfer.handlers import TransferDeps, transfer_file
 
@@ -40,7 +41,8 @@ def build(settings: Settings | None = None) -> StageRunner:
         # The outage window belongs to the runner's retries of the whole file, not to each part.
         retry=settings.retry.model_copy(update={"max_attempts": 2, "min_window_s": 0.0}),
     )
-    return build_runner(Stage("transfer", {FileTransformed: transfer_file}), deps, settings)
+    stage = Stage("transfer", {FileTransformed: transfer_file})
+    return build_runner(stage, deps, settings, observer=lineage_observer(settings, stage.name))
 
 
 #: ``ferry run transfer`` (:func:`ferry.core.services.run`).

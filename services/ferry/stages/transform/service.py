@@ -11,6 +11,7 @@ from ferry.core.runtime.runner import StageRunner, build_runner
 from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import Stage
 from ferry.datasets.spec import load_datasets
+from ferry.lineage.observer import lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
 
@@ -35,7 +36,7 @@ def build(settings: Settings | None = None) -> StageRunner:
     stage = Stage.batched(
         "transform", {FileExtracted: transform_batch}, settings.transform, holder.warm
     )
-    return build_runner(stage, deps, settings)
+    return build_runner(stage, deps, settings, observer=lineage_observer(settings, stage.name))
 
 
 #: ``ferry run transform`` (:func:`ferry.core.services.run`).

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ferry.settings import Settings
+from ferry_kit.pipeline import LOCAL_STACK_ENV
 from ferry_kit.supervise.health import Health, group_members, probe
 from ferry_kit.supervise.programs import (
     SCALABLE,
@@ -81,7 +82,8 @@ class Services:
             ConfigError: a setting supervisord cannot carry.
             StackError: supervisord did not start or answer.
         """
-        text = render_config(self.settings, replicas, ferry_environment(environ))
+        env = ferry_environment({**LOCAL_STACK_ENV, **environ})  # the kit's stack: lineage on
+        text = render_config(self.settings, replicas, env)
         changed = write_config(self.paths.conf, text)
         if not self.supervisor.running():
             self._say(f"starting supervisord ({self.paths.conf})")
