@@ -69,6 +69,15 @@ class ExtractSettings(_Frozen):
             "a file renamed from a hidden name is taken at once."
         ),
     )
+    hold_open_files: bool = Field(
+        default=True,
+        description=(
+            "Never take a NAS file while a process holds it open for writing, whatever the "
+            "stable window says: a write seen by inotify and not closed since, or a write "
+            "descriptor in /proc/<pid>/fdinfo (issue 33; ferry.stages.extract.writers). Sees "
+            "this host's processes only: on NFS/SMB a writer on another host stays invisible."
+        ),
+    )
     chunk_bytes: int = Field(default=1 << 20, description="Read/upload chunk size, bytes.")
     workers: int = Field(
         default=4,

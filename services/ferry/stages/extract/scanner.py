@@ -229,7 +229,7 @@ class NasScanner:
                         out.append(found(marker, source=src, identity=ident))
                     continue
                 if self._marked_as(path, st.st_size, st.st_mtime_ns, now_mono):
-                    out.append(found())
+                    out.append(found(source=src, identity=ident))
                     continue
                 seen = self._seen.get(path)
                 if seen is None or (seen.size, seen.mtime_ns) != (st.st_size, st.st_mtime_ns):

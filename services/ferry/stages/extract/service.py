@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +46,7 @@ from ferry.datasets import load_datasets
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
 from ferry.stages.extract.watcher import NasWatcher, choose_detection
+from ferry.stages.extract.writers import WriterCheck, open_writers
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +76,12 @@ class ExtractService:
         deps: ExtractDeps,
         producer: Any,
         codec: EventCodec,
+        writers: WriterCheck | None = None,
     ) -> None:
         self.settings = settings
         self.scanner = scanner
+        #: holds back files a process still writes (issue 33); None: the stable window alone
+        self.writers = writers
         self.deps = deps
         self.producer = producer
         self.codec = codec
@@ -109,7 +114,9 @@ class ExtractService:
         if choose_detection(setting, self.settings.paths.nas_dir) != "inotify":
             log.info("extract: polling the NAS every %ss", self.settings.extract.poll_interval_s)
             return None
-        watcher = NasWatcher(self.scanner, self.wake, self.settings.extract.close_settle_s)
+        watcher = NasWatcher(
+            self.scanner, self.wake, self.settings.extract.close_settle_s, self.writers
+        )
         try:
             watcher.start()
         except ConfigError:
@@ -129,6 +136,10 @@ class ExtractService:
         """
         self.stats.scans += 1
         cands = self.scanner.scan(time.monotonic())
+        if self.writers is not None:
+            cands, held = self.writers.split(cands)
+            for cand in held:  # judged again from scratch once its writer is done
+                self.scanner.forget(cand.path)
         cands += self.scanner.take_refusals()  # recorded and moved away, never read (C15)
         if not cands:
             return 0
@@ -368,6 +379,9 @@ def build(settings: Settings | None = None) -> ExtractService:
         deps,
         build_producer(settings.kafka, "ferry-extract"),
         default_codec(settings.paths.schemas_dir),
+        writers=WriterCheck(open_writers if sys.platform.startswith("linux") else None)
+        if settings.extract.hold_open_files
+        else None,
     )
 
 

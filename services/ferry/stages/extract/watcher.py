@@ -13,9 +13,11 @@ Either marks the file complete in :class:`~ferry.stages.extract.scanner.NasScann
 size and mtime at that moment, and wakes the extract loop, which scans when the mark is due:
 the file is taken on that scan, without the stable-size wait. A later write to it
 (``FileModifiedEvent``) withdraws the mark, so a writer that reopens the file is waited for
-again. Polling stays as the safety net (files present at start, an event queue overflow):
-every ``poll_interval_s`` the scan runs anyway, with the stable-size check for files no event
-marked.
+again. Every write and close-after-write is also told to the
+:class:`~ferry.stages.extract.writers.WriterCheck`, which holds a file back from a write until
+its close, whatever the stable window says (a writer pausing with its file open, issue 33).
+Polling stays as the safety net (files present at start, an event queue overflow): every
+``poll_interval_s`` the scan runs anyway, with the stable-size check for files no event marked.
 
 NFS and SMB mounts do not raise inotify events for writes made on another host, so under
 ``detection: auto`` (the default) such mounts are polled; ``inotify`` and ``poll`` force one way.
@@ -42,6 +44,7 @@ from watchdog.events import (
 
 from ferry.core.errors import ConfigError
 from ferry.stages.extract.scanner import NasScanner
+from ferry.stages.extract.writers import WriterCheck
 
 log = logging.getLogger(__name__)
 
@@ -97,11 +100,13 @@ class CompletionHandler(FileSystemEventHandler):
         dirs: set[Path],
         wake: Callable[[], None],
         close_settle_s: float = 0.0,
+        writers: WriterCheck | None = None,
     ) -> None:
         self.scanner = scanner
         self.close_settle_s = close_settle_s
         self.dirs = dirs
         self.wake = wake
+        self.writers = writers
         self.decisions: list[tuple[str, str]] = []
         self._lock = threading.Lock()
 
@@ -117,11 +122,11 @@ class CompletionHandler(FileSystemEventHandler):
 
     def on_closed(self, event: FileSystemEvent) -> None:
         path = self._watched(event.src_path)
-        if (
-            isinstance(event, FileClosedEvent)
-            and path
-            and self.scanner.mark_complete(path, self.close_settle_s)
-        ):
+        if not isinstance(event, FileClosedEvent) or path is None:
+            return
+        if self.writers is not None:
+            self.writers.closed(path)
+        if self.scanner.mark_complete(path, self.close_settle_s):
             self._note("complete", path)
             self.wake()
 
@@ -136,7 +141,11 @@ class CompletionHandler(FileSystemEventHandler):
 
     def on_modified(self, event: FileSystemEvent) -> None:
         path = self._watched(event.src_path)
-        if isinstance(event, FileModifiedEvent) and path and self.scanner.unmark(path):
+        if not isinstance(event, FileModifiedEvent) or path is None:
+            return
+        if self.writers is not None:
+            self.writers.written(path)
+        if self.scanner.unmark(path):
             self._note("changed", path)
 
 
@@ -152,12 +161,16 @@ class NasWatcher:
     """
 
     def __init__(
-        self, scanner: NasScanner, wake: Callable[[], None], close_settle_s: float = 0.0
+        self,
+        scanner: NasScanner,
+        wake: Callable[[], None],
+        close_settle_s: float = 0.0,
+        writers: WriterCheck | None = None,
     ) -> None:
         self.scanner = scanner
         dirs = {scanner.nas_dir / s.nas.subdir for s in scanner.datasets.values()}
         self.dirs = {d for d in dirs if d.is_dir()}
-        self.handler = CompletionHandler(scanner, self.dirs, wake, close_settle_s)
+        self.handler = CompletionHandler(scanner, self.dirs, wake, close_settle_s, writers)
         self._observer: object | None = None
 
     def start(self) -> None:
