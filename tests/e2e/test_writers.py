@@ -15,6 +15,7 @@ table is unique to this run.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -59,7 +60,7 @@ def writers(stack, tmp_path_factory) -> Iterator[tuple[Pipeline, str]]:  # type:
         if src.stem == "flights":
             text = re.sub(r"^  table: flights$", f"  table: flights_{token}", text, flags=re.M)
         (defs / src.name).write_text(text, encoding="utf-8")
-    p = start_pipeline(stack, work, {"paths.datasets_dir": defs})
+    p = start_pipeline(stack, work, {"paths.datasets_dir": defs, "extract.watch_check_s": 1})
     try:
         yield p, f"ferry.flights_{token}"
     finally:
@@ -127,3 +128,44 @@ def test_a_writer_that_pauses_with_the_file_open_loads_every_row(writers) -> Non
         whole.stat().st_size,
     )
     assert p.hive_rows(table, [fid]) == {fid: 20}
+
+
+def test_a_file_appended_after_it_was_taken_is_reported_and_its_new_rows_flow(writers) -> None:  # type: ignore[no-untyped-def]
+    p, table = writers
+    header, data = _rows(p, 3)
+    first, appended = header + b"".join(data[:10]), b"".join(data[10:20])
+    relative = "flights/flights_appended_later.csv"
+    fid1 = derive_file_id("flights", hashlib.sha256(first).hexdigest())
+    fid2 = derive_file_id("flights", hashlib.sha256(header + appended).hexdigest())
+    outcomes = Outcomes(p.settings)
+    (p.nas_dir / relative).write_bytes(first)  # one open-write-close: taken at its close
+    wait_for_outcomes(outcomes, lambda: fid1 in outcomes.loaded, "the first version", 300)
+    archived = p.nas_dir / ".ferry" / "archive" / relative
+    assert archived.read_bytes() == first
+    with archived.open("ab") as f:  # reopened for append later, in the moved copy
+        f.write(appended)
+    wait_for_outcomes(
+        outcomes,
+        lambda: fid1 in outcomes.failed and fid2 in outcomes.loaded,
+        "the change reported and the appended rows loaded",
+        300,
+        p.group.check_alive,
+    )
+    [report] = outcomes.failed[fid1]
+    assert (report.stage, report.reason, report.manifest.source_path) == (  # type: ignore[union-attr]
+        "extract",
+        "changed_after_extract",
+        relative,
+    )
+    assert f"taken as {len(first)} bytes" in report.error
+    assert f"is now {len(first) + len(appended)} bytes" in report.error
+    m = outcomes.loaded[fid2].manifest
+    assert (m.source_path, m.size_bytes, m.rows_in, m.rows_out, m.rows_rejected) == (
+        relative,
+        len(header) + len(appended),
+        10,
+        10,
+        0,
+    )
+    assert _outcomes_of(outcomes, relative) == sorted([fid1, fid2])
+    assert p.hive_rows(table, [fid1, fid2]) == {fid1: 10, fid2: 10}  # every row once
