@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings, get_settings
 from ferry.core.errors import FerryError, SerializationError
-from ferry.core.events import TOPIC_NAMES
+from ferry.core.events import TOPIC_NAMES, FileFailed
 from ferry.core.kafka import group_id
 from ferry.core.secrets import resolve_secret
 from ferry.core.service import configure_logging
@@ -83,6 +83,12 @@ class TrackerMetrics:
             "ferry_files_stuck",
             "Files waiting in a stage longer than its SLA.",
             ["stage"],
+            registry=r,
+        )
+        self.quarantine = Gauge(
+            "ferry_quarantine_entries",
+            "Quarantine entries by state: open (needs someone), dismissed, superseded.",
+            ["state"],
             registry=r,
         )
         self.lag = Gauge(
@@ -219,8 +225,8 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
                 continue
             metrics.events.labels(msg.topic).inc()
             ctx.liveness.last_event_ms = now_ms()
-            if event.TOPIC == "failed":
-                metrics.failures.labels(event.stage, event.reason).inc()  # type: ignore[union-attr]
+            if isinstance(event, FileFailed):
+                metrics.failures.labels(event.stage, event.reason).inc()
             for stage, seconds in stage_latencies(before, Timeline.from_dict(record)).items():
                 metrics.latency.labels(stage).observe(seconds)
             sweep(msg.partition)

@@ -8,7 +8,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from ferry.core.timeline import STEPS, Timeline
+from ferry.core.timeline import STEPS, Timeline, closed_text
 from ferry.tracker.pages import esc, fmt_ms, fmt_s
 from ferry.tracker.query import summary
 from ferry.tracker.record import detail
@@ -107,12 +107,19 @@ def _bars_svg(items: list[dict[str, Any]], failures: list[dict[str, Any]], now_m
     )
 
 
-def file_body(record: Mapping[str, Any], stuck: bool, now_ms: int) -> str:
-    """The file page's region: facts, timeline bars, failures and commands."""
+def file_body(
+    record: Mapping[str, Any],
+    stuck: bool,
+    now_ms: int,
+    closure: tuple[str, str | None] | None = None,
+) -> str:
+    """The file page's region: facts, timeline bars, failures and commands; ``closure`` is a
+    failed file's quarantine state (:meth:`TrackerState.closure`)."""
     x = detail(record)
     rows = record.get("rows") or {}
     facts = [
         ("state", f"{record.get('state') or ''}{' stuck' if stuck else ''}"),
+        ("quarantine", closed_text(closure)),
         ("dataset", record.get("dataset")),
         ("NAS file", record.get("source_path")),
         ("size (bytes)", x["size_bytes"]),

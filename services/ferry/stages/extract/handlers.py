@@ -234,6 +234,8 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
                 reason=reason,
                 error=f"{display_name(cand.relative)}: {why}; not landed",
                 raw_key=os.fsencode(cand.relative),
+                dataset=cand.dataset.name,
+                source_path=display_name(cand.relative),
             )
         ]
     try:
@@ -252,6 +254,8 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
                 reason=exc.reason,
                 error=f"{display_name(cand.relative)}: {exc.message}; not landed",
                 raw_key=os.fsencode(cand.relative),
+                dataset=cand.dataset.name,
+                source_path=display_name(cand.relative),
             )
         ]
     with fh:

@@ -242,6 +242,8 @@ class ExtractService:
             error=display_name(f"{cand.relative}: {error}"),
             attempt=attempt,
             raw_key=os.fsencode(cand.relative),
+            dataset=cand.dataset.name,
+            source_path=display_name(cand.relative),
         )
 
     def _records(self, cand: Candidate, events: list[Event]) -> list[OutboundRecord]:
