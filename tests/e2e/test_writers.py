@@ -169,3 +169,13 @@ def test_a_file_appended_after_it_was_taken_is_reported_and_its_new_rows_flow(wr
     )
     assert _outcomes_of(outcomes, relative) == sorted([fid1, fid2])
     assert p.hive_rows(table, [fid1, fid2]) == {fid1: 10, fid2: 10}  # every row once
+    # the report is closed by the new version's load (issue 33, item 4), and both versions are
+    # found by the NAS name (item 5)
+    listed = p.ferry("quarantine", "list", "--all")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert f"{fid1} superseded by {fid2} (loaded " in " ".join(listed.stdout.split())
+    assert fid1 not in p.ferry("quarantine", "list").stdout
+    shown = p.ferry("status", relative)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f"2 versions of {relative}" in " ".join(shown.stdout.split())
+    assert f"file {fid2} (flights): loaded" in shown.stdout
