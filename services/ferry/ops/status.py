@@ -181,10 +181,12 @@ def file_status(settings: Settings, codec: EventCodec, file_id: str) -> dict[str
     if tracker_answers(settings):
         body = _get(settings, f"/files/{file_id}")
         return body or None
-    timelines, _bad = timelines_from_topics(settings, codec)
+    timelines, _bad = timelines_from_topics(settings, codec, file_id)
     tl = timelines.get(file_id)
     if tl is None:
         return None
+    if tl.state == "failed":  # superseded or not: every file's loads tell
+        timelines, _bad = timelines_from_topics(settings, codec)
     sla = dict(settings.tracker.sla_s)
     return _view(tl, int(time.time() * 1000), sla, name_loads(timelines))
 

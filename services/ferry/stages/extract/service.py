@@ -14,6 +14,10 @@ One file never ends the service: an unexpected error while extracting it (an ``O
 (traceback logged) and the others go on. Only an event the broker never acknowledged after the
 retries stops the service, with the NAS file left in place. Moved files never overwrite one
 another (:mod:`ferry.stages.extract.moves`).
+
+Issue 33: a file some process still writes is held back (:mod:`ferry.stages.extract.writers`),
+and a moved file written after it was taken is reported and its new bytes taken as a new version
+(:mod:`ferry.stages.extract.afterwards`), each scan.
 """
 
 from __future__ import annotations
@@ -130,7 +134,9 @@ class ExtractService:
         return watcher
 
     def run_once(self) -> int:
-        """One scan; land its finished files, ``settings.extract.workers`` at a time.
+        """One scan; land its finished files, ``settings.extract.workers`` at a time: those of
+        the drop directories and the new versions of moved files (whose changes are reported
+        first), less those a writer still holds.
 
         Returns how many files were handled (extracted or quarantined). Re-raises the first
         error that escaped :meth:`handle` (an event the broker never acknowledged) after the
