@@ -168,6 +168,26 @@ def test_a_lost_close_event_is_forgiven_when_proc_sees_every_process(
     assert check.is_written(c.path) is False
 
 
+def test_proc_is_not_read_for_a_file_inotify_saw_closed(
+    tmp_path: Path, flights: DatasetSpec
+) -> None:
+    vouched, polled = (
+        _cand(tmp_path, flights, "flights_1.csv"),
+        _cand(tmp_path, flights, "flights_2.csv"),
+    )
+    finder = Finder({})
+    check = WriterCheck(finder)
+    assert check.split([vouched, polled], closed=lambda p: p == vouched.path) == (
+        [vouched, polled],
+        [],
+    )
+    assert finder.calls == [{polled.identity: "flights_2.csv"}]
+    finder.scan = ProcScan({}, hidden=1)  # another user's processes cannot be seen
+    check.written(vouched.path)  # written again after its close: looked up, and held
+    assert check.split([vouched], closed=lambda p: True) == ([], [vouched])
+    assert finder.calls[-1] == {vouched.identity: "flights_1.csv"}
+
+
 def test_refused_entries_are_never_held_nor_looked_up(tmp_path: Path, flights: DatasetSpec) -> None:
     c = _cand(tmp_path, flights, "flights_1.csv")
     refused = Candidate(c.path, flights, c.relative, 0, 0, refusal=("symlink_refused", "a link"))

@@ -155,7 +155,7 @@ class ExtractService:
                     self.stats.changed += len(reports)
             cands += versions
         if self.writers is not None:
-            cands, held = self.writers.split(cands)
+            cands, held = self.writers.split(cands, self.scanner.is_marked)
             for cand in held:  # judged again from scratch once its writer is done
                 self._unsettled(cand)
         cands += self.scanner.take_refusals()  # recorded and moved away, never read (C15)

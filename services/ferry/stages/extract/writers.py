@@ -14,7 +14,10 @@ says, a candidate is held back while extract sees a writer, by either of:
   of them with root or ``CAP_SYS_PTRACE``).
 
 An inotify "written, not closed" note is dropped when /proc saw every process and none writes
-the file (the close event was lost, e.g. to an inotify queue overflow). On a network mount
+the file (the close event was lost, e.g. to an inotify queue overflow). /proc is read only for
+files no inotify event vouches for (closed after writing, or renamed into place, and not written
+since): those found by the stable window alone — present when extract started, on a polled
+mount, or left open by a writer that paused. On a network mount
 (NFS, SMB) a writer on another host is visible to neither: there the stable window and the
 marker policy stay the rule (docs/operations.md, "Writers and the stable window"), and a file
 changed after it was taken is caught by :mod:`ferry.stages.extract.afterwards`.
@@ -167,16 +170,25 @@ class WriterCheck:
         with self._lock:
             return path in self._written
 
-    def split(self, cands: Iterable[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
+    def split(
+        self, cands: Iterable[Candidate], closed: Callable[[Path], bool] | None = None
+    ) -> tuple[list[Candidate], list[Candidate]]:
         """(the candidates to take, those held back because a writer still has them open).
 
-        Refused candidates (``refusal`` set) are never held: nothing of them is read. Logs each
-        held file once (info) while it stays held for the same reason."""
+        ``closed(path)``: inotify vouches that the file's writer closed it (or renamed it into
+        place) and nothing wrote to it since (the scanner's mark); such files are not looked
+        up in /proc, which costs a pass over every process's descriptors. Refused candidates
+        (``refusal`` set) are never held: nothing of them is read. Logs each held file once
+        (info) while it stays held for the same reason."""
         cands = list(cands)
         with self._lock:
             written = {p for p in self._written if os.path.lexists(p)}
             self._written = written
-        judged = [c for c in cands if c.refusal is None]
+        judged = [
+            c
+            for c in cands
+            if c.refusal is None and not (closed and closed(c.path) and c.path not in written)
+        ]
         scan = None
         if self.finder is not None and judged:
             scan = self.finder({c.identity: c.path.name for c in judged if c.identity})
