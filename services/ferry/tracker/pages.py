@@ -127,7 +127,7 @@ def overview_body(ov: Mapping[str, Any], summary: Mapping[str, Any], dataset: st
                 "quarantined",
                 quarantined,
                 "quarantined",
-                _files_link(state="failed", stage=s, dataset=dataset),
+                _files_link(state="quarantined", stage=s, dataset=dataset),
             )
             + _fig(s, "done", v.get("done"), "done")
             + "</div>"
