@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ferry.core.avro import EventCodec
+from ferry.core.config import ExtractSettings
 from ferry.core.errors import SerializationError
 from ferry.core.events import FileExtracted, FileFailed, FileManifest, failed
 from ferry.datasets import DatasetSpec, FinishedPolicy
@@ -334,3 +335,22 @@ class ArchiveWatch:
         w = self.entries.get(path)
         if w is not None:
             w.seen, w.pending = None, None
+
+
+def archive_watch(
+    extract: ExtractSettings,
+    nas_dir: Path,
+    datasets: Mapping[str, DatasetSpec],
+    codec: EventCodec,
+) -> ArchiveWatch | None:
+    """The watch ``extract.watch_after_s`` asks for, or None (0: moved files not watched)."""
+    if extract.watch_after_s <= 0:
+        return None
+    return ArchiveWatch(
+        nas_dir,
+        datasets,
+        codec,
+        watch_s=extract.watch_after_s,
+        check_s=extract.watch_check_s,
+        chunk_bytes=extract.chunk_bytes,
+    )

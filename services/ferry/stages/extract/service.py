@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,12 +44,12 @@ from ferry.core.retry import retrying
 from ferry.core.service import service_main
 from ferry.core.topics import ensure_topics
 from ferry.datasets import load_datasets
-from ferry.stages.extract.afterwards import ArchiveWatch
+from ferry.stages.extract.afterwards import ArchiveWatch, archive_watch
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.stages.extract.moves import move_out
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
-from ferry.stages.extract.watcher import NasWatcher, choose_detection
-from ferry.stages.extract.writers import WriterCheck, open_writers
+from ferry.stages.extract.watcher import NasWatcher, choose_detection, mount_note
+from ferry.stages.extract.writers import WriterCheck, writer_check
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +117,11 @@ class ExtractService:
         """
         setting = self.settings.extract.detection
         if choose_detection(setting, self.settings.paths.nas_dir) != "inotify":
-            log.info("extract: polling the NAS every %ss", self.settings.extract.poll_interval_s)
+            log.info(
+                "extract: polling the NAS every %ss%s",
+                self.settings.extract.poll_interval_s,
+                mount_note(self.settings.paths.nas_dir),
+            )
             return None
         watcher = NasWatcher(
             self.scanner, self.wake, self.settings.extract.close_settle_s, self.writers
@@ -379,19 +382,8 @@ def build(settings: Settings | None = None) -> ExtractService:
         deps,
         build_producer(settings.kafka, "ferry-extract"),
         codec,
-        writers=WriterCheck(open_writers if sys.platform.startswith("linux") else None)
-        if settings.extract.hold_open_files
-        else None,
-        afterwards=ArchiveWatch(
-            settings.paths.nas_dir,
-            datasets,
-            codec,
-            watch_s=settings.extract.watch_after_s,
-            check_s=settings.extract.watch_check_s,
-            chunk_bytes=settings.extract.chunk_bytes,
-        )
-        if settings.extract.watch_after_s > 0
-        else None,
+        writers=writer_check(settings.extract),
+        afterwards=archive_watch(settings.extract, settings.paths.nas_dir, datasets, codec),
     )
 
 

@@ -72,6 +72,19 @@ def fs_type(path: Path) -> str:
     return kind
 
 
+def mount_note(nas_dir: Path, fstype: str | None = None) -> str:
+    """For extract's start-up log: on a network mount (:data:`POLLED_FS_TYPES`, ``fuse.*``), a
+    note that writers on other hosts are invisible there, so the dataset's stable window or
+    marker policy decides when a file is finished (issue 33); else ``""``."""
+    kind = fs_type(nas_dir) if fstype is None else fstype
+    if kind in POLLED_FS_TYPES or kind.startswith("fuse"):
+        return (
+            f" (a {kind} mount: a writer on another host is not seen, so each dataset's stable "
+            "window or marker policy decides when a file is finished)"
+        )
+    return ""
+
+
 def choose_detection(setting: Detection, nas_dir: Path, fstype: str | None = None) -> str:
     """``"inotify"`` or ``"poll"`` for the NAS directory under ``setting``.
 

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ferry.core.config import ExtractSettings
 from ferry.stages.extract.scanner import Candidate, display_name
 
 log = logging.getLogger(__name__)
@@ -227,3 +229,10 @@ class WriterCheck:
             self.closed(c.path)
             return None
         return "written (inotify) and not closed since"
+
+
+def writer_check(extract: ExtractSettings) -> WriterCheck | None:
+    """The check ``extract.hold_open_files`` asks for (with /proc on Linux), or None."""
+    if not extract.hold_open_files:
+        return None
+    return WriterCheck(open_writers if sys.platform.startswith("linux") else None)
