@@ -12,6 +12,7 @@ from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
 from tests.factories import failed, undecodable
 from tests.factories import manifest as make_manifest
 
+from ferry.core.dismissal import FileDismissed
 from ferry.core.errors import SerializationError
 from ferry.core.events import (
     EVENT_TYPES,
@@ -66,6 +67,18 @@ ALL_EVENTS = [
         source_offset=41,
     ),
     undecodable("load", ("ferry.transferred", 0, 7), raw_key=b"k\x00\xff", at=T1),
+    failed(
+        "extract",
+        None,
+        reason="symlink_refused",
+        error="a link",
+        attempt=1,
+        at=T1,
+        raw_key=b"flights/x.csv",
+        dataset="flights",
+        source_path="flights/x.csv",
+    ),
+    FileDismissed("flights/x.csv", "nobody owns this export", "ops@edge1", T1, T0),
 ]
 
 
@@ -91,6 +104,7 @@ def test_every_event_type_has_a_schema_and_a_topic(codec: EventCodec) -> None:
         "ferry.FileTransferred",
         "ferry.FileLoaded",
         "ferry.FileFailed",
+        "ferry.FileDismissed",  # on the failed topic: it closes a quarantine entry
     }
     assert TOPIC_NAMES == ("extracted", "transformed", "transferred", "loaded", "failed")
     assert set(EVENT_TYPES) | {"ferry.FileManifest"} == set(codec.current)
@@ -214,3 +228,16 @@ def test_advance_merges_uris_and_sets_updated_at() -> None:
     assert later.rows_out == 5
     assert later.updated_at > m.updated_at
     assert m.uris == {"landing": "hdfs://127.0.0.1:18020/ferry/landing/flights/x.csv"}
+
+
+def test_a_failure_names_its_nas_file_with_or_without_a_manifest() -> None:
+    with_manifest = failed("transform", manifest(), reason="header_mismatch")
+    assert (with_manifest.nas_dataset, with_manifest.nas_path) == (
+        "flights",
+        "flights/données été #1 100%=x.csv",
+    )
+    refused = failed("extract", None, dataset="flights", source_path="flights/x.csv")
+    assert (refused.nas_dataset, refused.nas_path) == ("flights", "flights/x.csv")
+    older = failed("extract", None, raw_key="flights/é.csv".encode())  # before the fields
+    assert (older.nas_dataset, older.nas_path) == (None, "flights/é.csv")
+    assert failed("load", None, raw_key=b"k").nas_path is None  # a record key, not a NAS path

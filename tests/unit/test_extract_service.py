@@ -28,7 +28,7 @@ from ferry.core.errors import TransientError
 from ferry.core.events import FileExtracted, derive_file_id, sha256_file
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.spec import DatasetSpec, FinishedPolicy
-from ferry.stages.extract.service import free_name
+from ferry.stages.extract.moves import free_name
 
 # -- ExtractService ---------------------------------------------------------------------------
 
@@ -264,12 +264,12 @@ def test_free_name_cuts_the_stem_to_stay_within_255_bytes(tmp_path: Path) -> Non
 def test_a_failed_move_is_logged_and_the_file_not_taken_again(
     ex: Extract, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import ferry.stages.extract.service as service_mod
+    import ferry.stages.extract.moves as moves_mod
 
     def move(src: str, dst: Any) -> None:
         raise PermissionError(13, "Permission denied", src)
 
-    monkeypatch.setattr(service_mod.shutil, "move", move)
+    monkeypatch.setattr(moves_mod.shutil, "move", move)
     path = ex.drop("flights_1.csv", DATA)
     producer = FakeProducer()
     svc, _ = ex.service(producer)

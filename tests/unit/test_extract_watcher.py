@@ -18,7 +18,7 @@ from tests.unit.extract_helpers import DATA, HEADER, service
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.spec import DatasetSpec, FinishedPolicy
 from ferry.stages.extract.scanner import Candidate, NasScanner
-from ferry.stages.extract.watcher import NasWatcher, choose_detection
+from ferry.stages.extract.watcher import NasWatcher, choose_detection, mount_note
 from ferry_kit.testing.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux")
@@ -144,6 +144,15 @@ def test_the_marker_policy_is_not_changed_by_marks(tmp_path: Path, flights: Data
     assert scanner.mark_complete(path) is False  # marker policy: only the marker counts
     assert scanner.is_marked(path) is False
     assert scanner.scan(0.0) == []
+
+
+def test_the_log_says_a_network_mount_hides_remote_writers(tmp_path: Path) -> None:
+    assert mount_note(tmp_path, fstype="ext4") == ""
+    assert mount_note(tmp_path, fstype="nfs4") == (
+        " (a nfs4 mount: a writer on another host is not seen, so each dataset's stable "
+        "window or marker policy decides when a file is finished)"
+    )
+    assert mount_note(tmp_path, fstype="fuse.sshfs").startswith(" (a fuse.sshfs mount")
 
 
 def test_auto_polls_remote_mounts_and_watches_local_ones(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ Inside the product data walks one way, floor by floor (a module imports only its
 areas of the floors below it)::
 
     core.errors
+    core.dismissal (the operator's FileDismissed event)
     core.events, settings
     core.wire, core.timeline, core.services, core.retry
     core.kafka
@@ -40,6 +41,7 @@ KIT = ROOT / "services" / "kit" / "ferry_kit"
 CORE = {
     "core.errors",
     "core.events",
+    "core.dismissal",
     "core.wire",
     "core.timeline",
     "core.services",
@@ -54,15 +56,17 @@ BASE = CORE | {"settings"}
 ALLOWED: dict[str, set[str]] = {
     "": set(),  # ferry/__init__.py
     "core.errors": set(),
-    "core.events": {"core.errors"},
+    "core.dismissal": {"core.errors"},
+    "core.events": {"core.errors", "core.dismissal"},
     "settings": {"core.errors"},
-    "core.wire": {"core.errors", "core.events", "settings"},
-    "core.timeline": {"core.errors", "core.events"},
+    "core.wire": {"core.errors", "core.dismissal", "core.events", "settings"},
+    "core.timeline": {"core.errors", "core.dismissal", "core.events"},
     "core.services": {"core.errors", "core.events"},
     "core.retry": {"core.errors", "settings"},
     "core.kafka": {
         "core.errors",
         "core.events",
+        "core.dismissal",
         "core.wire",
         "core.retry",
         "core.services",

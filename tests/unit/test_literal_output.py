@@ -50,7 +50,13 @@ def test_quarantine_list_and_show_print_names_and_errors_literally(monkeypatch, 
     runner = CliRunner()
     listed = runner.invoke(quarantine_cli.app, ["list"], env={"COLUMNS": "250"})
     assert listed.exit_code == 0, listed.output
-    assert listed.output.splitlines()[2] == f"    {ERROR}"
+    lines = listed.output.splitlines()
+    assert lines[1] == f"{entry.key}  quarantined"
+    assert lines[2] == (
+        f"    dataset flights · NAS {NAME} · stage transform · reason header_mismatch · "
+        "failed 2024-01-02 03:04:05 · attempt 1"
+    )
+    assert lines[3] == f"    {ERROR}"
     assert "❌" not in listed.output and "👍" not in listed.output
     shown = runner.invoke(quarantine_cli.app, ["show", entry.key], env={"COLUMNS": "250"})
     assert shown.exit_code == 0, shown.output

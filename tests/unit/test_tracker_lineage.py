@@ -73,7 +73,7 @@ def test_a_quarantined_file_ends_in_fail_with_its_reason() -> None:
 
 
 def test_file_page_holds_the_chain() -> None:
-    html = filepage.file_body(loaded_file(), False, 0, NAMES)
+    html = filepage.file_body(loaded_file(), False, 0, names=NAMES)
     assert "<p id='lineage-chain'>" in html
     assert "hive://127.0.0.1:19083/ferry.flights (7 rows)" in html
     assert "<table id='lineage'>" in html and html.count("<tr class='hop complete'>") == 4

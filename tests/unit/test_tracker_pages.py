@@ -170,7 +170,7 @@ def test_every_text_from_files_is_escaped() -> None:
     html = pages.files_body(FileQuery(q=NASTY), {"q": NASTY}, 4, page, NOW, SLA, state.datasets())
     record = store[fid(NASTY)]
     names = Names("ferry", Path("/nas"), "hive://h:1", "hdfs://a/warehouse")
-    html += filepage.file_body(record, False, NOW, names)  # the lineage chain too
+    html += filepage.file_body(record, False, NOW, names=names)  # the lineage chain too
     html += filepage.render_status_page([], NOW, SLA, NASTY)
     ov = overview(state, NOW, SLA, {}, {})
     html += pages.overview_body(ov, state.counts(NOW, SLA), NASTY)

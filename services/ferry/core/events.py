@@ -1,16 +1,14 @@
 """Ferry's events: one past-tense dataclass per transition, with explicit wire dicts.
 
 The Avro types live in ``schemas/ferry.<Name>.avsc``; each dataclass here mirrors one of them field
-for field. ``to_dict()`` gives the Avro datum that :class:`ferry.core.wire.avro.EventCodec` encodes
-and
-``from_dict()`` builds the event back from a decoded datum, field by field. Timestamps are
-timezone-aware UTC :class:`datetime.datetime` values (Avro ``timestamp-millis``, so millisecond
-precision on the wire).
+for field. ``to_dict()`` gives the Avro datum that :class:`ferry.core.wire.avro.EventCodec`
+encodes and ``from_dict()`` builds the event back from a decoded datum, field by field. Timestamps
+are timezone-aware UTC :class:`datetime.datetime` values (Avro ``timestamp-millis``, so
+millisecond precision on the wire).
 
 Every event about a file is keyed by its :attr:`FileManifest.file_id` and goes to the topic
-``settings.kafka.topic(event.TOPIC)`` (see :func:`ferry.core.kafka.publish.encode_events`). Every
-stage
-builds its quarantine records with :func:`failed`.
+``settings.kafka.topic(event.TOPIC)`` (see :func:`ferry.core.kafka.publish.encode_events`).
+Every stage builds its quarantine records with :func:`failed`.
 """
 
 from __future__ import annotations
@@ -22,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, Union, get_args
 
+from ferry.core.dismissal import FileDismissed
 from ferry.core.errors import SerializationError
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -244,6 +243,7 @@ class FileFailed:
 
     ``manifest`` is ``None`` when the input could not be decoded; then ``raw_key``/``raw_value``
     hold its bytes. ``source_*`` locate the input record (topic, partition, offset).
+    ``dataset``/``source_path`` name a NAS file that failed before it had a manifest (extract).
     """
 
     SCHEMA: ClassVar[str] = "ferry.FileFailed"
@@ -260,10 +260,27 @@ class FileFailed:
     source_offset: int | None = None
     raw_key: bytes | None = None
     raw_value: bytes | None = None
+    dataset: str | None = None
+    source_path: str | None = None
 
     @property
     def file_id(self) -> str | None:
         return self.manifest.file_id if self.manifest is not None else None
+
+    @property
+    def nas_dataset(self) -> str | None:
+        """The file's dataset: the manifest's, else ``dataset``."""
+        return self.manifest.dataset if self.manifest is not None else self.dataset
+
+    @property
+    def nas_path(self) -> str | None:
+        """The file's NAS path: the manifest's, else ``source_path``, else (an extract failure
+        recorded before that field existed) ``raw_key`` as UTF-8."""
+        if self.manifest is not None:
+            return self.manifest.source_path
+        if self.source_path is None and self.stage == "extract" and self.raw_key:
+            return self.raw_key.decode("utf-8", "backslashreplace")
+        return self.source_path
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -278,6 +295,8 @@ class FileFailed:
             "source_offset": self.source_offset,
             "raw_key": self.raw_key,
             "raw_value": self.raw_value,
+            "dataset": self.dataset,
+            "source_path": self.source_path,
         }
 
     @classmethod
@@ -296,6 +315,8 @@ class FileFailed:
             source_offset=data.get("source_offset"),
             raw_key=data.get("raw_key"),
             raw_value=data.get("raw_value"),
+            dataset=data.get("dataset"),
+            source_path=data.get("source_path"),
         )
 
 
@@ -312,6 +333,8 @@ def failed(
     raw_key: bytes | None = None,
     raw_value: bytes | None = None,
     failed_at: datetime | None = None,
+    dataset: str | None = None,
+    source_path: str | None = None,
 ) -> FileFailed:
     """The :class:`FileFailed` every stage emits when it gives up on one input.
 
@@ -328,6 +351,7 @@ def failed(
         raw_key, raw_value: the input's raw bytes, when it could not be decoded (extract puts the
             NAS path's bytes in ``raw_key``).
         failed_at: when the stage gave up, timezone-aware UTC; default :func:`utc_now`.
+        dataset, source_path: the NAS file's dataset and path when there is no manifest.
 
     Raises:
         ValueError: ``attempt`` is below 1.
@@ -346,18 +370,19 @@ def failed(
         source_offset=source_offset,
         raw_key=raw_key,
         raw_value=raw_value,
+        dataset=dataset,
+        source_path=source_path,
     )
 
 
 #: Every event type, by Avro full name. The one table from schema to class.
-Event = Union[FileExtracted, FileTransformed, FileTransferred, FileLoaded, FileFailed]  # noqa: UP007
-EVENT_TYPES: dict[str, type[Any]] = {
-    cls.SCHEMA: cls
-    for cls in (FileExtracted, FileTransformed, FileTransferred, FileLoaded, FileFailed)
-}
+Event = Union[  # noqa: UP007
+    FileExtracted, FileTransformed, FileTransferred, FileLoaded, FileFailed, FileDismissed
+]
+EVENT_TYPES: dict[str, type[Any]] = {cls.SCHEMA: cls for cls in get_args(Event)}
 
-#: Short topic names of the topic plan, in pipeline order.
-TOPIC_NAMES: tuple[str, ...] = tuple(cls.TOPIC for cls in EVENT_TYPES.values())
+#: Short topic names of the topic plan, in pipeline order (``failed`` also carries dismissals).
+TOPIC_NAMES: tuple[str, ...] = tuple(dict.fromkeys(cls.TOPIC for cls in EVENT_TYPES.values()))
 
 
 def event_key(event: Event, fallback: str | None = None) -> str:

@@ -12,6 +12,11 @@ independently), so the fold is order-insensitive for the state: it keeps per ste
 last event time and the count, and derives the state from those.
 
 Timelines are stored as JSON-able dicts (:meth:`Timeline.to_dict`) in the tracker's table.
+
+A failed file's quarantine entry closes (docs/operations.md, "Closing a quarantine entry") when
+an operator dismissed it (a :class:`~ferry.core.dismissal.FileDismissed` folded here, covering
+the failures up to its ``failed_at``) or when another file of the same NAS name loaded after the
+failure (superseded: a fact of other files' timelines, told by :class:`NameLoads`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ferry.core.dismissal import FileDismissed
 from ferry.core.events import (
     Event,
     FileExtracted,
@@ -86,6 +92,16 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Dismissal:
+    """An operator's dismissal: note, who, when (epoch ms), and the last failure time it covers."""
+
+    note: str
+    by: str
+    at_ms: int
+    covers_ms: int
+
+
+@dataclass(frozen=True)
 class Timeline:
     """Everything the tracker knows of one file.
 
@@ -104,6 +120,16 @@ class Timeline:
     rows: Mapping[str, int] = field(default_factory=dict)
     table: str | None = None
     reject_reasons: Mapping[str, int] = field(default_factory=dict)
+    dismissed: Dismissal | None = None
+
+    @property
+    def dismissal(self) -> Dismissal | None:
+        """The dismissal that closes the file's quarantine entry: it is failed and was
+        dismissed after its latest failure; ``None`` otherwise."""
+        d, f = self.dismissed, self.failure
+        if d is None or f is None or self.state != "failed" or f.at_ms > d.covers_ms:
+            return None
+        return d
 
     @property
     def state(self) -> str | None:
@@ -140,30 +166,34 @@ class Timeline:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (what the tracker stores and serves); derived fields included."""
-        return {
-            "file_id": self.file_id,
-            "dataset": self.dataset,
-            "source_path": self.source_path,
-            "state": self.state,
-            "waiting_in": self.waiting_in,
-            "steps": {
-                s: {"first_ms": m.first_ms, "last_ms": m.last_ms, "events": m.events}
-                for s, m in sorted(self.steps.items(), key=lambda kv: _ORDER[kv[0]])
-            },
-            "last_event": self.last_event,
-            "attempts": self.attempts,
-            "failure": None
-            if self.failure is None
-            else {
-                "stage": self.failure.stage,
-                "reason": self.failure.reason,
-                "error": self.failure.error,
-                "attempt": self.failure.attempt,
-                "at_ms": self.failure.at_ms,
-            },
-            "rows": dict(self.rows),
-            "table": self.table,
-        } | ({"reject_reasons": dict(self.reject_reasons)} if self.reject_reasons else {})
+        return (
+            {
+                "file_id": self.file_id,
+                "dataset": self.dataset,
+                "source_path": self.source_path,
+                "state": self.state,
+                "waiting_in": self.waiting_in,
+                "steps": {
+                    s: {"first_ms": m.first_ms, "last_ms": m.last_ms, "events": m.events}
+                    for s, m in sorted(self.steps.items(), key=lambda kv: _ORDER[kv[0]])
+                },
+                "last_event": self.last_event,
+                "attempts": self.attempts,
+                "failure": None
+                if self.failure is None
+                else {
+                    "stage": self.failure.stage,
+                    "reason": self.failure.reason,
+                    "error": self.failure.error,
+                    "attempt": self.failure.attempt,
+                    "at_ms": self.failure.at_ms,
+                },
+                "rows": dict(self.rows),
+                "table": self.table,
+            }
+            | ({"reject_reasons": dict(self.reject_reasons)} if self.reject_reasons else {})
+            | ({"dismissed": self.dismissed.__dict__.copy()} if self.dismissed else {})
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Timeline:
@@ -180,13 +210,17 @@ class Timeline:
             rows=dict(d.get("rows") or {}),
             table=d.get("table"),
             reject_reasons=dict(d.get("reject_reasons") or {}),
+            dismissed=Dismissal(**d["dismissed"]) if d.get("dismissed") else None,
         )
 
 
 def event_time_ms(event: Event) -> int:
-    """The event's own time, epoch ms (``failed_at`` or ``manifest.updated_at``)."""
+    """The event's own time, epoch ms (``failed_at``, ``dismissed_at`` or
+    ``manifest.updated_at``)."""
     if isinstance(event, FileFailed):
         return to_ms(event.failed_at)
+    if isinstance(event, FileDismissed):
+        return to_ms(event.dismissed_at)
     return to_ms(event.manifest.updated_at)
 
 
@@ -200,10 +234,15 @@ def fold(timeline: Timeline | None, event: Event, key: str) -> Timeline:
     Raises:
         ValueError: ``event`` is not a Ferry event type.
     """
+    tl = timeline if timeline is not None else Timeline(file_id=key)
+    if isinstance(event, FileDismissed):  # no step: it closes the quarantine entry
+        d = Dismissal(event.note, event.by, to_ms(event.dismissed_at), to_ms(event.failed_at))
+        if tl.dismissed is None or d.at_ms >= tl.dismissed.at_ms:
+            return replace(tl, dismissed=d)
+        return tl
     step = _STEP_OF.get(type(event))
     if step is None:
         raise ValueError(f"not a Ferry event: {type(event).__name__}")
-    tl = timeline if timeline is not None else Timeline(file_id=key)
     ms = event_time_ms(event)
     steps = dict(tl.steps)
     steps[step] = steps[step].seen(ms) if step in steps else StepMark(ms, ms)
@@ -223,6 +262,9 @@ def fold(timeline: Timeline | None, event: Event, key: str) -> Timeline:
             changes["reject_reasons"] = dict(manifest.reject_reasons)
         attempt = max(attempt, manifest.attempt)
     if isinstance(event, FileFailed):
+        if manifest is None and tl.source_path is None:  # a NAS file refused before hashing
+            changes["dataset"] = event.nas_dataset
+            changes["source_path"] = event.nas_path
         attempt = max(attempt, event.attempt)
         if tl.failure is None or ms >= tl.failure.at_ms:
             changes["failure"] = Failure(event.stage, event.reason, event.error, event.attempt, ms)
@@ -244,3 +286,57 @@ def stage_latencies(before: Timeline | None, after: Timeline) -> dict[str, float
             continue
         out[stage] = max(0.0, (after.steps[end].first_ms - after.steps[start].first_ms) / 1000)
     return out
+
+
+class NameLoads:
+    """Loads by NAS name, to tell a superseded quarantine entry: a failure of one file is
+    superseded when another file of the same NAS name (and dataset, when both are known) was
+    loaded after it — the corrected file re-dropped under its name, or the new version of a file
+    changed after it was taken."""
+
+    def __init__(self) -> None:
+        #: source_path → {file id: (dataset, first load time, epoch ms)}
+        self.by_name: dict[str, dict[str, tuple[str | None, int]]] = {}
+
+    def add(self, source_path: str, dataset: str | None, file_id: str, loaded_ms: int) -> None:
+        loads = self.by_name.setdefault(source_path, {})
+        first = loads.get(file_id)
+        loads[file_id] = (dataset, loaded_ms if first is None else min(first[1], loaded_ms))
+
+    def discard(self, source_path: str, file_id: str) -> None:
+        self.by_name.get(source_path, {}).pop(file_id, None)
+
+    def superseding(
+        self, source_path: str | None, dataset: str | None, file_id: str, failed_ms: int
+    ) -> tuple[str, int] | None:
+        """The other file (id, load time) of ``source_path`` loaded first after ``failed_ms``,
+        or None."""
+        if not source_path:
+            return None
+        later = [
+            (ms, fid)
+            for fid, (ds, ms) in self.by_name.get(source_path, {}).items()
+            if fid != file_id
+            and ms > failed_ms
+            and (ds is None or dataset is None or ds == dataset)
+        ]
+        if not later:
+            return None
+        ms, fid = min(later)
+        return fid, ms
+
+
+#: Quarantine states of a failed file that need no one (besides ``open``).
+CLOSED = ("superseded", "dismissed")
+
+
+def closed_text(closure: tuple[str, str | None] | None) -> str:
+    """``open``, ``superseded by <file id>``, ``dismissed: <note>``; empty for no closure."""
+    if not closure or not closure[0]:
+        return ""
+    state, detail = closure
+    if state == "superseded":
+        return f"superseded by {detail}"
+    if state == "dismissed":
+        return f"dismissed: {detail}"
+    return state

@@ -56,6 +56,7 @@ from openlineage.client.facet_v2 import (
     symlinks_dataset,
 )
 
+from ferry.core.dismissal import FileDismissed
 from ferry.core.events import Event, FileFailed, FileLoaded, FileManifest, FileTransformed
 from ferry.core.services import service
 from ferry.datasets.spec import DatasetSpec
@@ -256,7 +257,7 @@ class EventBuilder:
 
     def outputs(self, event: Event) -> list[OutputDataset]:
         """The datasets an output event's stage wrote, with their statistics."""
-        if isinstance(event, FileFailed):
+        if isinstance(event, (FileFailed, FileDismissed)):
             return []
         m = event.manifest
         if isinstance(event, FileLoaded):

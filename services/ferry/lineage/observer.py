@@ -128,7 +128,7 @@ class LineageObserver:
         self, dataset: str, source_path: str, started_at: str, outputs: Sequence[Event]
     ) -> list[Any]:
         b = self.builder
-        m = next((ev.manifest for ev in outputs if getattr(ev, "manifest", None)), None)
+        m = next((mm for ev in outputs if (mm := getattr(ev, "manifest", None))), None)
         if m is not None:
             facts = facts_of(m)
         else:  # refused before it was read: no file_id

@@ -1,4 +1,5 @@
-"""``ferry quarantine list | show FILE_ID | release FILE_ID...`` (:mod:`ferry.ops.quarantine`)."""
+"""``ferry quarantine list | show ID | release ID... | dismiss ID... --note TEXT``
+(:mod:`ferry.ops.quarantine`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import typer
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from ferry.core.errors import FerryError
 from ferry.ops.console import literal_console
@@ -22,34 +25,55 @@ if TYPE_CHECKING:
 app = typer.Typer(no_args_is_help=True)
 
 _FILE_IDS = typer.Argument(..., help="File id(s) to release.")
+_KEYS = typer.Argument(..., help="File id(s), or key(s) as `list` shows them.")
 
 
 def _when(entry: QuarantineEntry) -> str:
     return entry.failed.failed_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _state(entry: QuarantineEntry) -> str:
-    if entry.loaded_ms is not None:
-        at = datetime.fromtimestamp(entry.loaded_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        return f"loaded {at}"
-    return "empty file" if entry.empty else "quarantined"
+    """The entry's state with its detail: ``quarantined``, ``empty file``, ``loaded <UTC>``,
+    ``superseded by <file id> (loaded <UTC>)`` or ``dismissed by <who> at <UTC>: <note>``."""
+    state = entry.state
+    if state == "loaded" and entry.loaded_ms is not None:
+        return f"loaded {_utc(entry.loaded_ms)}"
+    if state == "superseded" and entry.superseded_by is not None:
+        fid, ms = entry.superseded_by
+        return f"superseded by {fid} (loaded {_utc(ms)})"
+    if state == "dismissed" and entry.dismissed is not None:
+        d = entry.dismissed
+        return (
+            f"dismissed by {d.by} at {d.dismissed_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}: {d.note}"
+        )
+    return "empty file" if state == "empty" else state
 
 
-def quarantine_lines(entries: Sequence[QuarantineEntry]) -> list[str]:
-    """Two lines per entry, readable at any terminal width and never cutting the file id (it is
-    copied into ``show``/``release``)::
+def quarantine_blocks(entries: Sequence[QuarantineEntry]) -> list[Text | Padding]:
+    """Per entry, for every stage alike: its key (file id, or NAS path of a file refused before
+    it had one) and state on the first line, never cut (it is copied into ``show``, ``release``,
+    ``dismiss``); then dataset, NAS name, stage, reason code and failure time; then the whole
+    reason, every line, wrapped at the terminal's width::
 
-        <file id>  <state>  <stage> <reason>  failed <UTC>
-            <error, first 160 chars of its first line>
-
-    State: ``quarantined``, ``empty file`` (recorded, nothing to do) or ``loaded <UTC>`` (loaded
-    after its latest failure). Attempts and the failure count are in ``ferry quarantine show``."""
-    out = []
+        <key>  <state>
+            dataset <d> · NAS <path> · stage <s> · reason <code> · failed <UTC> · attempt <n>
+            <error, whole, wrapped>
+    """
+    out: list[Text | Padding] = []
     for e in entries:
         f = e.failed
-        error = (f.error.splitlines() or [""])[0][:160]
-        out.append(f"{e.key}  {_state(e)}  {f.stage} {f.reason}  failed {_when(e)}")
-        out.append(f"    {error}")
+        out.append(Text(f"{e.key}  {_state(e)}"))
+        facts = (
+            f"dataset {f.nas_dataset or '?'} · NAS {f.nas_path or '?'} · stage {f.stage} · "
+            f"reason {f.reason} · failed {_when(e)} · attempt {f.attempt}"
+            + (f" · {e.failures} failures" if e.failures > 1 else "")
+        )
+        out.append(Padding(Text(facts, overflow="fold"), (0, 0, 0, 4), expand=False))
+        out.append(Padding(Text(f.error, overflow="fold"), (0, 0, 0, 4), expand=False))
     return out
 
 
@@ -75,22 +99,31 @@ def _load_or_exit(console: Console) -> tuple[QuarantineRead, Settings, EventCode
 @app.command("list")
 def list_(
     all_: bool = typer.Option(
-        False, "--all", help="Also the files loaded since their latest failure."
+        False,
+        "--all",
+        help="Also the entries closed since: loaded after their failure, superseded, dismissed.",
     ),
 ) -> None:
-    """Every quarantined file (its latest failure) as a table; empty files are marked."""
+    """Every quarantined file with its dataset, NAS name, stage, reason code and whole reason;
+    empty files are marked."""
     console = literal_console()
     read, settings, _codec = _load_or_exit(console)
     topic = settings.kafka.topic("failed")
     held = read.quarantined
     empty = sum(e.empty for e in held)
-    resolved = len(read.entries) - len(held)
     title = f"quarantine {topic}: {len(held)} file(s) quarantined ({empty} of them empty)"
-    if resolved:
-        title += f"; {resolved} loaded since their failure" + ("" if all_ else " (--all)")
+    closed = {s: sum(e.state == s for e in read.entries) for s in ("loaded", "superseded")}
+    closed["dismissed"] = sum(e.state == "dismissed" for e in read.entries)
+    parts = [
+        f"{closed['loaded']} loaded since their failure" if closed["loaded"] else "",
+        f"{closed['superseded']} superseded" if closed["superseded"] else "",
+        f"{closed['dismissed']} dismissed" if closed["dismissed"] else "",
+    ]
+    if any(parts):
+        title += "; " + ", ".join(p for p in parts if p) + ("" if all_ else " (--all)")
     console.print(title, soft_wrap=True)
-    for line in quarantine_lines(read.entries if all_ else held):
-        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    for block in quarantine_blocks(read.entries if all_ else held):
+        console.print(block)
     if read.unreadable:
         console.print(f"{len(read.unreadable)} unreadable record(s) on {topic}", style="yellow")
 
@@ -112,6 +145,8 @@ def show(
     table.add_column("value", overflow="fold")
     rows = [
         ("state", _state(entry)),
+        ("dataset", f.nas_dataset or "?"),
+        ("NAS path", f.nas_path or "?"),
         ("stage", f.stage),
         ("reason", f.reason),
         ("attempt", str(f.attempt)),
@@ -124,7 +159,6 @@ def show(
     if f.manifest is not None:
         m = f.manifest
         rows += [
-            ("dataset", m.dataset),
             ("source path", m.source_path),
             ("size bytes", str(m.size_bytes)),
             ("sha256", m.sha256),
@@ -166,3 +200,24 @@ def release_(
         console.print(f"released {r.key}: {what} → {r.record.topic}")
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     console.print(f"{len(done)} file(s) released at {stamp}")
+
+
+@app.command("dismiss")
+def dismiss_(
+    keys: list[str] = _KEYS,
+    note: str = typer.Option(..., "--note", help="Why nobody will fix it (kept and shown)."),
+) -> None:
+    """Close entries nobody will fix: kept on the failed topic, shown by `list --all` with the
+    note, counted as dismissed; a later failure of the same file opens it again."""
+    from ferry.ops.quarantine import dismiss
+
+    console = literal_console()
+    try:
+        read, settings, codec = _load()
+        done = dismiss(settings, codec, keys, note, read=read)
+    except FerryError as exc:
+        console.print(f"{exc}", style="red")
+        raise typer.Exit(1) from exc
+    for d in done:
+        console.print(f"dismissed {d.key} by {d.by}: {d.note}")
+    console.print(f"{len(done)} entr{'y' if len(done) == 1 else 'ies'} dismissed")

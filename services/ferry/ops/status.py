@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import requests
 
@@ -27,7 +29,7 @@ from ferry.core.kafka.admin import (
     watermarks,
 )
 from ferry.core.kafka.clients import build_admin
-from ferry.core.timeline import Timeline, fold
+from ferry.core.timeline import NameLoads, Timeline, fold
 from ferry.core.wire.avro import EventCodec
 from ferry.settings import Settings
 from ferry.settings.secrets import resolve_secret
@@ -138,12 +140,44 @@ def collect_status(settings: Settings, codec: EventCodec) -> StatusReport:
     for tl in timelines.values():
         states[tl.state or "unknown"] = states.get(tl.state or "unknown", 0) + 1
     stuck = [tl.to_dict() for tl in timelines.values() if tl.stuck(now, sla)]
-    failed = [tl.to_dict() for tl in timelines.values() if tl.state == "failed"]
+    loads = name_loads(timelines)
+    failed = [_view(tl, now, sla, loads) for tl in timelines.values() if tl.state == "failed"]
     return StatusReport("topics", states, stuck, failed, lag, bad)
 
 
+def name_loads(timelines: Mapping[str, Timeline]) -> NameLoads:
+    """The loads by NAS name of ``timelines`` (first load time), to tell superseded entries."""
+    loads = NameLoads()
+    for tl in timelines.values():
+        if "loaded" in tl.steps and tl.source_path:
+            loads.add(tl.source_path, tl.dataset, tl.file_id, tl.steps["loaded"].first_ms)
+    return loads
+
+
+def _view(tl: Timeline, now: int, sla: Mapping[str, float], loads: NameLoads) -> dict[str, Any]:
+    """What the tracker's ``/files/{id}`` answers, built from a timeline folded here: the
+    timeline dict, ``stuck``, and a failed file's ``quarantine`` state (as the tracker tells
+    it: superseded by a later load of its NAS name, else dismissed, else open)."""
+    body = {**tl.to_dict(), "stuck": tl.stuck(now, sla)}
+    if tl.state == "failed" and tl.failure is not None:
+        later = loads.superseding(tl.source_path, tl.dataset, tl.file_id, tl.failure.at_ms)
+        dismissal = tl.dismissal
+        body["quarantine"] = (
+            {"state": "superseded", "detail": later[0]}
+            if later
+            else {"state": "dismissed", "detail": dismissal.note}
+            if dismissal
+            else {"state": "open", "detail": None}
+        )
+    return body
+
+
 def file_status(settings: Settings, codec: EventCodec, file_id: str) -> dict[str, Any] | None:
-    """One file's timeline dict (tracker first, else folded from the topics); ``None``: unknown."""
+    """One file's timeline dict by its id (or the key of a failure without one; tracker first,
+    else folded from the topics); ``None``: unknown. A NAS path is looked up with
+    :func:`files_by_name`."""
+    if "/" in file_id:
+        return None
     if tracker_answers(settings):
         body = _get(settings, f"/files/{file_id}")
         return body or None
@@ -151,5 +185,31 @@ def file_status(settings: Settings, codec: EventCodec, file_id: str) -> dict[str
     tl = timelines.get(file_id)
     if tl is None:
         return None
+    if tl.state == "failed":  # superseded or not: every file's loads tell
+        timelines, _bad = timelines_from_topics(settings, codec)
     sla = dict(settings.tracker.sla_s)
-    return {**tl.to_dict(), "stuck": tl.stuck(int(time.time() * 1000), sla)}
+    return _view(tl, int(time.time() * 1000), sla, name_loads(timelines))
+
+
+def files_by_name(settings: Settings, codec: EventCodec, name: str) -> list[dict[str, Any]]:
+    """Timeline dicts of the files whose NAS path is ``name``, else whose NAS path or base name
+    starts with it; newest (by the time they entered their state) first. From the tracker's
+    ``/lookup`` when it answers, else folded from the topics."""
+    if tracker_answers(settings):
+        body = _get(settings, "/lookup?" + urlencode({"name": name})) or {}
+        return list(body.get("files") or [])
+    timelines, _bad = timelines_from_topics(settings, codec)
+    hits = [tl for tl in timelines.values() if tl.source_path == name]
+    if not hits:
+        hits = [
+            tl
+            for tl in timelines.values()
+            if tl.source_path
+            and (
+                tl.source_path.startswith(name)
+                or tl.source_path.rsplit("/", 1)[-1].startswith(name)
+            )
+        ]
+    hits.sort(key=lambda tl: (-(tl.entered_ms() or 0), tl.file_id))
+    now, sla, loads = int(time.time() * 1000), dict(settings.tracker.sla_s), name_loads(timelines)
+    return [_view(tl, now, sla, loads) for tl in hits]

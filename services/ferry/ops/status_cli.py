@@ -1,4 +1,4 @@
-"""``ferry status [FILE_ID]`` (see :mod:`ferry.ops.status`)."""
+"""``ferry status [FILE_ID | NAS_NAME]`` (see :mod:`ferry.ops.status`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ferry.core.errors import FerryError
+from ferry.core.timeline import closed_text
 from ferry.ops.console import literal_console
 
 #: How ``ferry.cli`` mounts :func:`status` (a command, not a group: no phantom ``COMMAND``).
@@ -44,25 +45,78 @@ def _reasons_table(reasons: dict[str, int]) -> Table:
     return t
 
 
+def _matches_table(title: str, files: list[dict[str, Any]]) -> Table:
+    """Files found by NAS name: id, dataset, NAS path, state and since when (UTC)."""
+    t = Table(title=title)
+    for col in ("file id", "dataset", "NAS file", "state", "since (UTC)", "quarantine"):
+        t.add_column(col, overflow="fold")
+    for d in files:
+        state = d.get("state")
+        since = d.get("steps", {}).get(state, {}).get("last_ms") if state else None
+        q = d.get("quarantine") or {}
+        t.add_row(
+            d["file_id"],
+            d.get("dataset") or "",
+            d.get("source_path") or "",
+            state or "",
+            _ts(since),
+            closed_text((q.get("state", ""), q.get("detail"))),
+        )
+    return t
+
+
+def _resolve(settings: Any, codec: Any, ref: str, console: Any) -> dict[str, Any] | None:
+    """The file ``ref`` names: a file id (or a failure's key), else a NAS name, exact or a
+    prefix. Prints the matches and returns None when a prefix names several NAS files; prints
+    the other versions when one NAS name has several files (the newest is returned)."""
+    from ferry.ops.status import file_status, files_by_name
+
+    d = file_status(settings, codec, ref)
+    if d is not None:
+        return d
+    found = files_by_name(settings, codec, ref)
+    if not found:
+        console.print(
+            f"no file with id or NAS name {ref} on {settings.kafka.topic_prefix}.*", style="red"
+        )
+        raise typer.Exit(1)
+    names = {f.get("source_path") for f in found}
+    if len(names) > 1:
+        console.print(
+            _matches_table(f"{len(found)} file(s) whose NAS name starts with {ref}", found)
+        )
+        console.print("show one with: ferry status FILE_ID (or its whole NAS name)")
+        return None
+    if len(found) > 1:
+        console.print(
+            _matches_table(f"{len(found)} versions of {found[0].get('source_path')}", found)
+        )
+        console.print("the newest:", soft_wrap=True)
+    return found[0]
+
+
 def status(
-    file_id: str | None = typer.Argument(None, help="Show one file's timeline instead."),
+    ref: str | None = typer.Argument(
+        None,
+        metavar="[FILE_ID|NAS_NAME]",
+        help="Show one file's timeline instead: its file id, or its NAS name "
+        "(e.g. flights/flights_2013-01-01.csv; a prefix of the path or of the file name).",
+    ),
 ) -> None:
     """Files per state, consumer lag per stage group, stuck and quarantined files."""
     from ferry.core.wire.avro import default_codec
-    from ferry.ops.status import collect_status, file_status
+    from ferry.ops.status import collect_status
     from ferry.settings import get_settings
 
     console = literal_console()
     settings = get_settings()
     codec = default_codec(settings.paths.schemas_dir)
     try:
-        if file_id is not None:
-            d = file_status(settings, codec, file_id)
+        if ref is not None:
+            d = _resolve(settings, codec, ref, console)
             if d is None:
-                console.print(
-                    f"no event of file {file_id} on {settings.kafka.topic_prefix}.*", style="red"
-                )
-                raise typer.Exit(1)
+                return
+            console.print(f"NAS file: {d.get('source_path') or '?'}", soft_wrap=True)
             console.print(_file_table(d))
             rows = d.get("rows") or {}
             console.print(f"rows: {rows}   attempts: {d.get('attempts')}   table: {d.get('table')}")
@@ -71,7 +125,14 @@ def status(
                 console.print(_reasons_table(reasons))
             if d.get("failure"):
                 f = d["failure"]
-                if d.get("state") == "failed":
+                q = d.get("quarantine") or {}
+                if d.get("state") == "failed" and q.get("state", "open") != "open":
+                    console.print(
+                        f"quarantine: {closed_text((q['state'], q.get('detail')))}; last "
+                        f"failure: {f['stage']} {f['reason']}: {f['error']}",
+                        soft_wrap=True,
+                    )
+                elif d.get("state") == "failed":
                     console.print(
                         f"last failure: {f['stage']} {f['reason']}: {f['error']}",
                         style="red",
@@ -114,9 +175,27 @@ def status(
         )
     console.print(lag)
 
-    for title, files in (("stuck files", rep.stuck), ("quarantined files", rep.quarantined)):
+    held = [
+        d for d in rep.quarantined if (d.get("quarantine") or {}).get("state", "open") == "open"
+    ]
+    closed = len(rep.quarantined) - len(held)
+    for title, files in (
+        ("stuck files", rep.stuck),
+        (
+            "quarantined files" + (f" ({closed} more superseded or dismissed)" if closed else ""),
+            held,
+        ),
+    ):
         t = Table(title=f"{title}: {len(files)}")
-        for col in ("file id", "dataset", "state", "waiting in", "since (UTC)", "failure"):
+        for col in (
+            "file id",
+            "dataset",
+            "NAS file",
+            "state",
+            "waiting in",
+            "since (UTC)",
+            "failure",
+        ):
             t.add_column(col, overflow="fold")
         for d in files[:50]:
             state = d.get("state")
@@ -125,6 +204,7 @@ def status(
             t.add_row(
                 d["file_id"],
                 d.get("dataset") or "",
+                d.get("source_path") or "",
                 state or "",
                 d.get("waiting_in") or "",
                 _ts(since),

@@ -66,6 +66,30 @@ class ExtractSettings(Frozen):
             "a file renamed from a hidden name is taken at once."
         ),
     )
+    hold_open_files: bool = Field(
+        default=True,
+        description=(
+            "Never take a NAS file while a process holds it open for writing, whatever the "
+            "stable window says: a write seen by inotify and not closed since, or a write "
+            "descriptor in /proc/<pid>/fdinfo (issue 33; ferry.stages.extract.writers). Sees "
+            "this host's processes only: on NFS/SMB a writer on another host stays invisible."
+        ),
+    )
+    watch_after_s: float = Field(
+        default=86400.0,
+        ge=0,
+        description=(
+            "Seconds a file moved under <nas_dir>/.ferry/ (archive, empty) stays watched for "
+            "writes after it was taken: a change is reported (changed_after_extract) and its "
+            "new bytes flow as a new version (issue 33; ferry.stages.extract.afterwards). 0: "
+            "not watched."
+        ),
+    )
+    watch_check_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds between two checks (size, mtime) of a watched moved file.",
+    )
     chunk_bytes: int = Field(default=1 << 20, description="Read/upload chunk size, bytes.")
     workers: int = Field(
         default=4,

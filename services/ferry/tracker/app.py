@@ -31,7 +31,7 @@ import faust
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ferry.core.errors import FerryError, SerializationError
-from ferry.core.events import TOPIC_NAMES
+from ferry.core.events import TOPIC_NAMES, FileFailed
 from ferry.core.kafka.clients import group_id
 from ferry.core.runtime.service import configure_logging
 from ferry.core.services import STAGES
@@ -80,6 +80,12 @@ class TrackerMetrics:
             "ferry_files_stuck",
             "Files waiting in a stage longer than its SLA.",
             ["stage"],
+            registry=r,
+        )
+        self.quarantine = Gauge(
+            "ferry_quarantine_entries",
+            "Quarantine entries by state: open (needs someone), dismissed, superseded.",
+            ["state"],
             registry=r,
         )
         self.lag = Gauge(
@@ -217,8 +223,8 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
                 continue
             metrics.events.labels(msg.topic).inc()
             ctx.liveness.last_event_ms = now_ms()
-            if event.TOPIC == "failed":
-                metrics.failures.labels(event.stage, event.reason).inc()  # type: ignore[union-attr]
+            if isinstance(event, FileFailed):
+                metrics.failures.labels(event.stage, event.reason).inc()
             for stage, seconds in stage_latencies(before, Timeline.from_dict(record)).items():
                 metrics.latency.labels(stage).observe(seconds)
             sweep(msg.partition)

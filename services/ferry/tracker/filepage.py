@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ferry.core.services import CONSUMING_STAGES, SERVICES
-from ferry.core.timeline import STEPS, Timeline
+from ferry.core.timeline import STEPS, Timeline, closed_text
 from ferry.lineage.naming import Names
 from ferry.tracker.lineage import lineage_section
 from ferry.tracker.pages import esc, fmt_ms, fmt_s
@@ -110,14 +110,20 @@ def _bars_svg(items: list[dict[str, Any]], failures: list[dict[str, Any]], now_m
 
 
 def file_body(
-    record: Mapping[str, Any], stuck: bool, now_ms: int, names: Names | None = None
+    record: Mapping[str, Any],
+    stuck: bool,
+    now_ms: int,
+    closure: tuple[str, str | None] | None = None,
+    names: Names | None = None,
 ) -> str:
     """The file page's region: facts, timeline bars, the lineage chain (with ``names``: the
-    deployment's OpenLineage names), failures and commands."""
+    deployment's OpenLineage names), failures and commands; ``closure`` is a failed file's
+    quarantine state (:meth:`TrackerState.closure`)."""
     x = detail(record)
     rows = record.get("rows") or {}
     facts = [
         ("state", f"{record.get('state') or ''}{' stuck' if stuck else ''}"),
+        ("quarantine", closed_text(closure)),
         ("dataset", record.get("dataset")),
         ("NAS file", record.get("source_path")),
         ("size (bytes)", x["size_bytes"]),

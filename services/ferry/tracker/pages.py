@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ferry.core.services import STAGES
-from ferry.core.timeline import STEPS
+from ferry.core.timeline import CLOSED, STEPS, closed_text
 from ferry.tracker.query import FileQuery
 from ferry.tracker.state import Entry
 
@@ -24,7 +24,7 @@ NAV = (
     ("/", "Overview"),
     ("/ui/files", "Files"),
     ("/ui/files?state=stuck", "Stuck"),
-    ("/ui/files?state=failed", "Quarantined"),
+    ("/ui/files?state=quarantined", "Quarantined"),
     ("/table", "Table"),
 )
 
@@ -128,7 +128,7 @@ def overview_body(ov: Mapping[str, Any], summary: Mapping[str, Any], dataset: st
                 "quarantined",
                 quarantined,
                 "quarantined",
-                _files_link(state="failed", stage=s, dataset=dataset),
+                _files_link(state="quarantined", stage=s, dataset=dataset),
             )
             + _fig(s, "done", v.get("done"), "done")
             + "</div>"
@@ -185,12 +185,14 @@ def files_body(
     now_ms: int,
     sla_s: Mapping[str, float],
     datasets: Sequence[str],
+    closures: Mapping[str, tuple[str, str | None]] | None = None,
 ) -> str:
     """The files region: the filter form, one row per file of ``page`` (linking to its page) and
-    the pager; ``raw`` is the request's query string (kept by the pager links)."""
+    the pager; ``raw`` is the request's query string (kept by the pager links); ``closures``:
+    file id → quarantine state and detail of the failed ones (:meth:`TrackerState.closure`)."""
     form = (
         "<form class='filters' method='get' action='/ui/files'>"
-        + _select("state", raw.get("state"), [*STEPS, "stuck"])
+        + _select("state", raw.get("state"), [*STEPS, "stuck", "quarantined", *CLOSED])
         + _select("dataset", query.dataset, datasets)
         + _select("stage", query.stage, STAGES)
         + f"<label>reason <input name='reason' value='{esc(query.reason)}' size='12'></label>"
@@ -203,7 +205,17 @@ def files_body(
     )
     head = "".join(
         f"<th>{h}</th>"
-        for h in ("file id", "dataset", "NAS file", "state", "stage", "since", "waiting", "reason")
+        for h in (
+            "file id",
+            "dataset",
+            "NAS file",
+            "state",
+            "stage",
+            "since",
+            "waiting",
+            "reason",
+            "quarantine",
+        )
     )
     rows = []
     for e in page:
@@ -218,7 +230,9 @@ def files_body(
             f"<td data-col='state'>{esc(e.state)}{' stuck' if stuck else ''}</td>"
             f"<td data-col='stage'>{esc(e.stage)}</td>"
             f"<td data-col='entered'>{fmt_ms(e.entered_ms)}</td>"
-            f"<td data-col='waiting'>{waited}</td><td data-col='reason'>{esc(e.reason)}</td></tr>"
+            f"<td data-col='waiting'>{waited}</td><td data-col='reason'>{esc(e.reason)}</td>"
+            f"<td data-col='quarantine'>{esc(closed_text((closures or {}).get(e.file_id)))}</td>"
+            "</tr>"
         )
     first = query.offset + 1 if page else 0
     last = query.offset + len(page)

@@ -7,14 +7,20 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from ferry.core.services import STAGES
 from ferry.core.timeline import STEPS, Timeline, to_ms
-from ferry.tracker.state import PRODUCES, Entry, TrackerState, attention
+from ferry.tracker.state import (
+    PRODUCES,
+    QUARANTINE_STATES,
+    Entry,
+    TrackerState,
+    attention,
+)
 
 #: Width of the "now" window for files/min and MB/min, minutes.
 RATE_WINDOW_MIN = 5
@@ -34,9 +40,11 @@ class QueryError(ValueError):
 class FileQuery:
     """A files listing request.
 
-    ``state``: a step name, ``stuck``, or ``quarantined`` (= ``failed``); ``stage``: the stage the
-    file waits in or failed in; ``reason``: failure reason code; ``since_ms``/``until_ms``: bounds
-    on the time the file entered its current state (epoch ms or ISO 8601, UTC when naive);
+    ``state``: a step name (``failed``: every failed file), ``stuck``, or a quarantine state:
+    ``quarantined`` (failed, and neither superseded nor dismissed), ``superseded``,
+    ``dismissed``; ``stage``: the stage the file waits in or failed in; ``reason``: failure
+    reason code; ``since_ms``/``until_ms``: bounds on the time the file entered its current
+    state (epoch ms or ISO 8601, UTC when naive);
     ``q``: prefix of the file id, of the NAS path, or of the NAS file name; ``sort``:
     ``attention`` (quarantined, stuck, waiting, loaded; newest first within each) or ``file_id``.
     """
@@ -88,7 +96,7 @@ class FileQuery:
             raise QueryError("sort must be attention or file_id")
         state = p.get("state")
         return cls(
-            state="failed" if state == "quarantined" else state,
+            state="open" if state == "quarantined" else state,
             dataset=p.get("dataset"),
             stage=p.get("stage"),
             reason=p.get("reason"),
@@ -100,11 +108,22 @@ class FileQuery:
             sort=chosen_sort,
         )
 
-    def matches(self, e: Entry, now_ms: int, sla_s: Mapping[str, float]) -> bool:
+    def matches(
+        self,
+        e: Entry,
+        now_ms: int,
+        sla_s: Mapping[str, float],
+        closure: Callable[[Entry], tuple[str, str | None]] | None = None,
+    ) -> bool:
+        """Whether ``e`` is listed; ``closure`` tells a failed file's quarantine state
+        (:meth:`TrackerState.closure`), for the quarantine states of ``state``."""
         if self.dataset and e.dataset != self.dataset:
             return False
         if self.state == "stuck":
             if not e.stuck(now_ms, sla_s):
+                return False
+        elif self.state in QUARANTINE_STATES:
+            if e.state != "failed" or closure is None or closure(e)[0] != self.state:
                 return False
         elif self.state and e.state != self.state:
             return False
@@ -131,12 +150,19 @@ def select(
     state: TrackerState, query: FileQuery, now_ms: int, sla_s: Mapping[str, float]
 ) -> tuple[int, list[Entry]]:
     """(number of matching files, the requested page of them in the query's order)."""
-    hits = [e for e in state.entries.values() if query.matches(e, now_ms, sla_s)]
+    hits = [e for e in state.entries.values() if query.matches(e, now_ms, sla_s, state.closure)]
     if query.sort == "file_id":
         hits.sort(key=lambda e: e.file_id)
     else:
-        hits.sort(key=lambda e: (attention(e, now_ms, sla_s), -e.entered_ms, e.file_id))
+        hits.sort(key=lambda e: (_rank(state, e, now_ms, sla_s), -e.entered_ms, e.file_id))
     return len(hits), hits[query.offset : query.offset + query.limit]
+
+
+def _rank(state: TrackerState, e: Entry, now_ms: int, sla_s: Mapping[str, float]) -> int:
+    """:func:`attention`, with a superseded or dismissed quarantine entry ranked with the loaded
+    files (it needs no one)."""
+    rank = attention(e, now_ms, sla_s)
+    return 3 if rank == 0 and state.closure(e)[0] != "open" else rank
 
 
 def _group_lags(lags: Mapping[tuple[str, str], int]) -> dict[str, int]:
@@ -184,7 +210,7 @@ def overview(
                 stages[w]["waiting"] += 1
                 if e.stuck(now_ms, sla_s):
                     stages[w]["stuck"] += 1
-            if e.state == "failed" and e.failed_stage in stages:
+            if e.state == "failed" and e.failed_stage in stages and state.closure(e)[0] == "open":
                 stages[e.failed_stage]["quarantined"] += 1
             for s in STAGES:
                 t = e.at(PRODUCES[s])

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ferry.core.services import SERVICES
-from ferry.core.timeline import STEPS, WAITS_IN
+from ferry.core.timeline import STEPS, WAITS_IN, NameLoads
 
 #: Stage → the step it produces (its output event's topic name), in pipeline order.
 PRODUCES: dict[str, str] = {s.name: s.output.TOPIC for s in SERVICES if s.output is not None}
@@ -28,6 +28,8 @@ class Entry:
 
     ``first`` holds per step of :data:`ferry.core.timeline.STEPS` the first event time (or
     ``None``); ``start_ms`` is the file's NAS time (``source_mtime``, else ``created_at``).
+    ``failed_ms`` is the latest failure's time; ``dismissed`` the note of a dismissal covering it
+    (``None``: not dismissed).
     """
 
     file_id: str
@@ -41,6 +43,8 @@ class Entry:
     size_bytes: int
     start_ms: int | None
     partition: int
+    failed_ms: int | None = None
+    dismissed: str | None = None
 
     @property
     def waiting_in(self) -> str | None:
@@ -70,6 +74,9 @@ def entry_of(record: Mapping[str, Any]) -> Entry | None:
         return None
     x = record.get("x") or {}
     failure = record.get("failure") or {}
+    d = record.get("dismissed") or {}
+    failed_ms = failure.get("at_ms")
+    covered = state == "failed" and d and failed_ms is not None and failed_ms <= d["covers_ms"]
     return Entry(
         file_id=record["file_id"],
         dataset=record.get("dataset") or "",
@@ -82,6 +89,8 @@ def entry_of(record: Mapping[str, Any]) -> Entry | None:
         size_bytes=int(x.get("size_bytes") or 0),
         start_ms=x.get("mtime_ms") or x.get("created_ms"),
         partition=int(x.get("p", -1)),
+        failed_ms=failed_ms,
+        dismissed=d["note"] if covered else None,
     )
 
 
@@ -94,29 +103,76 @@ def attention(e: Entry, now_ms: int, sla_s: Mapping[str, float]) -> int:
     return 2 if e.waiting_in else 3
 
 
+#: A quarantine entry's state: open (needs someone), dismissed, or superseded.
+QUARANTINE_STATES: tuple[str, ...] = ("open", "dismissed", "superseded")
+
+
 class TrackerState:
     """Index of retained files and counts of pruned ones.
 
-    ``pruned`` maps a dataset to the number of its loaded files whose detail was dropped.
+    ``pruned`` maps a dataset to the number of its loaded files whose detail was dropped;
+    ``loads`` the loads by NAS name (:class:`~ferry.core.timeline.NameLoads`) that tell a
+    superseded quarantine entry.
     """
 
     def __init__(self) -> None:
         self.entries: dict[str, Entry] = {}
         self.pruned: Counter[str] = Counter()
         self.loaded = False
+        self.loads = NameLoads()
+        #: NAS path → failed file ids (a loaded file of that name is kept from pruning)
+        self._failed_names: dict[str, set[str]] = {}
 
     def put(self, record: Mapping[str, Any]) -> None:
         e = entry_of(record)
         if e is not None:
+            self.drop(e.file_id)
             self.entries[e.file_id] = e
+            if (loaded := e.at("loaded")) is not None and e.source_path:
+                self.loads.add(e.source_path, e.dataset or None, e.file_id, loaded)
+            if e.state == "failed" and e.source_path:
+                self._failed_names.setdefault(e.source_path, set()).add(e.file_id)
 
     def drop(self, file_id: str) -> Entry | None:
-        return self.entries.pop(file_id, None)
+        e = self.entries.pop(file_id, None)
+        if e is not None and e.source_path:
+            self.loads.discard(e.source_path, file_id)
+            self._failed_names.get(e.source_path, set()).discard(file_id)
+        return e
+
+    def closure(self, e: Entry) -> tuple[str, str | None]:
+        """The quarantine state of ``e`` (see :data:`QUARANTINE_STATES`) and its detail: the
+        superseding file's id, or the dismissal's note. ``("", None)`` for a file not failed."""
+        if e.state != "failed":
+            return "", None
+        later = self.loads.superseding(
+            e.source_path, e.dataset or None, e.file_id, e.failed_ms or e.entered_ms
+        )
+        if later is not None:
+            return "superseded", later[0]
+        if e.dismissed is not None:
+            return "dismissed", e.dismissed
+        return "open", None
+
+    def by_name(self, name: str) -> list[Entry]:
+        """Files whose NAS path is ``name``; else whose NAS path or base name starts with it;
+        newest (by the time they entered their state) first."""
+        exact = [e for e in self.entries.values() if e.source_path == name]
+        if not exact:
+            exact = [
+                e
+                for e in self.entries.values()
+                if e.source_path.startswith(name)
+                or e.source_path.rsplit("/", 1)[-1].startswith(name)
+            ]
+        return sorted(exact, key=lambda e: (-e.entered_ms, e.file_id))
 
     def load(self, records: Iterable[Mapping[str, Any]], pruned: Mapping[str, int]) -> None:
         """Rebuild from the store: every record, and ``pruned`` (``"<partition>:<dataset>"`` →
         count, the persisted form)."""
         self.entries.clear()
+        self.loads = NameLoads()
+        self._failed_names.clear()
         for r in records:
             if r:
                 self.put(r)
@@ -130,6 +186,8 @@ class TrackerState:
         out = []
         for e in self.entries.values():
             if e.state == "loaded" and e.partition == partition and e.entered_ms < cutoff_ms:
+                if self._failed_names.get(e.source_path):
+                    continue  # it may supersede a quarantine entry: kept to tell so
                 out.append(e)
                 if len(out) >= limit:
                     break
@@ -140,15 +198,19 @@ class TrackerState:
         loaded files count as loaded."""
         states: Counter[str] = Counter()
         stuck: Counter[str] = Counter()
+        quarantine: Counter[str] = Counter()
         for e in self.entries.values():
             states[e.state] += 1
             if e.stuck(now_ms, sla_s):
                 stuck[e.waiting_in or "unknown"] += 1
+            if e.state == "failed":
+                quarantine[self.closure(e)[0]] += 1
         states["loaded"] += sum(self.pruned.values())
         return {
             "files": sum(states.values()),
             "states": {s: states.get(s, 0) for s in STEPS},
             "stuck": dict(stuck),
+            "quarantine": {s: quarantine.get(s, 0) for s in QUARANTINE_STATES},
         }
 
     def datasets(self) -> list[str]:

@@ -7,8 +7,11 @@ bodies (``?partial=1`` answers only the page's live region, for ``static/ferry.j
 ``GET /files?…``             timelines: ``state`` (a step, ``stuck``, ``quarantined``), ``dataset``,
                              ``stage``, ``reason``, ``since``/``until``, ``q``, ``offset``,
                              ``limit`` (default 1000), ``sort`` (``file_id`` default, ``attention``)
+``GET /lookup?name=``        files by NAS name: its exact path, else a prefix of the path or of the
+                             base name; newest first (``ferry status NAME``)
 ``GET /stuck``               files waiting in a stage longer than its SLA
-``GET /summary``             files per state, stuck per stage, bad records (``ferry status``)
+``GET /summary``             files per state, stuck per stage, quarantine entries per state (open,
+                             dismissed, superseded), bad records (``ferry status``)
 ``GET /overview``            per dataset per stage figures, lag per group, and the summary
 ``GET /charts?dataset=``     last hour: files/min per stage, NAS → Hive latency p50/p95
 ``GET /metrics``             Prometheus text format
@@ -26,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
+from urllib.parse import urlencode
 
 import faust
 from faust.web import Request, Response, View
@@ -82,11 +86,23 @@ class TrackerContext:
         return dict(raw) if raw else None
 
     def timeline_view(self, file_id: str, now: int) -> dict[str, Any] | None:
+        """The timeline dict, ``stuck``, and for a failed file ``quarantine``: its state
+        (``open``, ``dismissed``, ``superseded``) and detail (note, superseding file id)."""
         raw = self.record(file_id)
         if raw is None:
             return None
         tl = Timeline.from_dict(raw)
-        return {**tl.to_dict(), "stuck": tl.stuck(now, self.sla)}
+        body = {**tl.to_dict(), "stuck": tl.stuck(now, self.sla)}
+        if (closure := self.closure(file_id)) is not None:
+            body["quarantine"] = {"state": closure[0], "detail": closure[1]}
+        return body
+
+    def closure(self, file_id: str) -> tuple[str, str | None] | None:
+        """A failed file's quarantine state and detail (None: not failed, or not indexed)."""
+        e = self.state.entries.get(file_id)
+        if e is None or e.state != "failed":
+            return None
+        return self.state.closure(e)
 
     def summary(self, now: int) -> dict[str, Any]:
         body = self.ready().counts(now, self.sla)
@@ -144,6 +160,18 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
             out = [v for e in page if (v := ctx.timeline_view(e.file_id, now))]
             return self.json({"count": count, "offset": q.offset, "limit": q.limit, "files": out})
 
+    @app.page("/lookup", name="lookup")
+    class LookupView(View):
+        @guard
+        async def get(self, request: Request) -> Response:
+            name = (request.query.get("name") or "").strip()
+            if not name:
+                return self.json({"error": "name is required"}, status=400)
+            now = now_ms()
+            hits = ctx.ready().by_name(name)
+            out = [v for e in hits[:200] if (v := ctx.timeline_view(e.file_id, now))]
+            return self.json({"name": name, "count": len(hits), "files": out})
+
     @app.page("/stuck", name="stuck")
     class StuckView(View):
         @guard
@@ -200,6 +228,8 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
                 ctx.metrics.files.labels(state).set(n)
             for stage in STAGES[1:]:
                 ctx.metrics.stuck.labels(stage).set(counts["stuck"].get(stage, 0))
+            for state, n in counts["quarantine"].items():
+                ctx.metrics.quarantine.labels(state).set(n)
             return self.bytes(
                 generate_latest(ctx.metrics.registry),
                 content_type=CONTENT_TYPE_LATEST.split(";")[0],
@@ -238,7 +268,10 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
             q = FileQuery(**{**q.__dict__, "limit": min(max(q.limit, 1), 500)})
             now = now_ms()
             count, rows = select(ctx.ready(), q, now, ctx.sla)
-            body = pages.files_body(q, raw, count, rows, now, ctx.sla, ctx.ready().datasets())
+            closures = {e.file_id: c for e in rows if (c := ctx.closure(e.file_id))}
+            body = pages.files_body(
+                q, raw, count, rows, now, ctx.sla, ctx.ready().datasets(), closures
+            )
             return page(
                 self,
                 request,
@@ -254,10 +287,14 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
             now = now_ms()
             raw = ctx.record(file_id)
             if raw is None:
-                body = f"<p class='error'>unknown file {pages.esc(file_id)}</p>"
+                search = f"/ui/files?{urlencode({'q': file_id})}"
+                body = (
+                    f"<p class='error'>unknown file {pages.esc(file_id)}; "
+                    f"<a href='{pages.esc(search)}'>search it as a NAS name</a></p>"
+                )
                 return self.html(pages.layout("File", ctx.prefix, body, 0), status=404)
             stuck = Timeline.from_dict(raw).stuck(now, ctx.sla)
-            body = filepage.file_body(raw, stuck, now, ctx.names)
+            body = filepage.file_body(raw, stuck, now, ctx.closure(file_id), ctx.names)
             return page(
                 self,
                 request,

@@ -73,7 +73,44 @@ class ExtractDeps:
     refuse_hardlinks: bool = False
 
 
-def _chunks(fh: BinaryIO, size: int) -> Iterator[bytes]:
+class Spliced:
+    """Bytes ``[0, head)`` then ``[start, EOF)`` of the open file ``fh``, read as one stream
+    (what :func:`_chunks` and the head check read): the appended bytes of a file behind its
+    header line (:mod:`ferry.stages.extract.afterwards`). ``seek`` goes back to the start
+    only."""
+
+    def __init__(self, fh: BinaryIO, head: int, start: int) -> None:
+        self.fh, self.head, self.start = fh, head, start
+        self._pos = 0
+
+    def fileno(self) -> int:
+        return self.fh.fileno()
+
+    def seek(self, pos: int) -> None:
+        if pos != 0:
+            raise ValueError("a spliced stream seeks back to its start only")
+        self._pos = 0
+        self.fh.seek(0 if self.head else self.start)
+
+    def read(self, n: int = -1) -> bytes:
+        out = b""
+        if self._pos < self.head:
+            want = self.head - self._pos if n < 0 else min(n, self.head - self._pos)
+            out = self.fh.read(want)
+            self._pos += len(out)
+            if self._pos < self.head:
+                return out  # the file ended inside the head
+            self.fh.seek(self.start)
+            if n >= 0:
+                n -= len(out)
+                if n == 0:
+                    return out
+        more = self.fh.read(n)
+        self._pos += len(more)
+        return out + more
+
+
+def _chunks(fh: BinaryIO | Spliced, size: int) -> Iterator[bytes]:
     """``fh`` from its first byte, ``size`` bytes at a time."""
     fh.seek(0)
     while chunk := fh.read(size):
@@ -108,7 +145,7 @@ class _Scan:
     bad_reason: str = ""
 
 
-def _scan(fh: BinaryIO, size: int, encoding: str) -> _Scan:
+def _scan(fh: BinaryIO | Spliced, size: int, encoding: str) -> _Scan:
     """Hash the open file ``fh`` and check it decodes as ``encoding`` in the same single pass,
     ``size`` bytes at a time (never the whole file in memory). Hashing goes on past a bad byte,
     so the sha256 is always the file's."""
@@ -184,7 +221,7 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
             unreachable).
         OSError: the NAS file cannot be read.
     """
-    problem = cand.refusal or _name_problem(cand.path.name)
+    problem = cand.refusal or _name_problem(cand.name)
     if problem is not None:
         reason, why = problem
         return [
@@ -193,6 +230,8 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
                 reason=reason,
                 error=f"{display_name(cand.relative)}: {why}; not landed",
                 raw_key=os.fsencode(cand.relative),
+                dataset=cand.dataset.name,
+                source_path=display_name(cand.relative),
             )
         ]
     try:
@@ -211,20 +250,24 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
                 reason=exc.reason,
                 error=f"{display_name(cand.relative)}: {exc.message}; not landed",
                 raw_key=os.fsencode(cand.relative),
+                dataset=cand.dataset.name,
+                source_path=display_name(cand.relative),
             )
         ]
     with fh:
-        return _extract_open(cand, deps, fh)
+        stream = fh if cand.splice is None else Spliced(fh, *cand.splice)
+        return _extract_open(cand, deps, stream)
 
 
 def _extract_open(
-    cand: Candidate, deps: ExtractDeps, fh: BinaryIO
+    cand: Candidate, deps: ExtractDeps, fh: BinaryIO | Spliced
 ) -> list[FileExtracted | FileFailed]:
-    """:func:`extract_file` once the NAS file is open (and confined) as ``fh``."""
+    """:func:`extract_file` once the NAS file is open (and confined) as ``fh`` (a
+    :class:`Spliced` view of it for a splice candidate)."""
     scan = _scan(fh, deps.chunk_bytes, cand.dataset.csv.encoding)
     hashed, sha = scan.size, scan.sha256
     st = os.fstat(fh.fileno())
-    if (hashed, st.st_size, st.st_mtime_ns) != (cand.size, cand.size, cand.mtime_ns):
+    if (hashed, st.st_size, st.st_mtime_ns) != (cand.content_size, cand.size, cand.mtime_ns):
         raise SourceChanged(
             f"{cand.relative}: {hashed} bytes hashed, now {st.st_size} bytes mtime_ns "
             f"{st.st_mtime_ns}; scanned as {cand.size} bytes mtime_ns {cand.mtime_ns}"
@@ -235,7 +278,7 @@ def _extract_open(
         file_id=file_id,
         dataset=cand.dataset.name,
         source_path=cand.relative,
-        size_bytes=cand.size,
+        size_bytes=hashed,
         sha256=sha,
         created_at=now,
         updated_at=now,
@@ -271,11 +314,11 @@ def _extract_open(
                 failed_at=now,
             )
         ]
-    dest = landing_path(deps.landing_path, cand.dataset.name, file_id, cand.path.name)
+    dest = landing_path(deps.landing_path, cand.dataset.name, file_id, cand.name)
     deps.hdfs_b.upload_stream(
         dest,
         _chunks(fh, deps.chunk_bytes),
-        expected_size=cand.size,
+        expected_size=hashed,
         expected_sha256=sha,
         overwrite=True,
     )

@@ -37,7 +37,7 @@ import time
 import unicodedata
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.confine import Refused, inside, inspect
@@ -59,6 +59,11 @@ class Candidate:
     ``identity`` its ``(st_dev, st_ino)`` at the scan; ``refusal`` is ``(reason, message)`` of an
     entry extract refuses to read (:mod:`ferry.stages.extract.confine`). These three do not take
     part in equality.
+
+    A new version of a file already taken (:mod:`ferry.stages.extract.afterwards`) has ``path``
+    in ``.ferry/``, ``relative`` the NAS name it was taken under, ``version_of`` the earlier
+    version's file id and, when only appended bytes flow, ``splice`` = ``(head, start)``: the
+    bytes ``[0, head)`` (the header line) then ``[start, size)`` are the new version.
     """
 
     path: Path
@@ -70,6 +75,18 @@ class Candidate:
     source: Path | None = field(default=None, compare=False)
     identity: tuple[int, int] | None = field(default=None, compare=False)
     refusal: tuple[str, str] | None = field(default=None, compare=False)
+    version_of: str | None = field(default=None, compare=False)
+    splice: tuple[int, int] | None = field(default=None, compare=False)
+
+    @property
+    def name(self) -> str:
+        """The file's NAS name (its moved copy's may carry a tag)."""
+        return self.path.name if self.version_of is None else PurePosixPath(self.relative).name
+
+    @property
+    def content_size(self) -> int:
+        """Bytes of the version this candidate is: ``size``, less a splice's skipped bytes."""
+        return self.size if self.splice is None else self.size - (self.splice[1] - self.splice[0])
 
 
 @dataclass
@@ -229,7 +246,7 @@ class NasScanner:
                         out.append(found(marker, source=src, identity=ident))
                     continue
                 if self._marked_as(path, st.st_size, st.st_mtime_ns, now_mono):
-                    out.append(found())
+                    out.append(found(source=src, identity=ident))
                     continue
                 seen = self._seen.get(path)
                 if seen is None or (seen.size, seen.mtime_ns) != (st.st_size, st.st_mtime_ns):

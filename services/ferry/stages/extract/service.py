@@ -13,15 +13,17 @@ One file never ends the service: an unexpected error while extracting it (an ``O
 :class:`~ferry.core.errors.StackError`) quarantines that file with reason ``extract_error``
 (traceback logged) and the others go on. Only an event the broker never acknowledged after the
 retries stops the service, with the NAS file left in place. Moved files never overwrite one
-another: ``.ferry/<outcome>/<dataset>/<name>``, or ``<stem>.<file_id[:12]><suffix>`` (else
-a UTC timestamp) when that name is taken.
+another (:mod:`ferry.stages.extract.moves`).
+
+Issue 33: a file some process still writes is held back (:mod:`ferry.stages.extract.writers`),
+and a moved file written after it was taken is reported and its new bytes taken as a new version
+(:mod:`ferry.stages.extract.afterwards`), each scan.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import threading
 import time
@@ -45,18 +47,18 @@ from ferry.datasets.spec import load_datasets
 from ferry.lineage.events import now_iso
 from ferry.lineage.observer import LineageObserver, lineage_observer
 from ferry.settings import Settings, get_settings
+from ferry.stages.extract.afterwards import ArchiveWatch, archive_watch
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
+from ferry.stages.extract.moves import move_out
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
-from ferry.stages.extract.watcher import NasWatcher, choose_detection
+from ferry.stages.extract.watcher import NasWatcher, choose_detection, mount_note
+from ferry.stages.extract.writers import WriterCheck, writer_check
 
 log = logging.getLogger(__name__)
 
 #: ``FileFailed.reason`` of a file whose extraction raised an unexpected error (a bug or an
 #: unforeseen file-system state); the traceback is in extract's log.
 EXTRACT_ERROR = "extract_error"
-
-#: Longest file name written under ``.ferry/`` (bytes; the usual local file system limit).
-_MAX_NAME_BYTES = 255
 
 
 @dataclass
@@ -65,6 +67,8 @@ class ExtractStats:
     failed: int = 0
     scans: int = 0
     by_reason: dict[str, int] = field(default_factory=dict)
+    #: moved files seen changed after they were taken (issue 33)
+    changed: int = 0
 
 
 class ExtractService:
@@ -78,10 +82,16 @@ class ExtractService:
         producer: Any,
         codec: EventCodec,
         lineage: LineageObserver | None = None,
+        writers: WriterCheck | None = None,
+        afterwards: ArchiveWatch | None = None,
     ) -> None:
         self.settings = settings
         self.lineage = lineage
         self.scanner = scanner
+        #: holds back files a process still writes (issue 33); None: the stable window alone
+        self.writers = writers
+        #: moved files watched for writes after they were taken (issue 33); None: not watched
+        self.afterwards = afterwards
         self.deps = deps
         self.producer = producer
         self.codec = codec
@@ -112,9 +122,15 @@ class ExtractService:
         """
         setting = self.settings.extract.detection
         if choose_detection(setting, self.settings.paths.nas_dir) != "inotify":
-            log.info("extract: polling the NAS every %ss", self.settings.extract.poll_interval_s)
+            log.info(
+                "extract: polling the NAS every %ss%s",
+                self.settings.extract.poll_interval_s,
+                mount_note(self.settings.paths.nas_dir),
+            )
             return None
-        watcher = NasWatcher(self.scanner, self.wake, self.settings.extract.close_settle_s)
+        watcher = NasWatcher(
+            self.scanner, self.wake, self.settings.extract.close_settle_s, self.writers
+        )
         try:
             watcher.start()
         except ConfigError:
@@ -126,14 +142,30 @@ class ExtractService:
         return watcher
 
     def run_once(self) -> int:
-        """One scan; land its finished files, ``settings.extract.workers`` at a time.
+        """One scan; land its finished files, ``settings.extract.workers`` at a time: those of
+        the drop directories and the new versions of moved files (whose changes are reported
+        first), less those a writer still holds.
 
         Returns how many files were handled (extracted or quarantined). Re-raises the first
         error that escaped :meth:`handle` (an event the broker never acknowledged) after the
         other files of the scan are done; their NAS files stay in place when unacknowledged.
         """
         self.stats.scans += 1
-        cands = self.scanner.scan(time.monotonic())
+        now = time.monotonic()
+        cands = self.scanner.scan(now)
+        if self.afterwards is not None:
+            reports, versions = self.afterwards.check(now)
+            if reports:  # at once, before the new bytes are finished
+                publish(
+                    self.producer, encode_events(reports, self.settings, self.codec), self.settings
+                )
+                with self._stats_lock:
+                    self.stats.changed += len(reports)
+            cands += versions
+        if self.writers is not None:
+            cands, held = self.writers.split(cands, self.scanner.is_marked)
+            for cand in held:  # judged again from scratch once its writer is done
+                self._unsettled(cand)
         cands += self.scanner.take_refusals()  # recorded and moved away, never read (C15)
         if not cands:
             return 0
@@ -176,7 +208,7 @@ class ExtractService:
             outcome = "archive"
         except (FileNotFoundError, SourceChanged) as exc:
             log.info("extract: %s not taken: %s", where, exc)
-            self.scanner.forget(cand.path)
+            self._unsettled(cand)
             return
         except Exception as exc:  # noqa: BLE001 - the one quarantine policy decides (settle)
             verdict = settle(exc, bug_reason=EXTRACT_ERROR)  # raises ConfigError, StackError
@@ -201,7 +233,20 @@ class ExtractService:
                     outcome = "empty" if ev.reason.startswith("empty_") else "failed"
                 else:
                     self.stats.extracted += 1
-        self._after(cand, outcome, next((ev.file_id for ev in events if ev.file_id), None))
+        manifest = next((m for ev in events if (m := getattr(ev, "manifest", None))), None)
+        if cand.version_of is not None and self.afterwards is not None:
+            self.afterwards.taken(cand, manifest)  # a new version: its copy stays where it is
+            return
+        moved = self._after(cand, outcome, manifest.file_id if manifest else None)
+        if moved is not None and manifest is not None and self.afterwards is not None:
+            self.afterwards.add(moved, cand, manifest)
+
+    def _unsettled(self, cand: Candidate) -> None:
+        """``cand`` was not taken (still written, changed, gone): judged anew later."""
+        if cand.version_of is not None and self.afterwards is not None:
+            self.afterwards.unsettled(cand.path)
+        else:
+            self.scanner.forget(cand.path)
 
     @staticmethod
     def _failed(cand: Candidate, exc: PermanentError | TransientError, attempt: int) -> FileFailed:
@@ -211,41 +256,33 @@ class ExtractService:
             error=display_name(f"{cand.relative}: {exc}"),
             attempt=attempt,
             raw_key=os.fsencode(cand.relative),
+            dataset=cand.dataset.name,
+            source_path=display_name(cand.relative),
         )
 
     def _records(self, cand: Candidate, events: list[Event]) -> list[OutboundRecord]:
         """``events`` encoded; one without a file_id is keyed by the NAS path (displayable)."""
         return encode_events(events, self.settings, self.codec, display_name(cand.relative))
 
-    def _after(self, cand: Candidate, outcome: str, file_id: str | None) -> None:
+    def _after(self, cand: Candidate, outcome: str, file_id: str | None) -> Path | None:
         """Move the NAS file (and its marker) out of the drop directory, or delete/keep it.
+        Returns where the file was moved (``None``: not moved).
 
-        Never overwrites under ``.ferry/`` (see :func:`free_name`). A move or delete that fails
-        (permissions, a vanished share) is logged and the file is remembered as handled, so it
-        is not extracted again while unchanged (until a restart)."""
+        Never overwrites under ``.ferry/`` (:func:`~ferry.stages.extract.moves.move_out`). A
+        move or delete that fails (permissions, a vanished share) is logged and the file is
+        remembered as handled, so it is not extracted again while unchanged (until a
+        restart)."""
         policy = self.settings.extract.after_extract
         if policy == "keep" and outcome == "archive":
             self.scanner.done(cand)  # else the next scans would extract it again and again
-            return
+            return None
         self.scanner.forget(cand.path)
         dest_dir = self.settings.paths.nas_dir / ".ferry" / outcome / cand.dataset.name
         tag = file_id[:12] if file_id else utc_now().strftime("%Y%m%dT%H%M%S%fZ")
+        delete = policy == "delete" and outcome == "archive"
         try:
             with self._move_lock:  # choosing a free name and taking it is one step
-                moved: Path | None = None
-                for path in (cand.path, cand.marker):
-                    if path is None or not os.path.lexists(path):  # a link itself (C15)
-                        continue
-                    if policy == "delete" and outcome == "archive":
-                        path.unlink()
-                        continue
-                    dest_dir.mkdir(parents=True, exist_ok=True)
-                    name = path.name
-                    if moved is not None and name.startswith(cand.path.name):
-                        name = moved.name + name[len(cand.path.name) :]  # marker follows its file
-                    dest = free_name(dest_dir, name, tag)
-                    shutil.move(str(path), dest)
-                    moved = moved or dest
+                return move_out(cand.path, cand.marker, dest_dir, tag, delete=delete)
         except OSError as exc:
             log.error(
                 "extract: %s could not be moved to %s (%s); left in place, not taken again "
@@ -255,6 +292,7 @@ class ExtractService:
                 display_name(str(exc)),
             )
             self.scanner.done(cand)
+        return None
 
     def run(self) -> ExtractStats:
         """Scan every ``settings.extract.poll_interval_s``, and at once when the watcher reports
@@ -274,6 +312,9 @@ class ExtractService:
             sorted(self.scanner.datasets),
         )
         self._alive = alive = heartbeat_path(self.settings, "extract")
+        if self.afterwards is not None:
+            n = self.afterwards.load()
+            log.info("extract: %d moved file(s) watched for writes after they were taken", n)
         watcher = self._start_watcher()
         try:
             while not self._stop.is_set():
@@ -296,34 +337,6 @@ class ExtractService:
             if self.lineage is not None:
                 self.lineage.close()
         return self.stats
-
-
-def free_name(directory: Path, name: str, tag: str) -> Path:
-    """A path in ``directory`` that does not exist yet: ``name`` if free, else
-    ``<stem>.<tag><suffix>`` (``flights_1.csv`` → ``flights_1.3f2a9c01b7d4.csv``), else with
-    ``.2``, ``.3``, … after the tag. The stem is cut (bytes) so the name stays within 255
-    bytes."""
-    first = directory / name
-    if not first.exists() and not first.is_symlink():
-        return first
-    stem, suffix = os.path.splitext(name)
-    for n in range(1, 10_000):
-        extra = f".{tag}" if n == 1 else f".{tag}.{n}"
-        candidate = directory / (
-            _cut(stem, _MAX_NAME_BYTES - len(os.fsencode(extra + suffix))) + extra + suffix
-        )
-        if not candidate.exists() and not candidate.is_symlink():
-            return candidate
-    raise FileExistsError(f"no free name for {display_name(name)!r} in {display_name(directory)}")
-
-
-def _cut(stem: str, room: int) -> str:
-    """``stem`` cut to at most ``room`` bytes, never inside a UTF-8 sequence."""
-    raw = os.fsencode(stem)
-    cut = min(room, len(raw))
-    while 0 < cut < len(raw) and raw[cut] & 0xC0 == 0x80:
-        cut -= 1
-    return os.fsdecode(raw[:cut])
 
 
 def build(settings: Settings | None = None) -> ExtractService:
@@ -364,6 +377,7 @@ def build(settings: Settings | None = None) -> ExtractService:
         settings.extract.chunk_bytes,
         refuse_hardlinks=settings.extract.refuse_hardlinks,
     )
+    codec = default_codec(settings.paths.schemas_dir)
     return ExtractService(
         settings,
         NasScanner(
@@ -374,8 +388,10 @@ def build(settings: Settings | None = None) -> ExtractService:
         ),
         deps,
         build_producer(settings.kafka, "ferry-extract"),
-        default_codec(settings.paths.schemas_dir),
+        codec,
         lineage_observer(settings, "extract"),
+        writers=writer_check(settings.extract),
+        afterwards=archive_watch(settings.extract, settings.paths.nas_dir, datasets, codec),
     )
 
 

@@ -13,9 +13,11 @@ Either marks the file complete in :class:`~ferry.stages.extract.scanner.NasScann
 size and mtime at that moment, and wakes the extract loop, which scans when the mark is due:
 the file is taken on that scan, without the stable-size wait. A later write to it
 (``FileModifiedEvent``) withdraws the mark, so a writer that reopens the file is waited for
-again. Polling stays as the safety net (files present at start, an event queue overflow):
-every ``poll_interval_s`` the scan runs anyway, with the stable-size check for files no event
-marked.
+again. Every write and close-after-write is also told to the
+:class:`~ferry.stages.extract.writers.WriterCheck`, which holds a file back from a write until
+its close, whatever the stable window says (a writer pausing with its file open, issue 33).
+Polling stays as the safety net (files present at start, an event queue overflow): every
+``poll_interval_s`` the scan runs anyway, with the stable-size check for files no event marked.
 
 NFS and SMB mounts do not raise inotify events for writes made on another host, so under
 ``detection: auto`` (the default) such mounts are polled; ``inotify`` and ``poll`` force one way.
@@ -42,6 +44,7 @@ from watchdog.events import (
 
 from ferry.core.errors import ConfigError
 from ferry.stages.extract.scanner import NasScanner
+from ferry.stages.extract.writers import WriterCheck
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +70,19 @@ def fs_type(path: Path) -> str:
         if inside and len(mount) >= len(best):
             best, kind = mount, part.fstype
     return kind
+
+
+def mount_note(nas_dir: Path, fstype: str | None = None) -> str:
+    """For extract's start-up log: on a network mount (:data:`POLLED_FS_TYPES`, ``fuse.*``), a
+    note that writers on other hosts are invisible there, so the dataset's stable window or
+    marker policy decides when a file is finished (issue 33); else ``""``."""
+    kind = fs_type(nas_dir) if fstype is None else fstype
+    if kind in POLLED_FS_TYPES or kind.startswith("fuse"):
+        return (
+            f" (a {kind} mount: a writer on another host is not seen, so each dataset's stable "
+            "window or marker policy decides when a file is finished)"
+        )
+    return ""
 
 
 def choose_detection(setting: Detection, nas_dir: Path, fstype: str | None = None) -> str:
@@ -97,11 +113,13 @@ class CompletionHandler(FileSystemEventHandler):
         dirs: set[Path],
         wake: Callable[[], None],
         close_settle_s: float = 0.0,
+        writers: WriterCheck | None = None,
     ) -> None:
         self.scanner = scanner
         self.close_settle_s = close_settle_s
         self.dirs = dirs
         self.wake = wake
+        self.writers = writers
         self.decisions: list[tuple[str, str]] = []
         self._lock = threading.Lock()
 
@@ -117,11 +135,11 @@ class CompletionHandler(FileSystemEventHandler):
 
     def on_closed(self, event: FileSystemEvent) -> None:
         path = self._watched(event.src_path)
-        if (
-            isinstance(event, FileClosedEvent)
-            and path
-            and self.scanner.mark_complete(path, self.close_settle_s)
-        ):
+        if not isinstance(event, FileClosedEvent) or path is None:
+            return
+        if self.writers is not None:
+            self.writers.closed(path)
+        if self.scanner.mark_complete(path, self.close_settle_s):
             self._note("complete", path)
             self.wake()
 
@@ -136,7 +154,11 @@ class CompletionHandler(FileSystemEventHandler):
 
     def on_modified(self, event: FileSystemEvent) -> None:
         path = self._watched(event.src_path)
-        if isinstance(event, FileModifiedEvent) and path and self.scanner.unmark(path):
+        if not isinstance(event, FileModifiedEvent) or path is None:
+            return
+        if self.writers is not None:
+            self.writers.written(path)
+        if self.scanner.unmark(path):
             self._note("changed", path)
 
 
@@ -152,12 +174,16 @@ class NasWatcher:
     """
 
     def __init__(
-        self, scanner: NasScanner, wake: Callable[[], None], close_settle_s: float = 0.0
+        self,
+        scanner: NasScanner,
+        wake: Callable[[], None],
+        close_settle_s: float = 0.0,
+        writers: WriterCheck | None = None,
     ) -> None:
         self.scanner = scanner
         dirs = {scanner.nas_dir / s.nas.subdir for s in scanner.datasets.values()}
         self.dirs = {d for d in dirs if d.is_dir()}
-        self.handler = CompletionHandler(scanner, self.dirs, wake, close_settle_s)
+        self.handler = CompletionHandler(scanner, self.dirs, wake, close_settle_s, writers)
         self._observer: object | None = None
 
     def start(self) -> None:

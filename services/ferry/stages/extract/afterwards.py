@@ -1,0 +1,356 @@
+"""Files that change after extract took them (issue 33): reported at once, their new bytes flow.
+
+A writer extract could not see (on another NFS host, another user's process when extract lacks
+the privilege to look in /proc, one that opened the file before a restart and was paused) may
+go on writing after the file was taken. Moving the file under ``.ferry/`` does not stop it: it
+writes to the same inode, so its bytes land in the moved copy and would be lost in silence.
+
+So every file extract moves under ``.ferry/archive/`` or ``.ferry/empty/`` stays watched for
+``extract.watch_after_s`` seconds: its size and mtime are compared with what was taken (every
+``extract.watch_check_s`` seconds; every scan once it changed). On a change:
+
+- at once, a :class:`~ferry.core.events.FileFailed` with reason :data:`CHANGED_AFTER_EXTRACT`
+  for the version taken (its manifest, its file id), naming both sizes and mtimes: the tracker,
+  its ``/metrics`` (``ferry_tracker_failures_total{reason="changed_after_extract"}``) and
+  ``ferry quarantine list`` show it;
+- once the moved copy is finished again (the dataset's stable window, and no writer seen by
+  :mod:`ferry.stages.extract.writers`), its new bytes flow as a new version of the file, under
+  the same NAS name and a file id of their own: when the first bytes are still those taken
+  (their sha256 matches) and the taken part ended with a line break, only the bytes appended
+  (behind the header line, if the dataset has one) — so the table holds every row once; else
+  (rewritten, or cut inside a record) the whole new content, next to the rows of the earlier
+  version (``ferry unload`` removes those; the report says so).
+
+The watch is kept on the NAS beside the moved files, one JSON record per file under
+``.ferry/watch/`` (the manifest taken, Avro-encoded as a ``FileExtracted``), so it survives a
+restart of extract. A change that leaves size and mtime as they were is not seen.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import os
+import stat
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ferry.core.errors import SerializationError
+from ferry.core.events import FileExtracted, FileFailed, FileManifest, failed
+from ferry.core.wire.avro import EventCodec
+from ferry.datasets.spec import DatasetSpec, FinishedPolicy
+from ferry.settings.stages import ExtractSettings
+from ferry.stages.extract.scanner import Candidate, display_name
+
+log = logging.getLogger(__name__)
+
+#: ``FileFailed.reason`` of a file whose moved copy changed after it was taken.
+CHANGED_AFTER_EXTRACT = "changed_after_extract"
+
+
+@dataclass
+class Watched:
+    """A moved file and the extent taken from it: ``size`` bytes whose sha256 is ``sha256``
+    (of the file's bytes, which for a spliced version differs from ``manifest.sha256``), at
+    ``mtime_ns``; watched until ``until_s`` (epoch s). The rest is in memory only."""
+
+    path: Path
+    relative: str
+    manifest: FileManifest
+    size: int
+    mtime_ns: int
+    sha256: str
+    until_s: float
+    next_mono: float = 0.0
+    reported: bool = False
+    seen: tuple[int, int] | None = None
+    seen_mono: float = 0.0
+    polls: int = 0
+    pending: tuple[int, int, str] | None = None
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="milliseconds")
+
+
+def change_report(w: Watched, size: int, mtime_ns: int, nas_dir: Path) -> FileFailed:
+    """The quarantine record of ``w``'s change: its manifest, both sizes and mtimes."""
+    try:
+        where = w.path.relative_to(nas_dir).as_posix()
+    except ValueError:
+        where = str(w.path)
+    return failed(
+        stage="extract",
+        reason=CHANGED_AFTER_EXTRACT,
+        error=display_name(
+            f"{w.relative}: changed after extract took it: taken as {w.size} bytes (mtime "
+            f"{_iso(w.mtime_ns)}), its moved copy {where} is now {size} bytes (mtime "
+            f"{_iso(mtime_ns)}); a writer went on writing. Once the copy is finished, its new "
+            "bytes flow as a new version of the file (same NAS name, a new file id)"
+        ),
+        manifest=w.manifest,
+    )
+
+
+class ArchiveWatch:
+    """The moved files extract watches, persisted under ``<nas_dir>/.ferry/watch/``.
+
+    :meth:`add` runs on extract's worker threads; the rest on its loop.
+    """
+
+    def __init__(
+        self,
+        nas_dir: Path,
+        datasets: Mapping[str, DatasetSpec],
+        codec: EventCodec,
+        *,
+        watch_s: float,
+        check_s: float,
+        chunk_bytes: int = 1 << 20,
+    ) -> None:
+        self.nas_dir = nas_dir
+        self.datasets = datasets
+        self.codec = codec
+        self.watch_s = watch_s
+        self.check_s = check_s
+        self.chunk_bytes = chunk_bytes
+        self.root = nas_dir / ".ferry" / "watch"
+        self.entries: dict[Path, Watched] = {}
+        self._lock = threading.Lock()
+
+    def _record(self, path: Path) -> Path:
+        rel = os.fsencode(path.relative_to(self.nas_dir).as_posix())
+        return self.root / f"{hashlib.sha256(rel).hexdigest()[:32]}.json"
+
+    def _save(self, w: Watched) -> None:
+        """Write ``w``'s record (temp file, then rename). A failure is logged: the watch then
+        lasts until the next restart only."""
+        body = {
+            "path": w.path.relative_to(self.nas_dir).as_posix(),
+            "relative": w.relative,
+            "size": w.size,
+            "mtime_ns": w.mtime_ns,
+            "sha256": w.sha256,
+            "until_s": w.until_s,
+            "event": base64.b64encode(self.codec.encode(FileExtracted(w.manifest))).decode(),
+        }
+        dest = self._record(w.path)
+        tmp = dest.with_name(f".{dest.name}.tmp")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(body, ensure_ascii=True), encoding="ascii")
+            os.replace(tmp, dest)
+        except OSError as exc:
+            log.error("extract: watch record %s not written: %s", dest, exc)
+
+    def _drop(self, w: Watched) -> None:
+        self.entries.pop(w.path, None)
+        try:
+            self._record(w.path).unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("extract: watch record of %s not removed: %s", w.path, exc)
+
+    def load(self) -> int:
+        """Read the records left by an earlier run (those of this instance's datasets, still
+        within their watch, whose file still exists); remove the others. Returns how many."""
+        try:
+            records = sorted(self.root.glob("*.json"))
+        except OSError:
+            return 0
+        now = time.time()
+        for rec in records:
+            try:
+                body = json.loads(rec.read_text(encoding="ascii"))
+                event = self.codec.decode(base64.b64decode(body["event"]))
+                path = self.nas_dir / body["path"]
+            except (OSError, ValueError, KeyError, SerializationError) as exc:
+                log.warning("extract: unreadable watch record %s removed: %s", rec, exc)
+                rec.unlink(missing_ok=True)
+                continue
+            if not isinstance(event, FileExtracted):
+                rec.unlink(missing_ok=True)
+                continue
+            if event.manifest.dataset not in self.datasets:
+                continue  # another instance's dataset
+            if body["until_s"] <= now or not path.exists():
+                rec.unlink(missing_ok=True)
+                continue
+            self.entries[path] = Watched(
+                path,
+                body["relative"],
+                event.manifest,
+                int(body["size"]),
+                int(body["mtime_ns"]),
+                body["sha256"],
+                float(body["until_s"]),
+            )
+        return len(self.entries)
+
+    def add(self, path: Path, cand: Candidate, manifest: FileManifest) -> None:
+        """Watch ``path``, where ``cand`` (taken as ``manifest``) was moved."""
+        if self.watch_s <= 0:
+            return
+        w = Watched(
+            path,
+            cand.relative,
+            manifest,
+            cand.size,
+            cand.mtime_ns,
+            manifest.sha256,
+            time.time() + self.watch_s,
+        )
+        with self._lock:
+            self.entries[path] = w
+            self._save(w)
+
+    def check(self, now_mono: float) -> tuple[list[FileFailed], list[Candidate]]:
+        """(reports of files seen changed for the first time, new versions ready to take)."""
+        reports: list[FileFailed] = []
+        ready: list[Candidate] = []
+        with self._lock:
+            watched = list(self.entries.values())
+        for w in watched:
+            if not w.reported and now_mono < w.next_mono:
+                continue
+            w.next_mono = now_mono + self.check_s
+            try:
+                st = os.lstat(w.path)
+            except FileNotFoundError:
+                self._drop(w)  # removed from .ferry/ by someone: nothing left to watch
+                continue
+            except OSError as exc:
+                log.warning("extract: %s cannot be checked: %s", display_name(w.path), exc)
+                continue
+            now = (st.st_size, st.st_mtime_ns)
+            if now == (w.size, w.mtime_ns) or not stat.S_ISREG(st.st_mode):
+                if time.time() >= w.until_s:
+                    self._drop(w)
+                continue
+            if not w.reported:
+                w.reported = True
+                reports.append(change_report(w, *now, self.nas_dir))
+                log.warning("extract: %s", reports[-1].error)
+            cand = self._settled(w, st, now_mono)
+            if cand is not None:
+                ready.append(cand)
+        return reports, ready
+
+    def _settled(self, w: Watched, st: os.stat_result, now_mono: float) -> Candidate | None:
+        """The new version of ``w`` once its copy was unchanged over the dataset's stable
+        window, else None."""
+        spec = self.datasets.get(w.manifest.dataset)
+        policy = spec.finished if spec is not None else FinishedPolicy()
+        now = (st.st_size, st.st_mtime_ns)
+        if w.seen != now:
+            w.seen, w.seen_mono, w.polls = now, now_mono, 1
+            return None
+        w.polls += 1
+        if w.polls <= policy.stable_polls or (
+            now_mono - w.seen_mono < policy.stable_polls * policy.poll_interval_s
+        ):
+            return None
+        if spec is None:
+            return None  # its definition is gone: reported, nothing to take it with
+        return self._version(w, spec, st)
+
+    def _version(self, w: Watched, spec: DatasetSpec, st: os.stat_result) -> Candidate | None:
+        """Read the copy once: is it ``w``'s bytes plus an append at a line break?"""
+        prefix, whole = hashlib.sha256(), hashlib.sha256()
+        head = 0 if not spec.csv.header else None
+        last = b""
+        read = 0
+        try:
+            with open(w.path, "rb") as fh:
+                while chunk := fh.read(self.chunk_bytes):
+                    if read < w.size:
+                        part = chunk[: w.size - read]
+                        prefix.update(part)
+                        last = part[-1:] or last
+                    if head is None and (nl := chunk.find(b"\n")) >= 0:
+                        head = read + nl + 1
+                    whole.update(chunk)
+                    read += len(chunk)
+        except OSError as exc:
+            log.warning("extract: %s cannot be read: %s", display_name(w.path), exc)
+            return None
+        if read != st.st_size:
+            w.seen = None  # still changing
+            return None
+        appended = (
+            w.size > 0
+            and read > w.size
+            and prefix.hexdigest() == w.sha256
+            and last == b"\n"
+            and head is not None
+            and head <= w.size
+        )
+        w.pending = (read, st.st_mtime_ns, whole.hexdigest())
+        return Candidate(
+            w.path,
+            spec,
+            w.relative,
+            read,
+            st.st_mtime_ns,
+            source=w.path,
+            identity=(st.st_dev, st.st_ino),
+            version_of=w.manifest.file_id,
+            splice=(head or 0, w.size) if appended else None,
+        )
+
+    def taken(self, cand: Candidate, manifest: FileManifest | None) -> None:
+        """The new version ``cand`` was handled (its event acknowledged): watch the copy anew
+        from its new extent."""
+        w = self.entries.get(cand.path)
+        if w is None or w.pending is None:
+            return
+        size, mtime_ns, sha = w.pending
+        what = (
+            f"the {size - w.size} bytes written after it was taken flow"
+            if cand.splice is not None
+            else f"its whole new content ({size} bytes; the rows of the earlier version "
+            f"{w.manifest.file_id} stay: `ferry unload` removes them) flows"
+        )
+        log.warning(
+            "extract: %s: %s as file %s",
+            display_name(w.relative),
+            what,
+            manifest.file_id if manifest else "?",
+        )
+        if manifest is not None:
+            w.manifest = manifest
+        w.size, w.mtime_ns, w.sha256 = size, mtime_ns, sha
+        w.reported, w.seen, w.pending = False, None, None
+        w.until_s = time.time() + self.watch_s
+        with self._lock:
+            self._save(w)
+
+    def unsettled(self, path: Path) -> None:
+        """The copy changed again while its new version was read: wait for it anew."""
+        w = self.entries.get(path)
+        if w is not None:
+            w.seen, w.pending = None, None
+
+
+def archive_watch(
+    extract: ExtractSettings,
+    nas_dir: Path,
+    datasets: Mapping[str, DatasetSpec],
+    codec: EventCodec,
+) -> ArchiveWatch | None:
+    """The watch ``extract.watch_after_s`` asks for, or None (0: moved files not watched)."""
+    if extract.watch_after_s <= 0:
+        return None
+    return ArchiveWatch(
+        nas_dir,
+        datasets,
+        codec,
+        watch_s=extract.watch_after_s,
+        check_s=extract.watch_check_s,
+        chunk_bytes=extract.chunk_bytes,
+    )

@@ -1,0 +1,73 @@
+"""Where a handled NAS file goes: a free name under ``<nas>/.ferry/<outcome>/<dataset>/``.
+
+Moved files never overwrite one another: ``<name>``, or ``<stem>.<tag><suffix>`` (the file id's
+first 12 hex digits, else a UTC timestamp) when that name is taken.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ferry.stages.extract.scanner import display_name
+
+#: Longest file name written under ``.ferry/`` (bytes; the usual local file system limit).
+_MAX_NAME_BYTES = 255
+
+
+def move_out(
+    file: Path, marker: Path | None, dest_dir: Path, tag: str, *, delete: bool = False
+) -> Path | None:
+    """Move ``file`` and its ``marker`` (if any) into ``dest_dir`` under free names (see
+    :func:`free_name`; the marker is named after the file's new name), or delete both. Either
+    may be absent already, or be a symbolic link (moved as the link, C15). Returns the file's
+    new path, ``None`` when it was deleted or absent.
+
+    Raises:
+        OSError: a move or delete failed (what was done before stays done).
+    """
+    moved: Path | None = None
+    for path in (file, marker):
+        if path is None or not os.path.lexists(path):  # a link itself (C15)
+            continue
+        if delete:
+            path.unlink()
+            continue
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        name = path.name
+        if moved is not None and name.startswith(file.name):
+            name = moved.name + name[len(file.name) :]  # the marker follows its file
+        dest = free_name(dest_dir, name, tag)
+        shutil.move(str(path), dest)
+        if path == file:
+            moved = dest
+    return moved
+
+
+def free_name(directory: Path, name: str, tag: str) -> Path:
+    """A path in ``directory`` that does not exist yet: ``name`` if free, else
+    ``<stem>.<tag><suffix>`` (``flights_1.csv`` → ``flights_1.3f2a9c01b7d4.csv``), else with
+    ``.2``, ``.3``, … after the tag. The stem is cut (bytes) so the name stays within 255
+    bytes."""
+    first = directory / name
+    if not first.exists() and not first.is_symlink():
+        return first
+    stem, suffix = os.path.splitext(name)
+    for n in range(1, 10_000):
+        extra = f".{tag}" if n == 1 else f".{tag}.{n}"
+        candidate = directory / (
+            _cut(stem, _MAX_NAME_BYTES - len(os.fsencode(extra + suffix))) + extra + suffix
+        )
+        if not candidate.exists() and not candidate.is_symlink():
+            return candidate
+    raise FileExistsError(f"no free name for {display_name(name)!r} in {display_name(directory)}")
+
+
+def _cut(stem: str, room: int) -> str:
+    """``stem`` cut to at most ``room`` bytes, never inside a UTF-8 sequence."""
+    raw = os.fsencode(stem)
+    cut = min(room, len(raw))
+    while 0 < cut < len(raw) and raw[cut] & 0xC0 == 0x80:
+        cut -= 1
+    return os.fsdecode(raw[:cut])
