@@ -88,6 +88,8 @@ class FileManifest:
     ``uris`` maps a role (``landing``, ``staging``, ``rejects``, ``incoming``, ``table``) to a full
     URI. Row counts are ``None`` until transform has counted them. ``attempt`` is 1-based.
     ``reject_reasons``: rejected rows per reason code (``type:dep_delay`` → 3), set by transform.
+    ``definition_version``: the dataset definition's version used by the stage that wrote the
+    event (``ferry.datasets.registry.definition_version``); ``None`` in older events.
     """
 
     SCHEMA: ClassVar[str] = "ferry.FileManifest"
@@ -107,6 +109,7 @@ class FileManifest:
     attempt: int = 1
     source_mtime: datetime | None = None
     reject_reasons: Mapping[str, int] = field(default_factory=dict)
+    definition_version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +128,7 @@ class FileManifest:
             "source_mtime": self.source_mtime,
             "trace_id": self.trace_id,
             "reject_reasons": dict(self.reject_reasons),
+            "definition_version": self.definition_version,
         }
 
     @classmethod
@@ -146,6 +150,7 @@ class FileManifest:
             attempt=data.get("attempt", 1),
             source_mtime=data.get("source_mtime"),
             reject_reasons=dict(data.get("reject_reasons") or {}),
+            definition_version=data.get("definition_version"),
         )
 
     def advance(self, **changes: Any) -> FileManifest:

@@ -28,6 +28,8 @@ Errors, per file (a file is one input record):
   partition); :class:`ConfigError` and :class:`StackError` are raised (the runner stops).
 - An output that is not an event, or does not match its schema, quarantines the file as
   ``unencodable``.
+- :class:`DatasetNotReady` (the file's dataset has no valid definition now) neither retries nor
+  quarantines: the input record is parked in the waiting room (:mod:`ferry.core.waiting`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from ferry.core.avro import EventCodec
 from ferry.core.config import Settings
 from ferry.core.errors import (
     ConfigError,
+    DatasetNotReady,
     PermanentError,
     SerializationError,
     StackError,
@@ -60,6 +63,7 @@ from ferry.core.stage import (
     RunStats,
     Stage,
 )
+from ferry.core.waiting import parked
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +232,11 @@ def _encode(
     """The records to produce for one file: its outputs, or a FileFailed when ``result`` is an
     error or the outputs cannot be encoded (``unencodable``)."""
     fallback = fallback_key(record)
+    source = (record.topic, record.partition)
     outputs: Sequence[Any]
+    if isinstance(result, DatasetNotReady):
+        log.info("stage %s: %s waits (not quarantined): %s", stage.name, record.where, result)
+        return [replace(parked(settings, fallback.encode(), record.value), source=source)]
     if isinstance(result, BaseException):
         if isinstance(result, HandlerBug):
             log.error(
@@ -250,7 +258,6 @@ def _encode(
     except SerializationError as exc:
         unencodable = quarantine(stage.name, record, exc, attempt, event)
         encoded = encode_events([unencodable], settings, codec, fallback)
-    source = (record.topic, record.partition)
     return [replace(r, source=source) for r in encoded]
 
 

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ferry.core.config import Settings
-from ferry.core.errors import ConfigError, PermanentError, StackError, TransientError
+from ferry.core.errors import (
+    ConfigError,
+    DatasetNotReady,
+    PermanentError,
+    StackError,
+    TransientError,
+)
 from ferry.core.events import Event
 from ferry.core.service_sections import BatchSettings
 
@@ -19,8 +25,9 @@ Handler = Callable[[Any, Any], Sequence[Event]]
 
 #: A batch handler: (input events, deps) → one result per input, in order: that file's output
 #: events, or the FerryError that file met (PermanentError → quarantine it; TransientError → retry
-#: that file with the next attempt). Raising instead fails the whole batch (retried if transient).
-BatchResult = Sequence[Event] | PermanentError | TransientError
+#: that file with the next attempt; DatasetNotReady → park it until its definition is valid).
+#: Raising instead fails the whole batch (retried if transient).
+BatchResult = Sequence[Event] | PermanentError | TransientError | DatasetNotReady
 BatchHandler = Callable[[Sequence[Any], Any], Sequence[BatchResult]]
 
 
@@ -52,6 +59,10 @@ class Stage:
     #: :mod:`ferry.core.runner`). Only for handlers that may run two batches at once in two
     #: threads on records of different partitions.
     takeover: bool = False
+    #: Called by the runner on every turn of its loop while no batch runs (a few times a
+    #: second; rate-limit inside): e.g. reload the dataset definitions and release the files
+    #: that waited for them (:mod:`ferry.core.waiting`). It must not raise.
+    tick: Callable[[], object] | None = None
 
     @classmethod
     def batched(
@@ -60,6 +71,7 @@ class Stage:
         handlers: Mapping[type[Any], BatchHandler],
         section: BatchSettings,
         warm_up: Callable[[], None],
+        tick: Callable[[], object] | None = None,
     ) -> Stage:
         """A batching stage sized by its settings section (``settings.transform``,
         ``settings.load``: batch_size, batch_wait_s, takeover_batch), warmed up by ``warm_up``
@@ -71,6 +83,7 @@ class Stage:
             batch_wait_s=section.batch_wait_s,
             warm_up=warm_up,
             takeover=section.takeover_batch,
+            tick=tick,
         )
 
     @property

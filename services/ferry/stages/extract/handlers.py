@@ -38,7 +38,7 @@ import hashlib
 import os
 import posixpath
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,6 +75,8 @@ class ExtractDeps:
     chunk_bytes: int = 1 << 20
     #: refuse a file with several hard links (``extract.refuse_hardlinks``, case C15)
     refuse_hardlinks: bool = False
+    #: dataset name → version of its definition now (``FileManifest.definition_version``)
+    version_of: Callable[[str], str | None] = lambda _name: None
 
 
 def _chunks(fh: BinaryIO, size: int) -> Iterator[bytes]:
@@ -245,6 +247,7 @@ def _extract_open(
         updated_at=now,
         trace_id=new_trace_id(),
         source_mtime=datetime.fromtimestamp(cand.mtime_ns / 1e9, tz=UTC),
+        definition_version=deps.version_of(cand.dataset.name),
     )
     if scan.bad_offset is not None:
         return [

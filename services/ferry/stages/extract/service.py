@@ -41,7 +41,8 @@ from ferry.core.publish import encode_events, publish
 from ferry.core.retry import retrying
 from ferry.core.service import service_main
 from ferry.core.topics import ensure_topics
-from ferry.datasets import load_datasets
+from ferry.datasets.registry import Definitions
+from ferry.stages.extract.datasets import apply_definitions, prepare_dirs
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
 from ferry.stages.extract.watcher import NasWatcher, choose_detection
@@ -74,8 +75,11 @@ class ExtractService:
         deps: ExtractDeps,
         producer: Any,
         codec: EventCodec,
+        definitions: Definitions | None = None,
     ) -> None:
         self.settings = settings
+        self.definitions = definitions
+        self._applied = False  #: the definitions were given to the scanner once
         self.scanner = scanner
         self.deps = deps
         self.producer = producer
@@ -128,6 +132,7 @@ class ExtractService:
         other files of the scan are done; their NAS files stay in place when unacknowledged.
         """
         self.stats.scans += 1
+        self.reload()
         cands = self.scanner.scan(time.monotonic())
         cands += self.scanner.take_refusals()  # recorded and moved away, never read (C15)
         if not cands:
@@ -139,6 +144,17 @@ class ExtractService:
         for fut in futures:
             fut.result()
         return sum(1 for fut in futures if fut.result())
+
+    def reload(self) -> None:
+        """Pick up new, changed and removed dataset definitions (a cheap ``stat`` of the
+        datasets directory when nothing changed): the scanner then takes the files of every
+        valid dataset; files of an invalid one stay on the NAS until it is fixed."""
+        if self.definitions is None:
+            return
+        if not self.definitions.refresh() and self._applied:
+            return
+        self._applied = True
+        apply_definitions(self.settings, self.scanner, self.definitions.current())
 
     def _handle_unless_stopped(self, cand: Candidate) -> bool:
         if self._stop.is_set():
@@ -322,32 +338,19 @@ def _cut(stem: str, room: int) -> str:
 def build(settings: Settings | None = None) -> ExtractService:
     """Wire the extract service: datasets, topic plan, producer, HDFS B port.
 
-    Creates each dataset's NAS sub-directory when missing. One that cannot be created (a plain
-    file has that name, permissions) is logged as an error and that dataset is skipped by the
-    scanner (warned once), while the others run: the NAS share is written by users, so a stray
-    file there must not stop every dataset. Removing the file and restarting (or creating the
-    directory) brings the dataset back.
+    Every valid dataset definition runs (:class:`~ferry.datasets.registry.Definitions`,
+    reloaded before each scan); an invalid one is logged and its files wait on the NAS.
 
     Raises:
-        ConfigError: bad dataset definitions or settings.
+        ConfigError: the datasets directory does not exist, or bad settings.
     """
     settings = settings or get_settings()
-    datasets = load_datasets(settings.paths.datasets_dir)
-    if not datasets:
-        raise ConfigError(f"no dataset definitions in {settings.paths.datasets_dir}")
-    for spec in datasets.values():
-        subdir = settings.paths.nas_dir / spec.nas.subdir
-        try:
-            subdir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:  # FileExistsError/NotADirectoryError: a plain file has the name
-            log.error(
-                "extract: dataset %r skipped: its NAS sub-directory %s cannot be created "
-                "(%s: %s); if a plain file has that name, move it away and restart",
-                spec.name,
-                subdir,
-                type(exc).__name__,
-                exc.strerror or exc,
-            )
+    if not settings.paths.datasets_dir.is_dir():
+        raise ConfigError(f"datasets directory {settings.paths.datasets_dir} does not exist")
+    definitions = Definitions(settings.paths.datasets_dir, "extract")
+    datasets = prepare_dirs(settings, definitions.current().specs)
+    if not definitions.current().entries:
+        log.warning("extract: no dataset definitions in %s yet", settings.paths.datasets_dir)
     ensure_topics(build_admin(settings.kafka), settings.kafka)
     b = settings.cluster("b")
     deps = ExtractDeps(
@@ -356,18 +359,21 @@ def build(settings: Settings | None = None) -> ExtractService:
         b.fs_url,
         settings.extract.chunk_bytes,
         refuse_hardlinks=settings.extract.refuse_hardlinks,
+        version_of=lambda name: definitions.current().version(name),
+    )
+    scanner = NasScanner(
+        Path(settings.paths.nas_dir),
+        datasets,
+        follow_symlinks=settings.extract.follow_symlinks,
+        refuse_hardlinks=settings.extract.refuse_hardlinks,
     )
     return ExtractService(
         settings,
-        NasScanner(
-            Path(settings.paths.nas_dir),
-            datasets,
-            follow_symlinks=settings.extract.follow_symlinks,
-            refuse_hardlinks=settings.extract.refuse_hardlinks,
-        ),
+        scanner,
         deps,
         build_producer(settings.kafka, "ferry-extract"),
         default_codec(settings.paths.schemas_dir),
+        definitions,
     )
 
 

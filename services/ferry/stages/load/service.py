@@ -1,5 +1,8 @@
 """The load service: ``FileTransferred`` batches → Hive on cluster A (Spark, Hive metastore) →
-``FileLoaded``. One long-lived Hive-enabled SparkSession; one Spark job per batch and dataset."""
+``FileLoaded``. One long-lived Hive-enabled SparkSession; one Spark job per batch and dataset.
+
+Dataset definitions are reloaded while it runs (:class:`ferry.datasets.registry.Definitions`); a
+file whose definition is invalid waits in the waiting room (:mod:`ferry.core.waiting`)."""
 
 from __future__ import annotations
 
@@ -7,12 +10,14 @@ from functools import partial
 
 from ferry.clusters.locks import TableLocks
 from ferry.clusters.spark import SparkHolder
+from ferry.core.avro import default_codec
 from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileTransferred
 from ferry.core.runner import StageRunner, build_runner
 from ferry.core.service import service_main
 from ferry.core.stage import Stage
-from ferry.datasets import load_datasets
+from ferry.core.waiting import WaitingRoom
+from ferry.datasets.registry import Definitions
 from ferry.stages.load.handlers import LoadDeps, load_batch
 
 
@@ -25,8 +30,16 @@ def build(settings: Settings | None = None) -> StageRunner:
     # Several load instances (and the maintenance commands) may rewrite one table: one at a time.
     locks = TableLocks(settings)
     job = partial(load_files, target_file_mb=settings.load.target_file_mb, locks=locks)
-    deps = LoadDeps(load_datasets(settings.paths.datasets_dir), holder.get, holder.reset, job)
-    stage = Stage.batched("load", {FileTransferred: load_batch}, settings.load, holder.warm)
+    definitions = Definitions(settings.paths.datasets_dir, "load")
+    deps = LoadDeps(definitions, holder.get, holder.reset, job)
+    room = WaitingRoom(settings, "load", default_codec(settings.paths.schemas_dir))
+    stage = Stage.batched(
+        "load",
+        {FileTransferred: load_batch},
+        settings.load,
+        holder.warm,
+        tick=lambda: room.tick(definitions.ready_changed, definitions.ready),
+    )
     return build_runner(stage, deps, settings)
 
 

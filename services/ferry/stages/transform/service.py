@@ -1,17 +1,26 @@
 """The transform service: ``FileExtracted`` batches → one Spark job each on the master pair → B
-staging → ``FileTransformed``. The SparkSession lives as long as the service (no JVM per file)."""
+staging → ``FileTransformed``. The SparkSession lives as long as the service (no JVM per file).
+
+Dataset definitions are reloaded while it runs (:class:`ferry.datasets.registry.Definitions`):
+each new version is compiled with Spark's analyzer first (:mod:`ferry.stages.transform.compile`);
+a definition that is invalid or does not compile is not run, and its files wait in the waiting
+room (:mod:`ferry.core.waiting`) until it is fixed, while the other datasets go on."""
 
 from __future__ import annotations
 
 import logging
 
 from ferry.clusters.spark import SparkHolder
+from ferry.core.avro import default_codec
 from ferry.core.config import Settings, get_settings
+from ferry.core.errors import SparkUnavailable
 from ferry.core.events import FileExtracted
 from ferry.core.runner import StageRunner, build_runner
 from ferry.core.service import service_main
 from ferry.core.stage import Stage
-from ferry.datasets import load_datasets
+from ferry.core.waiting import WaitingRoom
+from ferry.datasets import DatasetSpec
+from ferry.datasets.registry import Definitions
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
 
 log = logging.getLogger(__name__)
@@ -19,21 +28,34 @@ log = logging.getLogger(__name__)
 
 def build(settings: Settings | None = None) -> StageRunner:
     """Wire the transform stage (topics, consumer group ``<prefix>.transform``, Spark on B)."""
+    from ferry.stages.transform.compile import definition_problems
     from ferry.stages.transform.job import run_batch
 
     settings = settings or get_settings()
     b = settings.cluster("b")
     holder = SparkHolder(settings, "ferry-transform", "b")
+
+    def compile_spec(spec: DatasetSpec) -> list[str]:
+        if not holder.built:  # the warm-up builds it; until then, compiled at the next reload
+            raise SparkUnavailable("no Spark session yet")
+        return definition_problems(holder.get(), spec)
+
+    definitions = Definitions(settings.paths.datasets_dir, "transform", compile_spec)
     deps = TransformDeps(
-        datasets=load_datasets(settings.paths.datasets_dir),
+        datasets=definitions,
         spark=holder.get,
         reset_spark=holder.reset,
         run_batch=run_batch,
         staging_root=f"{b.fs_url}{settings.paths.staging_path}",
         rejects_root=f"{b.fs_url}{settings.paths.rejects_path}",
     )
+    room = WaitingRoom(settings, "transform", default_codec(settings.paths.schemas_dir))
     stage = Stage.batched(
-        "transform", {FileExtracted: transform_batch}, settings.transform, holder.warm
+        "transform",
+        {FileExtracted: transform_batch},
+        settings.transform,
+        holder.warm,
+        tick=lambda: room.tick(definitions.ready_changed, definitions.ready),
     )
     return build_runner(stage, deps, settings)
 
