@@ -24,6 +24,11 @@ _SUBAPPS: list[tuple[str, str, str]] = [
         "Check Avro schema evolution; release a schema snapshot.",
     ),
     ("quarantine", "ferry.ops.quarantine_cli", "List, show and release quarantined files."),
+    (
+        "datasets",
+        "ferry.datasets_cli",
+        "List and check dataset definitions; print the YAML reference.",
+    ),
 ]
 
 #: (command, module, function, help text): single commands, mounted with the module's
@@ -82,6 +87,12 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
         "ferry.ops.hive_cli",
         "unload",
         "Remove files' rows from their Hive table.",
+    ),
+    (
+        "rejects",
+        "ferry.ops.rejects_cli",
+        "rejects",
+        "Print a file's rejected rows: reason and raw record per row.",
     ),
 ]
 
