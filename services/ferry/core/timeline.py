@@ -104,6 +104,8 @@ class Timeline:
     rows: Mapping[str, int] = field(default_factory=dict)
     table: str | None = None
     reject_reasons: Mapping[str, int] = field(default_factory=dict)
+    #: the dataset definition version of the latest event that carries one
+    definition_version: str | None = None
 
     @property
     def state(self) -> str | None:
@@ -124,6 +126,10 @@ class Timeline:
         """The stage the file waits in now (``None`` when loaded, failed or empty)."""
         state = self.state
         return WAITS_IN.get(state) if state else None
+
+    def latest_ms(self, default: int) -> int:
+        """Time of the most recent event (epoch ms), ``default`` when empty."""
+        return max((m.last_ms for m in self.steps.values()), default=default)
 
     def entered_ms(self) -> int | None:
         """When the file entered its current state (last event time of that step)."""
@@ -163,7 +169,10 @@ class Timeline:
             },
             "rows": dict(self.rows),
             "table": self.table,
-        } | ({"reject_reasons": dict(self.reject_reasons)} if self.reject_reasons else {})
+        } | (
+            ({"reject_reasons": dict(self.reject_reasons)} if self.reject_reasons else {})
+            | ({"definition_version": self.definition_version} if self.definition_version else {})
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Timeline:
@@ -180,6 +189,7 @@ class Timeline:
             rows=dict(d.get("rows") or {}),
             table=d.get("table"),
             reject_reasons=dict(d.get("reject_reasons") or {}),
+            definition_version=d.get("definition_version"),
         )
 
 
@@ -222,6 +232,9 @@ def fold(timeline: Timeline | None, event: Event, key: str) -> Timeline:
         if manifest.rows_rejected is not None:
             changes["reject_reasons"] = dict(manifest.reject_reasons)
         attempt = max(attempt, manifest.attempt)
+        version = getattr(manifest, "definition_version", None)
+        if version and (tl.definition_version is None or ms >= tl.latest_ms(0)):
+            changes["definition_version"] = version
     if isinstance(event, FileFailed):
         attempt = max(attempt, event.attempt)
         if tl.failure is None or ms >= tl.failure.at_ms:

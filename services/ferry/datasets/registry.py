@@ -92,8 +92,7 @@ def read_definition(path: Path) -> Definition:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return Definition(path, path.stem, problems=(f"cannot read: {first}",), named=False)
+        return Definition(path, path.stem, problems=(f"cannot read: {_why(exc)}",), named=False)
     if not isinstance(data, dict):
         problem = f"must be a mapping, not {type(data).__name__}"
         return Definition(path, path.stem, problems=(problem,), named=False)
@@ -112,6 +111,17 @@ def read_definition(path: Path) -> Definition:
             named=named,
         )
     return Definition(path, spec.name, spec, definition_version(spec), subdir=spec.nas.subdir)
+
+
+def _why(exc: BaseException) -> str:
+    """One line: a YAML error's problem and position (``expected ',' or ']', but got '<stream
+    end>' at line 3, column 1``), else the exception's first line."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if problem and mark is not None:
+        return f"YAML: {problem} at line {mark.line + 1}, column {mark.column + 1}"
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def definition_files(directory: Path) -> list[Path]:
@@ -255,11 +265,17 @@ class Definitions:
     """
 
     def __init__(
-        self, directory: str | Path, service: str, compile_spec: Compiler | None = None
+        self,
+        directory: str | Path,
+        service: str,
+        compile_spec: Compiler | None = None,
+        status_file: Path | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.service = service
         self.compile_spec = compile_spec
+        #: after each reload: JSON ``{"invalid": {dataset: error}}`` (``ferry ps`` reads it)
+        self.status_file = status_file
         self._lock = threading.Lock()
         self._stamp: tuple[Any, ...] | None = None
         #: a compile could not run (no Spark yet): the next refresh reloads even if unchanged
@@ -302,7 +318,20 @@ class Definitions:
             changes = diff(self._set, new)
             self._set = new
         self._log(new, changes)
+        self._write_status(new)
         return changes
+
+    def _write_status(self, new: DefinitionSet) -> None:
+        if self.status_file is None:
+            return
+        body = json.dumps({"invalid": {d.name: d.error for d in new.invalid}})
+        try:
+            self.status_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.status_file.with_name(self.status_file.name + ".tmp")
+            tmp.write_text(body, encoding="utf-8")
+            tmp.replace(self.status_file)
+        except OSError as exc:  # a read-only disk must not stop the service
+            log.warning("%s: cannot write %s: %s", self.service, self.status_file, exc)
 
     def _compile(self, spec: DatasetSpec) -> list[str]:
         assert self.compile_spec is not None

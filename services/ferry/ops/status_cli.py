@@ -65,7 +65,10 @@ def status(
                 raise typer.Exit(1)
             console.print(_file_table(d))
             rows = d.get("rows") or {}
-            console.print(f"rows: {rows}   attempts: {d.get('attempts')}   table: {d.get('table')}")
+            console.print(
+                f"rows: {rows}   attempts: {d.get('attempts')}   table: {d.get('table')}   "
+                f"definition version: {d.get('definition_version') or '-'}"
+            )
             reasons = d.get("reject_reasons") or {}
             if reasons:
                 console.print(_reasons_table(reasons))

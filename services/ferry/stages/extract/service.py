@@ -35,7 +35,7 @@ from ferry.core.avro import EventCodec, default_codec
 from ferry.core.config import Settings, get_settings
 from ferry.core.errors import ConfigError, PermanentError, StackError, TransientError
 from ferry.core.events import Event, FileFailed, failed, utc_now
-from ferry.core.heartbeat import beat, heartbeat_path, remove
+from ferry.core.heartbeat import beat, datasets_status_path, heartbeat_path, remove
 from ferry.core.kafka import OutboundRecord, build_admin, build_producer
 from ferry.core.publish import encode_events, publish
 from ferry.core.retry import retrying
@@ -347,7 +347,11 @@ def build(settings: Settings | None = None) -> ExtractService:
     settings = settings or get_settings()
     if not settings.paths.datasets_dir.is_dir():
         raise ConfigError(f"datasets directory {settings.paths.datasets_dir} does not exist")
-    definitions = Definitions(settings.paths.datasets_dir, "extract")
+    definitions = Definitions(
+        settings.paths.datasets_dir,
+        "extract",
+        status_file=datasets_status_path(settings, "extract"),
+    )
     datasets = prepare_dirs(settings, definitions.current().specs)
     if not definitions.current().entries:
         log.warning("extract: no dataset definitions in %s yet", settings.paths.datasets_dir)

@@ -13,6 +13,7 @@ from ferry.clusters.spark import SparkHolder
 from ferry.core.avro import default_codec
 from ferry.core.config import Settings, get_settings
 from ferry.core.events import FileTransferred
+from ferry.core.heartbeat import datasets_status_path
 from ferry.core.runner import StageRunner, build_runner
 from ferry.core.service import service_main
 from ferry.core.stage import Stage
@@ -30,7 +31,11 @@ def build(settings: Settings | None = None) -> StageRunner:
     # Several load instances (and the maintenance commands) may rewrite one table: one at a time.
     locks = TableLocks(settings)
     job = partial(load_files, target_file_mb=settings.load.target_file_mb, locks=locks)
-    definitions = Definitions(settings.paths.datasets_dir, "load")
+    definitions = Definitions(
+        settings.paths.datasets_dir,
+        "load",
+        status_file=datasets_status_path(settings, "load"),
+    )
     deps = LoadDeps(definitions, holder.get, holder.reset, job)
     room = WaitingRoom(settings, "load", default_codec(settings.paths.schemas_dir))
     stage = Stage.batched(

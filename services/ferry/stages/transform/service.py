@@ -15,6 +15,7 @@ from ferry.core.avro import default_codec
 from ferry.core.config import Settings, get_settings
 from ferry.core.errors import SparkUnavailable
 from ferry.core.events import FileExtracted
+from ferry.core.heartbeat import datasets_status_path
 from ferry.core.runner import StageRunner, build_runner
 from ferry.core.service import service_main
 from ferry.core.stage import Stage
@@ -40,7 +41,12 @@ def build(settings: Settings | None = None) -> StageRunner:
             raise SparkUnavailable("no Spark session yet")
         return definition_problems(holder.get(), spec)
 
-    definitions = Definitions(settings.paths.datasets_dir, "transform", compile_spec)
+    definitions = Definitions(
+        settings.paths.datasets_dir,
+        "transform",
+        compile_spec,
+        status_file=datasets_status_path(settings, "transform"),
+    )
     deps = TransformDeps(
         datasets=definitions,
         spark=holder.get,
