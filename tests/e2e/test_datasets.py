@@ -133,7 +133,7 @@ def test_a_typo_in_an_expression_parks_the_file_until_it_is_fixed(two):  # type:
     assert fid not in outcomes.failed and fid not in outcomes.loaded
     log = (p.work / "logs" / "transform.log").read_text(encoding="utf-8")
     assert "dataset 'flights' is not run: definition" in log
-    assert "derived.0 (flight_date): expr 'to_dat(" in log
+    assert 'derived.0 (flight_date): expr "to_dat(format_string(' in log
     assert "UNRESOLVED_ROUTINE" in log
 
     flights_yaml.write_text(good)

@@ -83,7 +83,7 @@ def test_one_invalid_file_leaves_the_others_running(defs: Path) -> None:
             "origin: {min: 0, max: 100}",
             "range rule on non-numeric column 'origin' (string)",
         ),
-        ("  delimiter: \",\"", "  delimiter: \",\"\n  delimter: \";\"", "csv.delimter: Extra"),
+        ('  delimiter: ","', '  delimiter: ","\n  delimter: ";"', "csv.delimter: Extra"),
     ],
 )
 def test_each_rule_error_names_the_field(defs: Path, old: str, new: str, problem: str) -> None:
@@ -187,3 +187,32 @@ def test_a_fixed_mapping_is_a_set_of_valid_definitions(specs) -> None:  # type: 
     got = DefinitionSet.of(specs)
     assert got.specs == specs and got.invalid == []
     assert got.version("flights") == definition_version(specs["flights"])
+
+
+def test_the_tracker_overview_names_each_invalid_definition(defs: Path) -> None:
+    from ferry.tracker.pages import definitions_alert
+
+    assert definitions_alert(load_definitions(defs).entries) == ""
+    edit(defs / "weather.yaml", "{name: temp, type: double}", "{name: <temp>, type: double}")
+    html = definitions_alert(load_definitions(defs).entries)
+    assert (
+        "<li data-dataset='weather'>dataset <b>weather</b> (weather.yaml): columns.5.name:" in html
+    )
+    assert "&#x27;&lt;temp&gt;&#x27; must match" in html and "<temp>" not in html
+
+
+def test_ferry_ps_reads_which_datasets_a_service_does_not_run(defs: Path, tmp_path: Path) -> None:
+    from ferry.core.config import get_settings
+    from ferry.core.heartbeat import datasets_status_path
+    from ferry.supervise.health import not_run
+
+    base = get_settings()
+    settings = base.model_copy(
+        update={"supervise": base.supervise.model_copy(update={"home": tmp_path / "sup"})}
+    )
+    assert not_run(settings, "load", 4242) == {}
+    edit(defs / "flights.yaml", "partition_by: [flight_date]", "partition_by: [flight_day]")
+    Definitions(defs, "load", status_file=datasets_status_path(settings, "load", 4242))
+    assert not_run(settings, "load", 4242) == {
+        "flights": "partition column 'flight_day' is not a parse or derived column"
+    }

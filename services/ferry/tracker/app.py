@@ -38,6 +38,7 @@ from ferry.core.kafka import group_id
 from ferry.core.secrets import resolve_secret
 from ferry.core.service import configure_logging
 from ferry.core.timeline import Timeline, stage_latencies
+from ferry.datasets.registry import Definitions
 from ferry.tracker.auth import bearer_middleware, broker_options
 from ferry.tracker.filepage import render_status_page
 from ferry.tracker.query import summary
@@ -83,6 +84,13 @@ class TrackerMetrics:
             "ferry_files_stuck",
             "Files waiting in a stage longer than its SLA.",
             ["stage"],
+            registry=r,
+        )
+        self.definition_valid = Gauge(
+            "ferry_dataset_definition_valid",
+            "1 when the dataset's definition is valid and run, 0 when it is invalid (its files "
+            "wait until it is fixed).",
+            ["dataset"],
             registry=r,
         )
         self.lag = Gauge(
@@ -166,6 +174,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         metrics=metrics,
         bad_records=lambda: int(metrics.bad_records._value.get()),
     )
+    ctx.definitions = Definitions(settings.paths.datasets_dir, "tracker")
     app.ferry_state = state  # type: ignore[attr-defined]
     retention_ms = int(tcfg.loaded_retention_s * 1000)
     last_sweep: dict[int, float] = {}

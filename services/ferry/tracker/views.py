@@ -63,6 +63,15 @@ class TrackerContext:
     liveness: Liveness = field(default_factory=lambda: Liveness(started_ms=now_ms()))
     health_stall_s: float = 120.0
     health_broker_s: float = 60.0
+    #: the dataset definitions (:class:`ferry.datasets.registry.Definitions`), or None
+    definitions: Any = None
+
+    def definition_entries(self) -> list[Any]:
+        """Every definition file now (reloaded if the directory changed)."""
+        if self.definitions is None:
+            return []
+        self.definitions.refresh()
+        return list(self.definitions.current().entries)
 
     def rebuild(self) -> None:
         """Index every record of the store; called once the tables are recovered (until then
@@ -196,6 +205,8 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
                 ctx.metrics.files.labels(state).set(n)
             for stage in STAGES[1:]:
                 ctx.metrics.stuck.labels(stage).set(counts["stuck"].get(stage, 0))
+            for d in ctx.definition_entries():
+                ctx.metrics.definition_valid.labels(d.name).set(1 if d.valid else 0)
             return self.bytes(
                 generate_latest(ctx.metrics.registry),
                 content_type=CONTENT_TYPE_LATEST.split(";")[0],
@@ -213,7 +224,9 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
             now = now_ms()
             dataset = request.query.get("dataset") or None
             ov = ctx.overview(now)
-            body = pages.overview_body(ov, ov["summary"], dataset)
+            body = pages.definitions_alert(ctx.definition_entries()) + pages.overview_body(
+                ov, ov["summary"], dataset
+            )
             return page(
                 self,
                 request,
