@@ -32,7 +32,7 @@ def test_every_key_has_a_row_with_its_type_and_default() -> None:
     for key in ("csv.delimiter", "columns[].type", "validation.ranges.<column>.min"):
         assert f"| `{key}` |" in table
     assert "| `csv.delimiter` | string | `','` | Field separator, one character. | `;` |" in table
-    assert "| `finished.policy` | \"stable\" or \"marker\" | `stable` |" in table
+    assert '| `finished.policy` | "stable" or "marker" | `stable` |' in table
     assert "| `hive.table` | string | required |" in table
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from ferry.core.config import REPO_ROOT
 from ferry.datasets.registry import (
-    DefinitionSet,
     Definitions,
+    DefinitionSet,
     definition_version,
     load_definitions,
 )
@@ -99,7 +99,8 @@ def test_unreadable_yaml_makes_every_unknown_dataset_wait(defs: Path) -> None:
     [bad] = got.invalid
     assert (bad.name, bad.named, bad.subdir) == ("orders", False, None)
     assert bad.problems == (
-        "cannot read: YAML: expected the node content, but found '<stream end>' at line 3, column 1",
+        "cannot read: YAML: expected the node content, but found '<stream end>' at line 3, "
+        "column 1",
     )
     # its name is only a guess: a file of any dataset not defined otherwise waits for it
     assert got.waits("shipments") is bad and got.waits("flights") is None

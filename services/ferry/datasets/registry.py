@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ferry.core.errors import ConfigError
 from ferry.datasets.spec import DatasetSpec
 
 log = logging.getLogger(__name__)
@@ -262,6 +263,8 @@ class Definitions:
         directory: the datasets directory (``settings.paths.datasets_dir``).
         service: name used in log lines (``extract``, ``transform``, …).
         compile_spec: extra check of each new valid version (transform: Spark's analyzer).
+        status_file: where to write the datasets not run after each reload (``ferry ps``).
+        must_exist: raise ConfigError when ``directory`` is missing (a wrong setting).
     """
 
     def __init__(
@@ -270,8 +273,11 @@ class Definitions:
         service: str,
         compile_spec: Compiler | None = None,
         status_file: Path | None = None,
+        must_exist: bool = True,
     ) -> None:
         self.directory = Path(directory)
+        if must_exist and not self.directory.is_dir():
+            raise ConfigError(f"datasets directory {self.directory} does not exist")
         self.service = service
         self.compile_spec = compile_spec
         #: after each reload: JSON ``{"invalid": {dataset: error}}`` (``ferry ps`` reads it)

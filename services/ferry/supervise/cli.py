@@ -71,7 +71,7 @@ def up(
         for r in result.rows:
             if r.state == "FATAL":
                 line = first_error_line(r.log) or "(no error line in its log)"
-                console.print(f"  {r.name}: {line}", style="red")
+                console.print(f"  {r.name}: {line}", style="red", soft_wrap=True)
     if result.unhealthy:
         console.print(
             f"not healthy in {deadline:.0f} s: {', '.join(result.unhealthy)}", style="red"
@@ -146,7 +146,9 @@ def _print(rows: list[PsRow], settings: Settings) -> None:
     for name, errors in sorted(invalid.items()):
         for error, services in errors.items():
             console.print(
-                f"dataset {name} not run ({services}), its files wait: {error}", style="yellow"
+                f"dataset {name} not run ({services}), its files wait: {error}",
+                style="yellow",
+                soft_wrap=True,
             )
     if invalid:
         console.print("fix the definition (ferry datasets check); it is reloaded, no restart")

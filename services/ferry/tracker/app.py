@@ -174,7 +174,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         metrics=metrics,
         bad_records=lambda: int(metrics.bad_records._value.get()),
     )
-    ctx.definitions = Definitions(settings.paths.datasets_dir, "tracker")
+    ctx.definitions = Definitions(settings.paths.datasets_dir, "tracker", must_exist=False)
     app.ferry_state = state  # type: ignore[attr-defined]
     retention_ms = int(tcfg.loaded_retention_s * 1000)
     last_sweep: dict[int, float] = {}

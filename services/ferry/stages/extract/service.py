@@ -345,8 +345,6 @@ def build(settings: Settings | None = None) -> ExtractService:
         ConfigError: the datasets directory does not exist, or bad settings.
     """
     settings = settings or get_settings()
-    if not settings.paths.datasets_dir.is_dir():
-        raise ConfigError(f"datasets directory {settings.paths.datasets_dir} does not exist")
     definitions = Definitions(
         settings.paths.datasets_dir,
         "extract",
