@@ -133,9 +133,9 @@ def check(
             line.append(f"  version {c.version}")
         console.print(line)
         for p in c.problems:
-            console.print(Text(f"    dataset {c.name!r}: {p}", "red"))
+            console.print(Text(f"    dataset {c.name!r}: {p}", "red"), soft_wrap=True)
         for n in c.notes:
-            console.print(f"    {n}")
+            console.print(f"    {n}", soft_wrap=True)
     bad = sum(not c.ok for c in results)
     console.print(f"{len(results)} definition(s) checked, {bad} refused")
     if bad or not results:

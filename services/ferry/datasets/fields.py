@@ -80,7 +80,9 @@ class ColumnSpec(Frozen):
     type: str = Field(
         description="Spark SQL / Hive type: string, boolean, tinyint, smallint, int, bigint, "
         "float, double, date, timestamp or decimal(p,s) (p ≤ 38). A value that does not parse "
-        "rejects its row (`type:`, `overflow:`, `date:`, `timestamp:` reasons).",
+        "rejects its row (`type:`, `overflow:`, `date:`, `timestamp:` reasons). Beware: a "
+        "decimal with more fraction digits than the scale is rounded half-up, not rejected "
+        "(12.345 is loaded as 12.35 into decimal(10,2)).",
         examples=["decimal(10,2)"],
     )
 

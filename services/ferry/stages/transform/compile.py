@@ -12,6 +12,8 @@ it on every new definition version (a definition that fails is not run: its file
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ferry.clusters.spark_jobs import spark_type
@@ -20,6 +22,9 @@ from ferry.stages.transform.rows import SOURCE_COLUMN, classify, csv_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+_QUERY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -41,6 +46,29 @@ def definition_problems(spark: SparkSession, spec: DatasetSpec) -> list[str]:
         whatever building a DataFrame raises when the session itself is broken (not a problem
         of the definition).
     """
+    with _quiet_query_context():
+        return _problems(spark, spec)
+
+
+@contextmanager
+def _quiet_query_context() -> Iterator[None]:
+    """pyspark logs every AnalysisException it raises with its whole Java stack trace (loggers
+    ``SQLQueryContextLogger``, ``DataFrameQueryContextLogger``); here the exception is the
+    expected answer, reported in one line: those loggers are off meanwhile."""
+    from pyspark.logger import PySparkLogger
+
+    loggers = [PySparkLogger.getLogger(n) for n in _QUERY_LOGGERS]
+    before = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, before, strict=True):
+            lg.disabled = was
+
+
+def _problems(spark: SparkSession, spec: DatasetSpec) -> list[str]:
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
