@@ -10,12 +10,8 @@ from pathlib import Path
 import pytest
 
 from ferry.core.config import REPO_ROOT
-from ferry.datasets.registry import (
-    Definitions,
-    DefinitionSet,
-    definition_version,
-    load_definitions,
-)
+from ferry.datasets.registry import DefinitionSet, definition_version, load_definitions
+from ferry.datasets.reload import Definitions
 
 REPO = REPO_ROOT / "datasets"
 

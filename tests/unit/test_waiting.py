@@ -17,7 +17,7 @@ from ferry.core.errors import DatasetNotReady, PermanentError
 from ferry.core.events import FileExtracted
 from ferry.core.processing import process_batch
 from ferry.core.stage import RunStats, Stage
-from ferry.datasets.registry import Definitions
+from ferry.datasets.reload import Definitions
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
 from ferry.stages.transform.job import FileResult
 from ferry.stages.transform.rows import FileCounts
@@ -114,3 +114,23 @@ def test_first_error_line_of_a_crash_looping_service(tmp_path: Path) -> None:
     log.write_text("all fine\n")
     assert first_error_line(str(log)) is None
     assert first_error_line(str(tmp_path / "missing.log")) is None
+
+
+def test_the_tracker_marks_a_parked_file_and_clears_it_when_released() -> None:
+    from tests.factories import manifest
+
+    from ferry.tracker.pages import definitions_alert
+    from ferry.tracker.record import apply, park, parked
+
+    ev = FileExtracted(manifest("orders", "ab" * 32, source_path="orders/o1.csv"))
+    _before, record = apply(None, ev, ev.file_id, 0)
+    assert park(None, "transform", 5) is None  # nothing known of the file: nothing to mark
+    waiting = park(record, "transform", 5)
+    assert waiting is not None and parked(waiting) == ("orders", "transform")
+    _before, again = apply(waiting, ev, ev.file_id, 0)  # later events keep the mark
+    assert parked(again) == ("orders", "transform")
+    released = park(again, None, 9)
+    assert released is not None and parked(released) is None
+    html = definitions_alert([], {("orders", "transform"): 2})
+    assert "<li data-waiting='orders:transform'><b>2</b> file(s) of dataset <b>orders</b>" in html
+    assert definitions_alert([], {}) == ""

@@ -22,7 +22,7 @@ def heartbeat_path(settings: Settings, service: str, pid: int | None = None) -> 
 
 def datasets_status_path(settings: Settings, service: str, pid: int | None = None) -> Path:
     """Where ``service``'s instance ``pid`` (default: this process) writes which datasets it
-    does not run, and why (:class:`ferry.datasets.registry.Definitions`; ``ferry ps`` reads
+    does not run, and why (:class:`ferry.datasets.reload.Definitions`; ``ferry ps`` reads
     it): ``<supervise.home>/run/<service>.<pid>.datasets``."""
     return settings.supervise.home / "run" / f"{service}.{pid or os.getpid()}.datasets"
 

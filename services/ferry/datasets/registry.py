@@ -1,4 +1,4 @@
-"""The dataset definitions a service runs, reloaded while it runs; each dataset on its own.
+"""The dataset definitions of a directory, each file read on its own.
 
 :func:`load_definitions` reads every ``*.yaml``/``*.yml`` file of the datasets directory
 independently: a file that is not a valid definition is an *invalid* entry (its error kept, its
@@ -6,12 +6,9 @@ dataset name and NAS sub-directory too when the YAML says them), and every valid
 dataset the service runs. One bad file therefore never stops the others (issue 33: one YAML with
 ``type: long`` used to make extract, transform and load crash-loop).
 
-:class:`Definitions` holds the current :class:`DefinitionSet` of a service and reloads it when
-the directory changes: :meth:`Definitions.refresh` compares a cheap fingerprint of the directory
-(name, size, mtime and inode of each definition file: one ``stat`` each) with the last one and
-reads the files again only when it differs. The services call it once per batch (transform,
-load) or per scan (extract), and from their idle loop, so a new or changed definition is picked
-up at the next batch without a restart.
+:class:`ferry.datasets.reload.Definitions` holds a service's current :class:`DefinitionSet` and
+reloads it when the directory changes, so a new or changed definition is picked up at the next
+batch without a restart.
 
 A definition's *version* is the first 12 hex digits of the SHA-256 of its validated content
 (canonical JSON of the model, defaults filled in), so comments and formatting do not make a new
@@ -24,17 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from ferry.core.errors import ConfigError
 from ferry.datasets.spec import DatasetSpec
 
 log = logging.getLogger(__name__)
@@ -181,15 +174,6 @@ class DefinitionSet:
         return f"dataset {name!r} waits for a valid definition ({d.path.name}: {d.error})"
 
 
-def snapshot(datasets: Definitions | Mapping[str, DatasetSpec]) -> DefinitionSet:
-    """The definitions to use for one batch: ``datasets`` reloaded if it changed
-    (:class:`Definitions`), or a fixed mapping of specs as a set."""
-    if isinstance(datasets, Definitions):
-        datasets.refresh()
-        return datasets.current()
-    return DefinitionSet.of(datasets)
-
-
 def load_definitions(
     directory: str | Path, compile_spec: Compiler | None = None, cache: Mapping | None = None
 ) -> DefinitionSet:
@@ -242,171 +226,13 @@ def _compiled(d: Definition, compile_spec: Compiler, cache: Mapping) -> Definiti
     return replace(d, spec=None, version=None, problems=tuple(problems))
 
 
-@dataclass
-class Changes:
-    """What a reload changed, by dataset name."""
-
-    added: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    invalid: list[str] = field(default_factory=list)  #: newly invalid, or invalid differently
-    ready: list[str] = field(default_factory=list)  #: valid now, not valid before
-
-    def __bool__(self) -> bool:
-        return bool(self.added or self.changed or self.removed or self.invalid or self.ready)
-
-
-class Definitions:
-    """The current definitions of one service, reloaded by :meth:`refresh` (thread-safe).
-
-    Args:
-        directory: the datasets directory (``settings.paths.datasets_dir``).
-        service: name used in log lines (``extract``, ``transform``, …).
-        compile_spec: extra check of each new valid version (transform: Spark's analyzer).
-        status_file: where to write the datasets not run after each reload (``ferry ps``).
-        must_exist: raise ConfigError when ``directory`` is missing (a wrong setting).
-    """
-
-    def __init__(
-        self,
-        directory: str | Path,
-        service: str,
-        compile_spec: Compiler | None = None,
-        status_file: Path | None = None,
-        must_exist: bool = True,
-    ) -> None:
-        self.directory = Path(directory)
-        if must_exist and not self.directory.is_dir():
-            raise ConfigError(f"datasets directory {self.directory} does not exist")
-        self.service = service
-        self.compile_spec = compile_spec
-        #: after each reload: JSON ``{"invalid": {dataset: error}}`` (``ferry ps`` reads it)
-        self.status_file = status_file
-        self._lock = threading.Lock()
-        self._stamp: tuple[Any, ...] | None = None
-        #: a compile could not run (no Spark yet): the next refresh reloads even if unchanged
-        self._unchecked = False
-        self._cache: dict[tuple[str, str], list[str]] = {}
-        self._set = DefinitionSet(self.directory)
-        self.refresh()
-
-    def current(self) -> DefinitionSet:
-        return self._set
-
-    def ready(self, name: str) -> bool:
-        """Files of dataset ``name`` need not wait now (:meth:`DefinitionSet.waits`)."""
-        return self._set.waits(name) is None
-
-    def ready_changed(self) -> bool:
-        """:meth:`refresh`; true when a dataset became valid or was added or changed."""
-        c = self.refresh()
-        return bool(c.ready or c.added or c.changed)
-
-    def stamp(self) -> tuple[Any, ...]:
-        """The directory's fingerprint: (name, size, mtime_ns, inode) of each definition file."""
-        out = []
-        for p in definition_files(self.directory) if self.directory.is_dir() else []:
-            try:
-                st = os.stat(p)
-            except OSError:
-                continue
-            out.append((p.name, st.st_size, st.st_mtime_ns, st.st_ino))
-        return tuple(out)
-
-    def refresh(self, force: bool = False) -> Changes:
-        """Reload when the directory changed (or ``force``); log and return what changed."""
-        with self._lock:
-            stamp = self.stamp()
-            if stamp == self._stamp and not force and not self._unchecked:
-                return Changes()
-            self._stamp, self._unchecked = stamp, False
-            new = load_definitions(self.directory, self._compile, self._cache)
-            changes = diff(self._set, new)
-            self._set = new
-        self._log(new, changes)
-        self._write_status(new)
-        return changes
-
-    def _write_status(self, new: DefinitionSet) -> None:
-        if self.status_file is None:
-            return
-        body = json.dumps({"invalid": {d.name: d.error for d in new.invalid}})
-        try:
-            self.status_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.status_file.with_name(self.status_file.name + ".tmp")
-            tmp.write_text(body, encoding="utf-8")
-            tmp.replace(self.status_file)
-        except OSError as exc:  # a read-only disk must not stop the service
-            log.warning("%s: cannot write %s: %s", self.service, self.status_file, exc)
-
-    def _compile(self, spec: DatasetSpec) -> list[str]:
-        assert self.compile_spec is not None
-        try:
-            problems = self.compile_spec(spec)
-        except Exception:
-            self._unchecked = True
-            raise
-        self._cache[(spec.name, definition_version(spec))] = problems
-        return problems
-
-    def _log(self, new: DefinitionSet, changes: Changes) -> None:
-        for name in changes.invalid:
-            d = new.get(name)
-            if d is not None:
-                log.error(
-                    "%s: dataset %r is not run: definition %s is invalid: %s; its files wait "
-                    "until it is fixed (ferry datasets check %s)",
-                    self.service,
-                    name,
-                    d.path,
-                    d.error,
-                    d.path,
-                )
-        for name in changes.added + changes.changed + changes.ready:
-            d = new.get(name)
-            if d is not None and d.valid:
-                log.info(
-                    "%s: dataset %r: definition %s version %s loaded",
-                    self.service,
-                    name,
-                    d.path.name,
-                    d.version,
-                )
-        for name in changes.removed:
-            log.warning("%s: dataset %r: definition removed; not run any more", self.service, name)
-
-
-def diff(old: DefinitionSet, new: DefinitionSet) -> Changes:
-    """What changed from ``old`` to ``new`` (see :class:`Changes`)."""
-    c = Changes()
-    before = {d.name: d for d in old.entries}
-    after = {d.name: d for d in new.entries}
-    for name, d in after.items():
-        o = before.get(name)
-        if not d.valid:
-            if o is None or o.valid or o.problems != d.problems:
-                c.invalid.append(name)
-        elif o is None:
-            c.added.append(name)
-        elif not o.valid:
-            c.ready.append(name)
-        elif o.version != d.version:
-            c.changed.append(name)
-    c.removed = [n for n in before if n not in after]
-    return c
-
-
 __all__ = [
-    "Changes",
     "Compiler",
     "Definition",
     "DefinitionSet",
-    "Definitions",
     "definition_files",
     "definition_version",
-    "diff",
     "load_definitions",
     "read_definition",
-    "snapshot",
     "validation_problems",
 ]

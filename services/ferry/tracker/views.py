@@ -35,7 +35,7 @@ from ferry.core.timeline import Timeline
 from ferry.tracker import filepage, pages
 from ferry.tracker.health import Liveness, evaluate
 from ferry.tracker.query import FileQuery, QueryError, charts, overview, select
-from ferry.tracker.record import detail
+from ferry.tracker.record import detail, parked
 from ferry.tracker.state import STAGES, TrackerState
 
 STATIC_TYPES = {".js": "application/javascript", ".css": "text/css", ".txt": "text/plain"}
@@ -63,8 +63,17 @@ class TrackerContext:
     liveness: Liveness = field(default_factory=lambda: Liveness(started_ms=now_ms()))
     health_stall_s: float = 120.0
     health_broker_s: float = 60.0
-    #: the dataset definitions (:class:`ferry.datasets.registry.Definitions`), or None
+    #: the dataset definitions (:class:`ferry.datasets.reload.Definitions`), or None
     definitions: Any = None
+    #: file id → (dataset, stage) of the files parked in the waiting room
+    parked: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def waiting_files(self) -> dict[tuple[str, str], int]:
+        """(dataset, stage) → files waiting there for a valid definition."""
+        out: dict[tuple[str, str], int] = {}
+        for where in self.parked.values():
+            out[where] = out.get(where, 0) + 1
+        return out
 
     def definition_entries(self) -> list[Any]:
         """Every definition file now (reloaded if the directory changed)."""
@@ -77,7 +86,9 @@ class TrackerContext:
         """Index every record of the store; called once the tables are recovered (until then
         every endpoint but ``/static`` answers 503: the on-disk store is readable before its
         changelog tail is applied, and pages must not mix the two)."""
-        self.state.load(list(self.files.values()), dict(self.pruned.items()))
+        records = list(self.files.values())
+        self.state.load(records, dict(self.pruned.items()))
+        self.parked = {r["file_id"]: w for r in records if r and (w := parked(r)) is not None}
 
     def ready(self) -> TrackerState:
         return self.state
@@ -224,9 +235,8 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
             now = now_ms()
             dataset = request.query.get("dataset") or None
             ov = ctx.overview(now)
-            body = pages.definitions_alert(ctx.definition_entries()) + pages.overview_body(
-                ov, ov["summary"], dataset
-            )
+            alert = pages.definitions_alert(ctx.definition_entries(), ctx.waiting_files())
+            body = alert + pages.overview_body(ov, ov["summary"], dataset)
             return page(
                 self,
                 request,

@@ -41,7 +41,7 @@ from ferry.core.publish import encode_events, publish
 from ferry.core.retry import retrying
 from ferry.core.service import service_main
 from ferry.core.topics import ensure_topics
-from ferry.datasets.registry import Definitions
+from ferry.datasets.reload import Definitions
 from ferry.stages.extract.datasets import apply_definitions, prepare_dirs
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
@@ -338,7 +338,7 @@ def _cut(stem: str, room: int) -> str:
 def build(settings: Settings | None = None) -> ExtractService:
     """Wire the extract service: datasets, topic plan, producer, HDFS B port.
 
-    Every valid dataset definition runs (:class:`~ferry.datasets.registry.Definitions`,
+    Every valid dataset definition runs (:class:`~ferry.datasets.reload.Definitions`,
     reloaded before each scan); an invalid one is logged and its files wait on the NAS.
 
     Raises:

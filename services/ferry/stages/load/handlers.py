@@ -23,14 +23,14 @@ from ferry.core.errors import PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileTransferred
 from ferry.core.stage import BatchResult
 from ferry.datasets import DatasetSpec
-from ferry.datasets.registry import Definitions, snapshot
+from ferry.datasets.reload import Definitions, snapshot
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class LoadDeps:
-    """``datasets``: the service's reloading :class:`~ferry.datasets.registry.Definitions` (a
+    """``datasets``: the service's reloading :class:`~ferry.datasets.reload.Definitions` (a
     fixed mapping in tests)."""
 
     datasets: Definitions | Mapping[str, DatasetSpec]

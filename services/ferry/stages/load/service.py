@@ -1,7 +1,7 @@
 """The load service: ``FileTransferred`` batches → Hive on cluster A (Spark, Hive metastore) →
 ``FileLoaded``. One long-lived Hive-enabled SparkSession; one Spark job per batch and dataset.
 
-Dataset definitions are reloaded while it runs (:class:`ferry.datasets.registry.Definitions`); a
+Dataset definitions are reloaded while it runs (:class:`ferry.datasets.reload.Definitions`); a
 file whose definition is invalid waits in the waiting room (:mod:`ferry.core.waiting`)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ferry.core.runner import StageRunner, build_runner
 from ferry.core.service import service_main
 from ferry.core.stage import Stage
 from ferry.core.waiting import WaitingRoom
-from ferry.datasets.registry import Definitions
+from ferry.datasets.reload import Definitions
 from ferry.stages.load.handlers import LoadDeps, load_batch
 
 

@@ -34,7 +34,7 @@ from ferry.core.errors import (
 from ferry.core.events import FileExtracted, FileTransformed
 from ferry.core.stage import BatchResult
 from ferry.datasets import DatasetSpec
-from ferry.datasets.registry import Definitions, snapshot
+from ferry.datasets.reload import Definitions, snapshot
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ RunBatch = Callable[..., Mapping[str, Any]]
 class TransformDeps:
     """``spark()`` returns the live session (rebuilding it if needed); ``run_batch`` is
     :func:`ferry.stages.transform.job.run_batch` (a fake in unit tests). ``datasets``: the
-    service's reloading :class:`~ferry.datasets.registry.Definitions` (a fixed mapping in tests).
+    service's reloading :class:`~ferry.datasets.reload.Definitions` (a fixed mapping in tests).
     """
 
     datasets: Definitions | Mapping[str, DatasetSpec]

@@ -1,7 +1,7 @@
 """The transform service: ``FileExtracted`` batches → one Spark job each on the master pair → B
 staging → ``FileTransformed``. The SparkSession lives as long as the service (no JVM per file).
 
-Dataset definitions are reloaded while it runs (:class:`ferry.datasets.registry.Definitions`):
+Dataset definitions are reloaded while it runs (:class:`ferry.datasets.reload.Definitions`):
 each new version is compiled with Spark's analyzer first (:mod:`ferry.stages.transform.compile`);
 a definition that is invalid or does not compile is not run, and its files wait in the waiting
 room (:mod:`ferry.core.waiting`) until it is fixed, while the other datasets go on."""
@@ -21,7 +21,7 @@ from ferry.core.service import service_main
 from ferry.core.stage import Stage
 from ferry.core.waiting import WaitingRoom
 from ferry.datasets import DatasetSpec
-from ferry.datasets.registry import Definitions
+from ferry.datasets.reload import Definitions
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
 
 log = logging.getLogger(__name__)
