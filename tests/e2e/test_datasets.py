@@ -79,6 +79,10 @@ def _waiting_keys(p: Pipeline) -> set[str]:
 def test_a_broken_definition_stops_only_its_dataset_and_reloads_when_fixed(two):  # type: ignore[no-untyped-def]
     p, defs, token = two
     flights = _day_file(p, "flights", 1, 13, "flights_2099-01-01.csv")
+    lines = flights.read_text(encoding="utf-8").splitlines()
+    bad = lines[1].split(",")
+    bad[1] = "13"  # month 13: rejected by the range rule, kept in rejects
+    flights.write_text("\n".join([*lines, ",".join(bad)]) + "\n", encoding="utf-8")
     weather = _day_file(p, "weather", 1, 12, "weather_2099-01-01.csv")
     f_id = derive_file_id("flights", sha256_file(flights))
     w_id = derive_file_id("weather", sha256_file(weather))
@@ -90,6 +94,15 @@ def test_a_broken_definition_stops_only_its_dataset_and_reloads_when_fixed(two):
         outcomes, lambda: f_id in outcomes.loaded, "flights", 300, p.group.check_alive
     )
     assert p.hive_rows(f"ferry.flights_{token}", [f_id]) == {f_id: 13}
+    loaded = outcomes.loaded[f_id].manifest
+    assert (loaded.rows_in, loaded.rows_out, loaded.rows_rejected) == (14, 13, 1)
+    # the rejected row, by the file's NAS name: its reason and its record
+    shown = p.ferry("rejects", flights.name, timeout=180)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f"1 rejected row(s) of flights/{flights.name} (flights, file id {f_id})" in shown.stdout
+    assert "reason: range:month\n" in shown.stdout
+    record = next(ln for ln in shown.stdout.splitlines() if ln.startswith("  record: "))
+    assert record.split(",")[:3] == ["  record: 2013", "13", "1"]
     # The weather file waits on the NAS: not taken, not quarantined; every service still runs.
     outcomes.poll(3.0)
     p.group.check_alive()

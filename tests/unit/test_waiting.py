@@ -134,3 +134,13 @@ def test_the_tracker_marks_a_parked_file_and_clears_it_when_released() -> None:
     html = definitions_alert([], {("orders", "transform"): 2})
     assert "<li data-waiting='orders:transform'><b>2</b> file(s) of dataset <b>orders</b>" in html
     assert definitions_alert([], {}) == ""
+
+
+def test_a_rejected_row_prints_its_raw_text_or_its_parsed_values() -> None:
+    from ferry.ops.rejects_cli import _record
+
+    raw = {"_corrupt_record": '1,"a\nb",x', "id": None, "note": None}
+    assert _record(raw, ["id", "note"], ",") == '1,"a\nb",x'
+    parsed = {"_corrupt_record": None, "id": 7, "note": "Smith, Jane"}
+    assert _record(parsed, ["id", "note"], ",") == '7,"Smith, Jane"'
+    assert _record({**parsed, "note": None}, ["id", "note"], ";") == "7;"
