@@ -80,7 +80,7 @@ def list_(
             d.name,
             d.path.name,
             nas,
-            spec.hive.full_name if spec else "?",
+            d.table or "?",
             d.version or "-",
             state,
             str(_nas_waiting(settings.paths.nas_dir, d.subdir, pattern)),

@@ -146,8 +146,10 @@ def test_reload_picks_up_new_changed_fixed_and_removed_definitions(
     assert (c.invalid, c.ready) == ([], ["weather"])
     assert d.current().version("weather") == v0 and d.ready("weather")
 
+    flights = d.current().specs["flights"]
     edit(defs / "weather.yaml", "max: 250", "max: 260")
     assert d.refresh().changed == ["weather"]
+    assert d.current().specs["flights"] is flights  # unchanged: what was built for it is kept
     shutil.copy(defs / "flights.yaml", defs / "orders.yaml")
     edit(defs / "orders.yaml", "name: flights", "name: orders")
     edit(defs / "orders.yaml", "subdir: flights", "subdir: orders")

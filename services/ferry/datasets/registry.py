@@ -70,6 +70,8 @@ class Definition:
     subdir: str | None = None
     #: False when the name is only the file's stem (the YAML could not say it)
     named: bool = True
+    #: ``database.table`` as the YAML says it (also for an invalid definition), or None
+    table: str | None = None
 
     @property
     def valid(self) -> bool:
@@ -94,6 +96,12 @@ def read_definition(path: Path) -> Definition:
     name = data["name"] if named else path.stem
     nas = data.get("nas")
     subdir = nas.get("subdir") if isinstance(nas, dict) else None
+    hive = data.get("hive")
+    table = (
+        f"{hive.get('database')}.{hive.get('table')}"
+        if isinstance(hive, dict) and hive.get("database") and hive.get("table")
+        else None
+    )
     try:
         spec = DatasetSpec.model_validate(data)
     except ValidationError as exc:
@@ -103,8 +111,16 @@ def read_definition(path: Path) -> Definition:
             problems=tuple(validation_problems(exc)),
             subdir=subdir if isinstance(subdir, str) else None,
             named=named,
+            table=table,
         )
-    return Definition(path, spec.name, spec, definition_version(spec), subdir=spec.nas.subdir)
+    return Definition(
+        path,
+        spec.name,
+        spec,
+        definition_version(spec),
+        subdir=spec.nas.subdir,
+        table=spec.hive.full_name,
+    )
 
 
 def _why(exc: BaseException) -> str:

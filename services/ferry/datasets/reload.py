@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +110,9 @@ class Definitions:
             if stamp == self._stamp and not force and not self._unchecked:
                 return Changes()
             self._stamp, self._unchecked = stamp, False
-            new = load_definitions(self.directory, self._compile, self._cache)
+            new = _keep_unchanged(
+                self._set, load_definitions(self.directory, self._compile, self._cache)
+            )
             changes = diff(self._set, new)
             self._set = new
         self._log(new, changes)
@@ -164,6 +166,20 @@ class Definitions:
                 )
         for name in changes.removed:
             log.warning("%s: dataset %r: definition removed; not run any more", self.service, name)
+
+
+def _keep_unchanged(old: DefinitionSet, new: DefinitionSet) -> DefinitionSet:
+    """``new`` with the spec objects of ``old`` where a dataset's version did not change, so
+    what a stage built per spec object (transform's expressions, thousands of py4j calls) is
+    not built again when another definition changed."""
+    before = {d.name: d for d in old.entries if d.valid}
+    entries = []
+    for d in new.entries:
+        o = before.get(d.name)
+        if d.valid and o is not None and o.version == d.version and o.path == d.path:
+            d = replace(d, spec=o.spec)
+        entries.append(d)
+    return replace(new, entries=tuple(entries))
 
 
 def diff(old: DefinitionSet, new: DefinitionSet) -> Changes:
