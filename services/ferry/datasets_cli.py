@@ -75,7 +75,7 @@ def list_(
         spec = d.spec
         pattern = spec.nas.pattern if spec else None
         nas = f"{settings.paths.nas_dir / d.subdir}/{pattern or ''}" if d.subdir else "?"
-        state = Text("valid", style="green") if d.valid else Text(f"invalid: {d.error}", "red")
+        state = Text("valid", style="green") if d.valid else Text("invalid (below)", "red")
         t.add_row(
             d.name,
             d.path.name,
@@ -86,7 +86,12 @@ def list_(
             str(_nas_waiting(settings.paths.nas_dir, d.subdir, pattern)),
         )
     console.print(t)
+    for d in defs.invalid:
+        console.print(
+            Text(f"dataset {d.name} ({d.path.name}) is invalid: {d.error}", "red"), soft_wrap=True
+        )
     if defs.invalid:
+        console.print("their files wait until fixed (check one with: ferry datasets check FILE)")
         raise typer.Exit(1)
 
 

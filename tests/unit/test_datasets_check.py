@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,47 @@ def test_load_adds_the_new_column_and_reads_null_for_earlier_rows(spark, defs: P
     assert schema.fields[-2].name == "station"  # after the data columns, before the partition
     assert [r.station for r in spark.table(table).collect()] == [None]
     shutil.rmtree(defs)
+
+
+def test_list_shows_each_dataset_its_nas_directory_table_version_and_state(
+    defs: Path, unique_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ferry.datasets.registry import load_definitions
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="n", dir="/tmp"))  # short: the table fits in 160
+    monkeypatch.setenv("FERRY_PATHS__NAS_DIR", str(tmp_path / "nas"))
+    (tmp_path / "nas" / "weather").mkdir(parents=True)
+    (tmp_path / "nas" / "weather" / "weather_1.csv").write_text("x\n")
+    (tmp_path / "nas" / "weather" / ".weather_2.csv.part").write_text("x\n")
+    edit(defs / "weather.yaml", "{name: temp, type: double}", "{name: temp, type: long}")
+    out = CliRunner().invoke(app, ["list", "--dir", str(defs)])
+    assert out.exit_code == 1, out.output
+    rows = {
+        cells[0]: cells
+        for ln in out.output.splitlines()
+        if len(cells := [c.strip() for c in ln.split("│")[1:-1]]) == 7 and cells[0]
+    }
+    version = load_definitions(defs).version("flights")
+    assert rows["flights"] == [
+        "flights",
+        "flights.yaml",
+        f"{tmp_path / 'nas'}/flights/flights_*.csv",
+        f"{unique_db}.flights",
+        version,
+        "valid",
+        "0",
+    ]
+    assert rows["weather"][:5] == [
+        "weather",
+        "weather.yaml",
+        f"{tmp_path / 'nas'}/weather/",
+        f"{unique_db}.weather",
+        "-",
+    ]
+    assert rows["weather"][5:] == ["invalid (below)", "1"]
+    assert (
+        "dataset weather (weather.yaml) is invalid: columns.5.type: unsupported type 'long'"
+        in out.output
+    )
+    assert rows["weather"][6] == "1"  # the file waiting on the NAS (a hidden one is not counted)
+    shutil.rmtree(tmp_path)
