@@ -180,7 +180,13 @@ def test_list_shows_each_dataset_its_nas_directory_table_version_and_state(
     from ferry.datasets.registry import load_definitions
 
     tmp_path = Path(tempfile.mkdtemp(prefix="n", dir="/tmp"))  # short: the table fits in 160
-    monkeypatch.setenv("FERRY_PATHS__NAS_DIR", str(tmp_path / "nas"))
+    from ferry.core.config import get_settings
+
+    base = get_settings()
+    paths = base.paths.model_copy(update={"nas_dir": tmp_path / "nas"})
+    monkeypatch.setattr(
+        "ferry.datasets_cli._settings", lambda: base.model_copy(update={"paths": paths})
+    )
     (tmp_path / "nas" / "weather").mkdir(parents=True)
     (tmp_path / "nas" / "weather" / "weather_1.csv").write_text("x\n")
     (tmp_path / "nas" / "weather" / ".weather_2.csv.part").write_text("x\n")
