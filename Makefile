@@ -112,11 +112,12 @@ test-ha: install ## HA tier: cluster A as an HA nameservice (profile ha), NameNo
 	mkdir -p var/ha-stack && ln -sfn ../jars var/ha-stack/jars
 	FERRY_PROFILE=ha FERRY_VAR_DIR=$(CURDIR)/var/ha-stack $(PYTEST) -s --durations=5 tests/ha
 
-lint: install ## ruff, mypy and the Avro schema evolution check
+lint: install ## ruff, mypy, the Avro schema evolution check and the dataset definitions check
 	$(VENV)/bin/ruff check services tests bench
 	$(VENV)/bin/ruff format --check services tests bench
 	$(VENV)/bin/mypy
 	$(FERRY) schemas check
+	$(FERRY) datasets check --no-hive datasets
 
 bench: install ## Benchmarks: print figures (events codec and Kafka round trip)
 	$(PY) bench/bench_events.py

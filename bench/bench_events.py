@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from ferry.core.events import FileExtracted, FileManifest, FileTransformed, derive_file_id
+from ferry.core.events import FileExtracted, FileManifest, FileTransformed
+from ferry.core.identity import derive_file_id
 from ferry.core.kafka.clients import build_admin, build_producer, group_id
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.runtime.runner import build_runner

@@ -48,7 +48,8 @@ from rich.table import Table
 
 from ferry.clusters.hive import rewrite_root, table_location
 from ferry.clusters.spark_jobs import spark_type
-from ferry.datasets.spec import FILE_ID_COLUMN, ColumnSpec, DatasetSpec, load_datasets
+from ferry.datasets.fields import ColumnSpec
+from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec, load_datasets
 from ferry.settings import get_settings
 from ferry_kit.stack.manager import Stack
 

@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.events import derive_file_id, sha256_file
+from ferry.core.identity import derive_file_id, sha256_file
 from ferry.settings import Settings
 from ferry_kit.pipeline import Outcomes, ServiceGroup, drop_file
 from ferry_kit.stack.base import java, spark_home

@@ -160,7 +160,7 @@ def transform(settings: Settings, args: argparse.Namespace, state: Path) -> None
     )
     staged = {"small": {r.file_id: r.staged_path for r in res.values()}}
     if args.big:
-        from ferry.core.events import derive_file_id, sha256_file
+        from ferry.core.identity import derive_file_id, sha256_file
 
         big = Path(args.big)
         fid = derive_file_id("flights", sha256_file(big))

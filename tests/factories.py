@@ -12,14 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ferry.core.events import (
-    FileExtracted,
-    FileFailed,
-    FileManifest,
-    FileTransferred,
-    derive_file_id,
-)
+from ferry.core.events import FileExtracted, FileFailed, FileManifest, FileTransferred
 from ferry.core.events import failed as event_failed
+from ferry.core.identity import derive_file_id
 from ferry.datasets.spec import DatasetSpec
 
 #: The default creation (and update) time of every factory's manifest.

@@ -30,6 +30,11 @@ AREAS: Areas = {
             "Check Avro schema evolution; release a schema snapshot.",
         ),
         ("quarantine", "ferry.ops.quarantine_cli", "List, show and release quarantined files."),
+        (
+            "datasets",
+            "ferry.datasets_cli",
+            "List and check dataset definitions; print the YAML reference.",
+        ),
     ],
     "commands": [
         (
@@ -67,6 +72,12 @@ AREAS: Areas = {
             "ferry.ops.hive_cli",
             "unload",
             "Remove files' rows from their Hive table.",
+        ),
+        (
+            "rejects",
+            "ferry.ops.rejects_cli",
+            "rejects",
+            "Print a file's rejected rows: reason and raw record per row.",
         ),
     ],
 }

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ferry.core.events import derive_file_id, sha256_file
+from ferry.core.identity import derive_file_id, sha256_file
 from ferry.datasets.spec import load_datasets
 from ferry.settings import Settings
 from ferry_kit.demo_data import write_demo_files

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from ferry.core.events import derive_file_id, sha256_file
+from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.kafka.clients import client_config
 from ferry.datasets.spec import load_datasets
 from ferry.lineage.chain import Node, chain, hops

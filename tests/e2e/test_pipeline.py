@@ -8,7 +8,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from ferry.core.events import FileTransferred, derive_file_id, sha256_file
+from ferry.core.events import FileTransferred
+from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.kafka.clients import OutboundRecord, build_producer, produce_and_wait
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.spec import load_datasets

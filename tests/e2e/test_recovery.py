@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.events import derive_file_id, sha256_file
+from ferry.core.identity import derive_file_id, sha256_file
 from ferry.datasets.spec import load_datasets
 from ferry.ops.compact import unload
 from ferry_kit.demo_data import write_demo_files

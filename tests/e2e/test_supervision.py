@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from ferry.clusters.hiveserver2 import rows_by_file
-from ferry.core.events import derive_file_id, sha256_file
+from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
 from ferry.datasets.spec import load_datasets
@@ -129,6 +130,9 @@ def test_a_service_that_exits_at_once_ends_fatal_and_up_names_it(stack: Settings
         up = sup.ferry("up", "--no-stack", "--deadline", "120")
         assert up.returncode == 1, up.stdout + up.stderr
         assert "gave up (crash loop, FATAL): extract, load, transform; see their logs" in up.stdout
+        missing = f"ConfigError: datasets directory {tmp_path / 'no-such-dir'} does not exist"
+        for name in ("extract", "load", "transform"):  # the first error line of each
+            assert f"  {name}: ferry: {missing}" in up.stdout, up.stdout
         states = {r.name: (r.state, r.pid is None) for r in sup.services.ps()}
         assert states == {
             "extract": ("FATAL", True),
@@ -146,6 +150,40 @@ def test_a_service_that_exits_at_once_ends_fatal_and_up_names_it(stack: Settings
         assert sorted(c[0] for c in cells if c[1:] == ["FATAL"]) == ["extract", "load", "transform"]
         log = (tmp_path / "sup" / "log" / "extract.log").read_text()
         assert "ConfigError: datasets directory" in log
+    finally:
+        sup.services.down()
+
+
+def test_a_broken_definition_leaves_every_service_running_and_ps_names_it(
+    stack: Settings, tmp_path: Path
+):
+    """Issue 33: one YAML with ``type: long`` used to make extract, transform and load
+    crash-loop (FATAL), stopping every dataset. Now they all run and say what they skip."""
+    defs = tmp_path / "datasets"
+    shutil.copytree(stack.paths.datasets_dir, defs)
+    weather = defs / "weather.yaml"
+    weather.write_text(
+        weather.read_text().replace("{name: temp, type: double}", "{name: temp, type: long}")
+    )
+    sup = supervised(stack, tmp_path, {"paths.datasets_dir": defs})
+    try:
+        up = sup.ferry("up", "--no-stack", "--deadline", "240")
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "gave up" not in up.stdout
+        ps = sup.ferry("ps")
+        assert ps.returncode == 0, ps.stdout + ps.stderr
+        assert (
+            "dataset weather not run (extract, load, transform), its files wait: "
+            "columns.5.type: unsupported type 'long'; use one of" in ps.stdout
+        ), ps.stdout
+        rows = {r.name: r.health for r in sup.services.ps()}
+        assert {n: (h.ok, list(h.invalid)) for n, h in rows.items()} == {
+            "extract": (True, ["weather"]),
+            "load": (True, ["weather"]),
+            "tracker": (True, []),
+            "transfer": (True, []),
+            "transform": (True, ["weather"]),
+        }
     finally:
         sup.services.down()
 

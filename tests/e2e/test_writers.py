@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ferry.core.events import derive_file_id, sha256_file
+from ferry.core.identity import derive_file_id, sha256_file
 from ferry.datasets.spec import load_datasets
 from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import Outcomes

@@ -22,9 +22,9 @@ from ferry.core.events import (
     FileManifest,
     FileTransferred,
     FileTransformed,
-    derive_file_id,
     event_key,
 )
+from ferry.core.identity import derive_file_id
 from ferry.core.wire.avro import MAGIC, EventCodec, load_schema_dir, schema_fingerprint
 from ferry.settings import get_settings
 

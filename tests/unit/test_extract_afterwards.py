@@ -13,9 +13,11 @@ import pytest
 from tests.fakes import FakeProducer
 from tests.unit.extract_helpers import DATA, HEADER, drop, service, with_
 
-from ferry.core.events import FileExtracted, FileFailed, derive_file_id
+from ferry.core.events import FileExtracted, FileFailed
+from ferry.core.identity import derive_file_id
 from ferry.core.wire.avro import EventCodec
-from ferry.datasets.spec import DatasetSpec, FinishedPolicy
+from ferry.datasets.fields import FinishedPolicy
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.afterwards import CHANGED_AFTER_EXTRACT, ArchiveWatch
 from ferry.stages.extract.handlers import Spliced
 from ferry.stages.extract.service import ExtractService

@@ -24,7 +24,8 @@ from tests.unit.extract_helpers import (
 
 from ferry.clusters.hdfs.paths import hdfs_name, is_temp_path, temp_path_for
 from ferry.core.errors import HdfsUnavailable
-from ferry.core.events import FileExtracted, FileFailed, derive_file_id, sha256_file
+from ferry.core.events import FileExtracted, FileFailed
+from ferry.core.identity import derive_file_id, sha256_file
 from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.stages.extract.scanner import Candidate

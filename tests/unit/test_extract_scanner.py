@@ -18,7 +18,8 @@ from tests.unit.extract_helpers import (
     with_,
 )
 
-from ferry.datasets.spec import DatasetSpec, FinishedPolicy
+from ferry.datasets.fields import FinishedPolicy
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.scanner import Candidate, NasScanner
 
 # -- scanner: stable policy (C09) -----------------------------------------------------------

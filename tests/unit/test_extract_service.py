@@ -25,9 +25,11 @@ from tests.unit.extract_helpers import (
 )
 
 from ferry.core.errors import TransientError
-from ferry.core.events import FileExtracted, derive_file_id, sha256_file
+from ferry.core.events import FileExtracted
+from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.wire.avro import EventCodec
-from ferry.datasets.spec import DatasetSpec, FinishedPolicy
+from ferry.datasets.fields import FinishedPolicy
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.moves import free_name
 
 # -- ExtractService ---------------------------------------------------------------------------
@@ -230,10 +232,10 @@ def test_the_marker_keeps_following_its_renamed_file(ex: Extract) -> None:
 def test_a_failed_file_without_file_id_gets_a_timestamp_name(
     tmp_path: Path, flights: DatasetSpec, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ferry.stages.extract.service as service_mod
+    import ferry.stages.extract.moves as moves_mod
 
     at = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
-    monkeypatch.setattr(service_mod, "utc_now", lambda: at)
+    monkeypatch.setattr(moves_mod, "utc_now", lambda: at)
     nas = tmp_path / "nas"
     name = LATIN1  # bad_file_name (not UTF-8): no manifest, so no file_id
     failed = nas / ".ferry" / "failed" / "flights"
@@ -276,6 +278,6 @@ def test_a_failed_move_is_logged_and_the_file_not_taken_again(
     svc.handle(take(svc))
     assert (path.read_bytes(), len(producer.acked)) == (DATA, 1)
     assert [svc.scanner.scan(t) for t in (6.0, 8.0, 10.0)] == [[], [], []]
-    assert [r.levelname for r in caplog.records if r.name == "ferry.stages.extract.service"] == [
+    assert [r.levelname for r in caplog.records if r.name == "ferry.stages.extract.moves"] == [
         "ERROR"
     ]

@@ -26,7 +26,8 @@ from tests.unit.extract_helpers import (
 from ferry.core.errors import ConfigError, HdfsPathExists, HdfsUnavailable
 from ferry.core.events import FileExtracted
 from ferry.core.wire.avro import EventCodec
-from ferry.datasets.spec import DatasetSpec, FinishedPolicy
+from ferry.datasets.fields import FinishedPolicy
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.handlers import ExtractDeps
 from ferry.stages.extract.scanner import Candidate
 

@@ -16,7 +16,8 @@ from tests.fakes import FakeProducer
 from tests.unit.extract_helpers import DATA, HEADER, candidate, drop, service, with_
 
 from ferry.core.wire.avro import EventCodec
-from ferry.datasets.spec import DatasetSpec, FinishedPolicy
+from ferry.datasets.fields import FinishedPolicy
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.scanner import Candidate, NasScanner
 from ferry.stages.extract.watcher import NasWatcher
 from ferry.stages.extract.writers import ProcScan, Writer, WriterCheck, open_writers

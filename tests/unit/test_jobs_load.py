@@ -132,7 +132,7 @@ def test_ensure_table_creates_then_detects_a_drifted_table(spark, unique_db):
     )
     drifted = spec.model_copy(update={"hive": spec.hive.model_copy(update={"table": "drift"})})
     with pytest.raises(
-        PermanentError, match="column 'id' has type bigint, table expects int"
+        PermanentError, match="column 'id' has type bigint in the table, the definition says int"
     ) as err:
         ensure_table(spark, drifted)
     assert err.value.reason == "schema_mismatch"

@@ -7,7 +7,7 @@ up``, the demo, the test rigs). The kit imports the product; the product never i
 Inside the product data walks one way, floor by floor (a module imports only its own area and the
 areas of the floors below it)::
 
-    core.errors
+    core.errors, core.identity (a file's content hash and file_id)
     core.dismissal (the operator's FileDismissed event)
     core.events, settings
     core.wire, core.timeline, core.services, core.retry
@@ -40,6 +40,7 @@ KIT = ROOT / "services" / "kit" / "ferry_kit"
 #: Every core area, for the floors that may use all of core.
 CORE = {
     "core.errors",
+    "core.identity",
     "core.events",
     "core.dismissal",
     "core.wire",
@@ -57,7 +58,8 @@ ALLOWED: dict[str, set[str]] = {
     "": set(),  # ferry/__init__.py
     "core.errors": set(),
     "core.dismissal": {"core.errors"},
-    "core.events": {"core.errors", "core.dismissal"},
+    "core.identity": set(),
+    "core.events": {"core.errors", "core.dismissal", "core.identity"},
     "settings": {"core.errors"},
     "core.wire": {"core.errors", "core.dismissal", "core.events", "settings"},
     "core.timeline": {"core.errors", "core.dismissal", "core.events"},
@@ -83,11 +85,20 @@ STAGES = ("extract", "transform", "transfer", "load")
 for _stage in STAGES:
     ALLOWED[f"stages.{_stage}"] = BASE | {"datasets", "clusters", "lineage"}
 
+#: Top-level modules of the command line: they sit on top and may import anything of the product
+#: (``ferry datasets check`` compiles definitions with transform's code and compares tables with
+#: load's).
+CLI_MODULES = {"__main__", "cli", "datasets_cli", "datasets_check"}
+
 #: Packages whose ``__init__.py`` defines what it exports (and so may import).
 DEFINING_PACKAGES = {"ferry.settings", "ferry_kit.profiles"}
 
 #: Files (path from the repository root) allowed over :data:`MAX_LINES` lines, with the reason.
-LONG_MODULES: dict[str, str] = {}
+LONG_MODULES: dict[str, str] = {
+    "services/ferry/core/runtime/runner.py": "the consume loop is one state machine (poll, "
+    "pause/resume, the running and takeover batches, delivery, offsets, shutdown); its "
+    "partition side is rebalance.py already, what is left shares the loop's state",
+}
 MAX_LINES = 400
 
 
@@ -100,7 +111,7 @@ def area(module: str) -> str:
         return ""  # ferry/__init__.py and the bare packages hold nothing
     if parts[0] in ("stages", "core") and len(parts) > 1:
         return f"{parts[0]}.{parts[1]}"
-    if parts[0] == "__main__":
+    if parts[0] in CLI_MODULES:
         return "cli"
     return parts[0]
 

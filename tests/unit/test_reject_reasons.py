@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from rich.console import Console
 from tests.paths import REPO_ROOT
 
-from ferry.core.events import FileExtracted, FileManifest, FileTransformed, derive_file_id
+from ferry.core.events import FileExtracted, FileManifest, FileTransformed
+from ferry.core.identity import derive_file_id
 from ferry.core.timeline import Timeline, fold
 from ferry.core.wire.avro import default_codec
 from ferry.ops.status_cli import _reasons_table

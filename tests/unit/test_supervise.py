@@ -51,6 +51,7 @@ def program(name: str, priority: int, env: str, n: int = 1) -> str:
     return f"""
 [program:{name}]
 command=/venv/bin/python -m ferry run {name}
+directory=/srv/ferry
 process_name={process}
 numprocs={n}
 numprocs_start=1
@@ -74,7 +75,13 @@ environment={env}
 def test_config_text_one_program_per_service_and_numprocs_for_replicas():
     settings = Settings(supervise={"home": HOME})
     env = {"FERRY_KAFKA__TOPIC_PREFIX": "demo", "FERRY_PATHS__NAS_DIR": "/data/50%"}
-    text = render_config(settings, {"transform": 2, "load": 2}, env, python="/venv/bin/python")
+    text = render_config(
+        settings,
+        {"transform": 2, "load": 2},
+        env,
+        python="/venv/bin/python",
+        workdir=Path("/srv/ferry"),
+    )
     line = 'FERRY_KAFKA__TOPIC_PREFIX="demo",FERRY_PATHS__NAS_DIR="/data/50%%"'
     assert text == HEADER + "".join(
         [

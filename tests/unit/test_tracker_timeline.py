@@ -15,8 +15,8 @@ from ferry.core.events import (
     FileManifest,
     FileTransferred,
     FileTransformed,
-    derive_file_id,
 )
+from ferry.core.identity import derive_file_id
 from ferry.core.timeline import Failure, StepMark, Timeline, fold, stage_latencies, to_ms
 from ferry.tracker.filepage import render_status_page
 from ferry.tracker.query import summary

@@ -7,7 +7,8 @@ from tests.factories import FS_A, FS_B, manifest
 
 from ferry.clusters.hdfs.paths import is_temp_path
 from ferry.core.errors import DataNodeUnreachable, HdfsPathNotFound, HdfsUnavailable, PermanentError
-from ferry.core.events import FileTransferred, FileTransformed, derive_file_id
+from ferry.core.events import FileTransferred, FileTransformed
+from ferry.core.identity import derive_file_id
 from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.handlers import TransferDeps, transfer_file
 from ferry_kit.testing.hdfs_fake import FakeHdfs

@@ -19,6 +19,7 @@ from tests.unit.test_transform_handler import (
 
 from ferry.core.errors import SparkJobFailed, SparkUnavailable, TransientError
 from ferry.core.events import FileTransformed
+from ferry.datasets.registry import definition_version
 from ferry.datasets.spec import DatasetSpec
 from ferry.stages.transform.handlers import TransformDeps, split_budget, transform_batch
 
@@ -55,6 +56,7 @@ def test_one_bad_file_among_eight_is_isolated_by_bisection(
             rows_out=10 + n,
             rows_rejected=0,
             updated_at=t.manifest.updated_at,
+            definition_version=definition_version(specs["flights"]),
         )
 
 

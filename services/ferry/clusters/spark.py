@@ -171,6 +171,11 @@ class SparkHolder:
         with self._lock:
             return self._get()
 
+    @property
+    def built(self) -> bool:
+        """A session exists (it may still have died since; :meth:`get` rebuilds it then)."""
+        return self._spark is not None
+
     def _get(self) -> Any:
         if self._spark is not None and self._spark.sparkContext._jsc.sc().isStopped():
             self._reset()

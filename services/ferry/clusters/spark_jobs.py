@@ -16,7 +16,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ferry.core.errors import TransientError
-from ferry.datasets.spec import ColumnSpec
+from ferry.datasets.fields import ColumnSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession

@@ -57,6 +57,18 @@ class SparkUnavailable(TransientError):
     reason = "spark_unavailable"
 
 
+class DatasetNotReady(FerryError):
+    """The file's dataset has no valid definition now (a definition file is invalid, or
+    failed to compile): the file is neither retried nor quarantined, it *waits* in the
+    ``<prefix>.waiting`` topic until its definition is fixed (:mod:`ferry.core.runtime.waiting`)."""
+
+    reason = "dataset_not_ready"
+
+    def __init__(self, message: str, *, dataset: str) -> None:
+        super().__init__(message)
+        self.dataset = dataset
+
+
 class PermanentError(FerryError):
     """Retrying cannot help: the file goes to quarantine with :attr:`reason`."""
 

@@ -13,60 +13,13 @@ Every stage builds its quarantine records with :func:`failed`.
 
 from __future__ import annotations
 
-import hashlib
-import re
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, ClassVar, Union, get_args
 
 from ferry.core.dismissal import FileDismissed
 from ferry.core.errors import SerializationError
-
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-def derive_file_id(dataset: str, sha256: str) -> str:
-    """The stable id of a file: 32 lowercase hex digits from its dataset and content hash.
-
-    The same bytes dropped twice, or renamed, get the same id; different bytes under a reused
-    name get a new one. The id is ``sha256("ferry.file_id.v1\\0" + dataset + "\\0" + sha256)``
-    truncated to 128 bits (collision odds ~2^-64 at 2^32 files).
-
-    Args:
-        dataset: dataset name, non-empty.
-        sha256: SHA-256 of the file's bytes, 64 hex digits (case-insensitive).
-
-    Raises:
-        ValueError: empty dataset or malformed sha256.
-    """
-    if not dataset:
-        raise ValueError("dataset must be non-empty to derive a file_id")
-    digest = sha256.lower()
-    if not _SHA256_RE.match(digest):
-        raise ValueError(f"sha256 must be 64 hex digits, got {sha256!r}")
-    material = b"ferry.file_id.v1\0" + dataset.encode("utf-8") + b"\0" + digest.encode("ascii")
-    return hashlib.sha256(material).hexdigest()[:32]
-
-
-def sha256_file(path: Path, chunk_bytes: int = 1 << 20) -> str:
-    """SHA-256 of a file's bytes as 64 lowercase hex digits, read in ``chunk_bytes`` chunks.
-
-    Raises:
-        OSError: the file cannot be read.
-    """
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(chunk_bytes):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def new_trace_id() -> str:
-    """A fresh trace id: 32 lowercase hex digits (a random UUID4)."""
-    return uuid.uuid4().hex
 
 
 def utc_now() -> datetime:
@@ -89,6 +42,8 @@ class FileManifest:
     ``uris`` maps a role (``landing``, ``staging``, ``rejects``, ``incoming``, ``table``) to a full
     URI. Row counts are ``None`` until transform has counted them. ``attempt`` is 1-based.
     ``reject_reasons``: rejected rows per reason code (``type:dep_delay`` → 3), set by transform.
+    ``definition_version``: the dataset definition's version used by the stage that wrote the
+    event (``ferry.datasets.registry.definition_version``); ``None`` in older events.
     """
 
     SCHEMA: ClassVar[str] = "ferry.FileManifest"
@@ -108,6 +63,7 @@ class FileManifest:
     attempt: int = 1
     source_mtime: datetime | None = None
     reject_reasons: Mapping[str, int] = field(default_factory=dict)
+    definition_version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +82,7 @@ class FileManifest:
             "source_mtime": self.source_mtime,
             "trace_id": self.trace_id,
             "reject_reasons": dict(self.reject_reasons),
+            "definition_version": self.definition_version,
         }
 
     @classmethod
@@ -147,6 +104,7 @@ class FileManifest:
             attempt=data.get("attempt", 1),
             source_mtime=data.get("source_mtime"),
             reject_reasons=dict(data.get("reject_reasons") or {}),
+            definition_version=data.get("definition_version"),
         )
 
     def advance(self, **changes: Any) -> FileManifest:

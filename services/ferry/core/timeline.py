@@ -120,6 +120,8 @@ class Timeline:
     rows: Mapping[str, int] = field(default_factory=dict)
     table: str | None = None
     reject_reasons: Mapping[str, int] = field(default_factory=dict)
+    #: the dataset definition version of the latest event that carries one
+    definition_version: str | None = None
     dismissed: Dismissal | None = None
 
     @property
@@ -150,6 +152,10 @@ class Timeline:
         """The stage the file waits in now (``None`` when loaded, failed or empty)."""
         state = self.state
         return WAITS_IN.get(state) if state else None
+
+    def latest_ms(self, default: int) -> int:
+        """Time of the most recent event (epoch ms), ``default`` when empty."""
+        return max((m.last_ms for m in self.steps.values()), default=default)
 
     def entered_ms(self) -> int | None:
         """When the file entered its current state (last event time of that step)."""
@@ -193,6 +199,7 @@ class Timeline:
             }
             | ({"reject_reasons": dict(self.reject_reasons)} if self.reject_reasons else {})
             | ({"dismissed": self.dismissed.__dict__.copy()} if self.dismissed else {})
+            | ({"definition_version": self.definition_version} if self.definition_version else {})
         )
 
     @classmethod
@@ -211,6 +218,7 @@ class Timeline:
             table=d.get("table"),
             reject_reasons=dict(d.get("reject_reasons") or {}),
             dismissed=Dismissal(**d["dismissed"]) if d.get("dismissed") else None,
+            definition_version=d.get("definition_version"),
         )
 
 
@@ -261,6 +269,9 @@ def fold(timeline: Timeline | None, event: Event, key: str) -> Timeline:
         if manifest.rows_rejected is not None:
             changes["reject_reasons"] = dict(manifest.reject_reasons)
         attempt = max(attempt, manifest.attempt)
+        version = getattr(manifest, "definition_version", None)
+        if version and (tl.definition_version is None or ms >= tl.latest_ms(0)):
+            changes["definition_version"] = version
     if isinstance(event, FileFailed):
         if manifest is None and tl.source_path is None:  # a NAS file refused before hashing
             changes["dataset"] = event.nas_dataset

@@ -21,14 +21,25 @@ last partition column, are rewritten by ``ferry migrate-layout``.
 from __future__ import annotations
 
 import fnmatch
-import re
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ferry.core.errors import ConfigError
+from ferry.datasets.fields import (
+    NAME,
+    NUMERIC_TYPES,
+    ColumnSpec,
+    CsvOptions,
+    DerivedColumn,
+    FinishedPolicy,
+    Frozen,
+    HiveTarget,
+    NasSource,
+    ValidationRules,
+    value_fits,
+)
 
 #: Column added by load to every row: the ``file_id`` of the source file; the table's last data
 #: column (not a partition column: a partition per file does not scale, docs/hive-layout.md).
@@ -38,201 +49,41 @@ FILE_ID_COLUMN = "ferry_file_id"
 #: NULL for rows loaded before the column existed (load adds it to such a table: ALTER TABLE).
 SOURCE_PATH_COLUMN = "ferry_source_path"
 
-#: Spark SQL / Hive type names a column may have (lower case), plus ``decimal(p,s)``.
-_SIMPLE_TYPES = frozenset(
-    {
-        "string",
-        "boolean",
-        "tinyint",
-        "smallint",
-        "int",
-        "bigint",
-        "float",
-        "double",
-        "date",
-        "timestamp",
-    }
-)
-_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_NUMERIC_TYPES = frozenset({"tinyint", "smallint", "int", "bigint", "float", "double"})
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-def _check_type(value: str) -> str:
-    v = value.strip().lower()
-    if v in _SIMPLE_TYPES:
-        return v
-    m = _DECIMAL.match(v)
-    if m and 0 < int(m.group(1)) <= 38 and int(m.group(2)) <= int(m.group(1)):
-        return f"decimal({m.group(1)},{m.group(2)})"
-    raise ValueError(
-        f"unsupported type {value!r}; use one of {sorted(_SIMPLE_TYPES)} or decimal(p,s)"
-    )
-
-
-class ColumnSpec(_Frozen):
-    """One parse column: a lower-case name and a Spark SQL type (``int``, ``decimal(9,2)``…)."""
-
-    name: str
-    type: str
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(
-                f"column name {v!r} must match {_NAME.pattern} (Hive lower-cases names)"
-            )
-        if v.startswith("ferry_"):
-            raise ValueError(
-                f"column name {v!r}: the prefix 'ferry_' is reserved for Ferry's columns"
-            )
-        return v
-
-    @field_validator("type")
-    @classmethod
-    def _type(cls, v: str) -> str:
-        return _check_type(v)
-
-
-class DerivedColumn(ColumnSpec):
-    """A column computed from the parse columns by a Spark SQL expression.
-
-    The expression must be total: it may not raise on any row (Spark 4 runs with ANSI mode on, so
-    use ``try_*`` functions, e.g. ``try_to_date``). A derived partition column that evaluates to
-    NULL rejects the row with reason ``invalid_partition_value``.
-    """
-
-    expr: str = Field(description="Spark SQL expression over the parse columns.")
-
-
-class CsvOptions(_Frozen):
-    """How the files are parsed (Spark CSV options of the same meaning), per RFC 4180: a quoted
-    field may hold the delimiter, the quote (doubled, ``escape`` = ``quote``) and line breaks.
-
-    ``multiline`` (default ``true``): a quoted field may span lines (docs/field-cases.md, C14).
-    Spark then reads each file as one stream (memory stays bounded) but cannot split a file
-    between tasks, so one file is parsed by one core. Set ``multiline: false`` only for a
-    dataset whose fields never hold a line break and whose files are large (hundreds of MB):
-    Spark then splits each file at line boundaries and parses the parts in parallel, and a
-    quoted line break, if one does occur, cuts its record in two (both parts rejected, and
-    ``rows_in`` counts both). The default is the mode that is right for every RFC 4180 file;
-    the files Ferry moves today (one per day and dataset, under a few MB) are smaller than
-    one split (128 MB), so they would not be split anyway.
-    """
-
-    header: bool = Field(
-        default=True, description="First line of each file is a header (checked, then skipped)."
-    )
-    delimiter: str = Field(default=",", min_length=1, max_length=1)
-    quote: str = Field(default='"', min_length=1, max_length=1)
-    escape: str = Field(
-        default='"',
-        min_length=1,
-        max_length=1,
-        description="Escape inside quotes (RFC 4180: doubled quote).",
-    )
-    null_value: str = Field(default="", description="Token read as NULL, e.g. 'NA'.")
-    encoding: Literal["UTF-8"] = "UTF-8"
-    multiline: bool = Field(
-        default=True,
-        description="Quoted fields may hold line breaks (one task per file); false: the files "
-        "are split by lines and parsed in parallel.",
-    )
-
-
-class RangeRule(_Frozen):
-    """Inclusive bounds of a numeric column; ``None`` = unbounded. NULL passes (see not_null)."""
-
-    min: float | None = None
-    max: float | None = None
-
-
-class ValidationRules(_Frozen):
-    """Row rules. A row failing one is rejected with a reason, never dropped.
-
-    Reasons of the rules: ``null:<col>``, ``range:<col>``, ``not_allowed:<col>``, and
-    ``invalid_partition_value:<col>`` (a partition column is NULL, reported only when no other
-    reason applies). Records the parser refuses
-    get ``fields:<found>/<expected>``, ``type:``/``overflow:``/``date:``/``timestamp:<col>=<value>``
-    first; every reason that applies is kept (see :mod:`ferry.stages.transform.rows`).
-    """
-
-    not_null: tuple[str, ...] = ()
-    ranges: dict[str, RangeRule] = Field(default_factory=dict)
-    allowed_values: dict[str, tuple[str | int | float, ...]] = Field(default_factory=dict)
-
-
-class HiveTarget(_Frozen):
-    """Target table. ``partition_by``: parse or derived columns, the table's only partition
-    columns (``ferry_file_id`` is a data column)."""
-
-    database: str
-    table: str
-    partition_by: tuple[str, ...] = ()
-
-    @field_validator("database", "table")
-    @classmethod
-    def _ident(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(f"Hive identifier {v!r} must match {_NAME.pattern}")
-        return v
-
-    @property
-    def full_name(self) -> str:
-        """``database.table``."""
-        return f"{self.database}.{self.table}"
-
-
-class FinishedPolicy(_Frozen):
-    """When extract may take a NAS file (case C09: never a file still being copied).
-
-    ``stable``: size and mtime unchanged over ``stable_polls`` consecutive polls ``poll_interval_s``
-    seconds apart. ``marker``: a sibling file named ``<file><marker_suffix>`` exists.
-    """
-
-    policy: Literal["stable", "marker"] = "stable"
-    stable_polls: int = Field(default=2, ge=1)
-    poll_interval_s: float = Field(default=2.0, gt=0)
-    marker_suffix: str = Field(default=".done", min_length=1)
-
-
-class NasSource(_Frozen):
-    """Files of the dataset: ``<nas_dir>/<subdir>/<name matching pattern>`` (fnmatch, case kept)."""
-
-    subdir: str
-    pattern: str
-
-    @field_validator("subdir")
-    @classmethod
-    def _subdir(cls, v: str) -> str:
-        p = PurePosixPath(v)
-        if p.is_absolute() or ".." in p.parts or not p.parts:
-            raise ValueError(f"subdir {v!r} must be a relative path inside the NAS directory")
-        return str(p)
-
-
-class DatasetSpec(_Frozen):
+class DatasetSpec(Frozen):
     """A validated dataset definition. Build with :func:`load_datasets`."""
 
-    name: str
-    nas: NasSource
-    columns: tuple[ColumnSpec, ...] = Field(min_length=1)
-    csv: CsvOptions = Field(default_factory=CsvOptions)
-    validation: ValidationRules = Field(default_factory=ValidationRules)
-    derived: tuple[DerivedColumn, ...] = ()
-    hive: HiveTarget
-    finished: FinishedPolicy = Field(default_factory=FinishedPolicy)
+    name: str = Field(
+        description="Dataset name, unique: lower case, `[a-z][a-z0-9_]*`; recorded in every "
+        "file's manifest.",
+        examples=["orders"],
+    )
+    nas: NasSource = Field(description="Where the dataset's files are dropped.")
+    columns: tuple[ColumnSpec, ...] = Field(
+        min_length=1, description="The parse schema: the files' columns, in file order."
+    )
+    csv: CsvOptions = Field(
+        default_factory=CsvOptions, description="How the files are parsed (RFC 4180)."
+    )
+    validation: ValidationRules = Field(
+        default_factory=ValidationRules,
+        description="Row rules; a failing row is rejected with its reasons, never dropped.",
+    )
+    derived: tuple[DerivedColumn, ...] = Field(
+        default=(),
+        description="Columns computed from the parse columns, after them in the table.",
+    )
+    hive: HiveTarget = Field(description="The Hive table the rows are loaded into.")
+    finished: FinishedPolicy = Field(
+        default_factory=FinishedPolicy,
+        description="When extract may take a file (never one still being written).",
+    )
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(f"dataset name {v!r} must match {_NAME.pattern}")
+        if not NAME.match(v):
+            raise ValueError(f"dataset name {v!r} must match {NAME.pattern}")
         return v
 
     @model_validator(mode="after")
@@ -248,8 +99,15 @@ class DatasetSpec(_Frozen):
             if col not in types:
                 raise ValueError(f"validation rule names unknown column {col!r}")
         for col in rules.ranges:
-            if types[col] not in _NUMERIC_TYPES and not types[col].startswith("decimal"):
+            if types[col] not in NUMERIC_TYPES and not types[col].startswith("decimal"):
                 raise ValueError(f"range rule on non-numeric column {col!r} ({types[col]})")
+        for col, values in rules.allowed_values.items():
+            for v in values:
+                if not value_fits(v, types[col]):
+                    raise ValueError(
+                        f"allowed_values of column {col!r} ({types[col]}): {v!r} is not a "
+                        f"value of that type"
+                    )
         for col in self.hive.partition_by:
             if col not in types:
                 raise ValueError(f"partition column {col!r} is not a parse or derived column")

@@ -119,7 +119,10 @@ def status(
             console.print(f"NAS file: {d.get('source_path') or '?'}", soft_wrap=True)
             console.print(_file_table(d))
             rows = d.get("rows") or {}
-            console.print(f"rows: {rows}   attempts: {d.get('attempts')}   table: {d.get('table')}")
+            console.print(
+                f"rows: {rows}   attempts: {d.get('attempts')}   table: {d.get('table')}   "
+                f"definition version: {d.get('definition_version') or '-'}"
+            )
             reasons = d.get("reject_reasons") or {}
             if reasons:
                 console.print(_reasons_table(reasons))

@@ -34,14 +34,16 @@ from ferry.core.errors import FerryError, SerializationError
 from ferry.core.events import TOPIC_NAMES, FileFailed
 from ferry.core.kafka.clients import group_id
 from ferry.core.runtime.service import configure_logging
+from ferry.core.runtime.waiting import WAITING
 from ferry.core.services import STAGES
 from ferry.core.timeline import Timeline, stage_latencies
 from ferry.core.wire.avro import default_codec
+from ferry.datasets.reload import Definitions
 from ferry.lineage.naming import Names
 from ferry.settings import Settings, get_settings
 from ferry.settings.secrets import resolve_secret
 from ferry.tracker.auth import bearer_middleware, broker_options
-from ferry.tracker.record import apply
+from ferry.tracker.record import apply, park
 from ferry.tracker.state import TrackerState
 from ferry.tracker.views import TrackerContext, now_ms, register
 
@@ -88,6 +90,13 @@ class TrackerMetrics:
             ["state"],
             registry=r,
         )
+        self.definition_valid = Gauge(
+            "ferry_dataset_definition_valid",
+            "1 when the dataset's definition is valid and run, 0 when it is invalid (its files "
+            "wait until it is fixed).",
+            ["dataset"],
+            registry=r,
+        )
         self.lag = Gauge(
             "ferry_consumer_lag",
             "Records behind the high watermark, per stage group.",
@@ -111,7 +120,9 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         from ferry.core.kafka.clients import build_admin
         from ferry.core.kafka.topics import ensure_topics
 
-        ensure_topics(build_admin(kafka), kafka)
+        admin = build_admin(kafka)
+        ensure_topics(admin, kafka)
+        ensure_topics(admin, kafka, (WAITING,))
     codec = default_codec(settings.paths.schemas_dir)
     sla = dict(tcfg.sla_s)
     datadir = tcfg.data_dir / kafka.topic_prefix
@@ -140,6 +151,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
     topic = app.topic(
         *(kafka.topic(n) for n in TOPIC_NAMES), key_serializer="raw", value_serializer="raw"
     )
+    waiting = app.topic(kafka.topic(WAITING), key_serializer="raw", value_serializer="raw")
     options = {"driver": "rocksdict"} if tcfg.store_url.startswith("rocksdb") else None
     files = app.Table(
         "files",
@@ -170,6 +182,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         bad_records=lambda: int(metrics.bad_records._value.get()),
         names=Names.of(settings),
     )
+    ctx.definitions = Definitions(settings.paths.datasets_dir, "tracker", must_exist=False)
     app.ferry_state = state  # type: ignore[attr-defined]
     retention_ms = int(tcfg.loaded_retention_s * 1000)
     last_sweep: dict[int, float] = {}
@@ -229,6 +242,28 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
                 metrics.latency.labels(stage).observe(seconds)
             sweep(msg.partition)
 
+    @app.agent(waiting, name="ferry.tracker.waiting")
+    async def track_waiting(stream: Any) -> None:
+        """Files parked in the waiting room (their definition is invalid for a stage) and
+        released from it (an empty value): ``x.parked`` of their record."""
+        async for ev in stream.events():
+            key = _fallback_key(ev.message.key, "")
+            stage = None
+            if ev.value:
+                try:
+                    stage = _waiting_stage(codec.decode(ev.value))
+                except SerializationError:
+                    metrics.bad_records.inc()
+                    continue
+            record = park(files.get(key), stage, now_ms())
+            if record is None:
+                continue
+            files[key] = record
+            if stage is None:
+                ctx.parked.pop(key, None)
+            else:
+                ctx.parked[key] = (str(record.get("dataset")), stage)
+
     @app.timer(interval=tcfg.lag_refresh_s, name="ferry.tracker.lag")
     async def refresh_lag() -> None:
         loop = asyncio.get_running_loop()
@@ -250,6 +285,11 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
     if token is not None:
         app.web.web_app.middlewares.append(bearer_middleware(token))  # type: ignore[attr-defined]
     return app
+
+
+def _waiting_stage(event: Any) -> str | None:
+    """The stage a parked input event waits for: the one that consumes its topic."""
+    return {"extracted": "transform", "transferred": "load"}.get(getattr(event, "TOPIC", ""))
 
 
 def _fallback_key(key: bytes | None, where: str) -> str:

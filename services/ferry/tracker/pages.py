@@ -83,6 +83,35 @@ def _files_link(**params: str | None) -> str:
     return "/ui/files?" + urlencode({k: v for k, v in params.items() if v})
 
 
+def definitions_alert(
+    entries: Sequence[Any], waiting: Mapping[tuple[str, str], int] | None = None
+) -> str:
+    """The overview's notice of the dataset definitions that are not run (invalid), each with
+    its error, and of the files parked in the waiting room ((dataset, stage) → files: e.g. a
+    definition transform cannot compile); empty when there is neither."""
+    bad = [d for d in entries if not d.valid]
+    waiting = dict(waiting or {})
+    if not bad and not waiting:
+        return ""
+    items = "".join(
+        f"<li data-dataset='{esc(d.name)}'>dataset <b>{esc(d.name)}</b> ({esc(d.path.name)}): "
+        f"{esc(d.error)}</li>"
+        for d in bad
+    )
+    items += "".join(
+        f"<li data-waiting='{esc(ds)}:{esc(stage)}'><b>{n}</b> file(s) of dataset "
+        f"<b>{esc(ds)}</b> wait in {esc(stage)} for a definition it can run (its log says why)"
+        "</li>"
+        for (ds, stage), n in sorted(waiting.items())
+    )
+    return (
+        "<section class='alert' id='invalid-definitions'><h2>Dataset definitions not run</h2>"
+        f"<ul>{items}</ul><p>Their files wait (on the NAS, or in the waiting topic) until the "
+        "definition is fixed: <code>ferry datasets check</code>. Every other dataset runs.</p>"
+        "</section>"
+    )
+
+
 def overview_body(ov: Mapping[str, Any], summary: Mapping[str, Any], dataset: str | None) -> str:
     """The overview region: dataset tabs, the pipeline (NAS → stages → Hive) with each stage's
     figures for ``dataset`` (``None``: all), and the state counts."""

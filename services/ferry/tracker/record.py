@@ -78,6 +78,26 @@ def apply(
     return before, {**after.to_dict(), "x": x}
 
 
+def park(record: Mapping[str, Any] | None, stage: str | None, at_ms: int) -> dict[str, Any] | None:
+    """``record`` with ``x["parked"]`` set to ``{"stage", "at_ms"}`` (the file waits in the
+    waiting room of ``stage`` for its dataset's definition), or removed (``stage`` None: it was
+    released); ``None`` when there is no record (nothing known of the file yet)."""
+    if not record:
+        return None
+    x = dict(record.get("x") or {})
+    if stage is None:
+        x.pop("parked", None)
+    else:
+        x["parked"] = {"stage": stage, "at_ms": at_ms}
+    return {**record, "x": x}
+
+
+def parked(record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(dataset, stage) of a file waiting for its definition, else ``None``."""
+    p = (record.get("x") or {}).get("parked")
+    return (str(record.get("dataset")), str(p["stage"])) if p else None
+
+
 def detail(record: Mapping[str, Any]) -> dict[str, Any]:
     """The record's detail (``"x"``), defaults filled in for records stored before it existed."""
     return {**empty_detail(-1), **dict(record.get("x") or {})}

@@ -41,7 +41,7 @@ from ferry.lineage.naming import Names
 from ferry.tracker import filepage, pages
 from ferry.tracker.health import Liveness, evaluate
 from ferry.tracker.query import FileQuery, QueryError, charts, overview, select
-from ferry.tracker.record import detail
+from ferry.tracker.record import detail, parked
 from ferry.tracker.state import TrackerState
 
 STATIC_TYPES = {".js": "application/javascript", ".css": "text/css", ".txt": "text/plain"}
@@ -71,12 +71,32 @@ class TrackerContext:
     health_broker_s: float = 60.0
     #: the deployment's OpenLineage names (the file page's lineage chain); None: no chain
     names: Names | None = None
+    #: the dataset definitions (:class:`ferry.datasets.reload.Definitions`), or None
+    definitions: Any = None
+    #: file id → (dataset, stage) of the files parked in the waiting room
+    parked: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def waiting_files(self) -> dict[tuple[str, str], int]:
+        """(dataset, stage) → files waiting there for a valid definition."""
+        out: dict[tuple[str, str], int] = {}
+        for where in self.parked.values():
+            out[where] = out.get(where, 0) + 1
+        return out
+
+    def definition_entries(self) -> list[Any]:
+        """Every definition file now (reloaded if the directory changed)."""
+        if self.definitions is None:
+            return []
+        self.definitions.refresh()
+        return list(self.definitions.current().entries)
 
     def rebuild(self) -> None:
         """Index every record of the store; called once the tables are recovered (until then
         every endpoint but ``/static`` answers 503: the on-disk store is readable before its
         changelog tail is applied, and pages must not mix the two)."""
-        self.state.load(list(self.files.values()), dict(self.pruned.items()))
+        records = list(self.files.values())
+        self.state.load(records, dict(self.pruned.items()))
+        self.parked = {r["file_id"]: w for r in records if r and (w := parked(r)) is not None}
 
     def ready(self) -> TrackerState:
         return self.state
@@ -230,6 +250,8 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
                 ctx.metrics.stuck.labels(stage).set(counts["stuck"].get(stage, 0))
             for state, n in counts["quarantine"].items():
                 ctx.metrics.quarantine.labels(state).set(n)
+            for d in ctx.definition_entries():
+                ctx.metrics.definition_valid.labels(d.name).set(1 if d.valid else 0)
             return self.bytes(
                 generate_latest(ctx.metrics.registry),
                 content_type=CONTENT_TYPE_LATEST.split(";")[0],
@@ -247,7 +269,8 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
             now = now_ms()
             dataset = request.query.get("dataset") or None
             ov = ctx.overview(now)
-            body = pages.overview_body(ov, ov["summary"], dataset)
+            alert = pages.definitions_alert(ctx.definition_entries(), ctx.waiting_files())
+            body = alert + pages.overview_body(ov, ov["summary"], dataset)
             return page(
                 self,
                 request,

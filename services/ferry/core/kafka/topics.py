@@ -21,6 +21,11 @@ from ferry.settings.kafka import KafkaSettings
 log = logging.getLogger(__name__)
 
 
+#: Topics kept by key, not by time (``cleanup.policy=compact``): the waiting room
+#: (:mod:`ferry.core.runtime.waiting`), whose files may wait longer than any retention.
+COMPACTED: frozenset[str] = frozenset({"waiting"})
+
+
 def topic_plan(kafka: KafkaSettings, names: tuple[str, ...] = TOPIC_NAMES) -> list[NewTopic]:
     """The NewTopic specs of the plan, full names via ``kafka.topic(name)``."""
     return [
@@ -28,7 +33,9 @@ def topic_plan(kafka: KafkaSettings, names: tuple[str, ...] = TOPIC_NAMES) -> li
             kafka.topic(name),
             num_partitions=kafka.partitions,
             replication_factor=kafka.replication_factor,
-            config={"retention.ms": str(kafka.retention_ms), "cleanup.policy": "delete"},
+            config={"cleanup.policy": "compact"}
+            if name in COMPACTED
+            else {"retention.ms": str(kafka.retention_ms), "cleanup.policy": "delete"},
         )
         for name in names
     ]

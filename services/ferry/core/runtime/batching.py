@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ferry.core.errors import PermanentError
+from ferry.core.errors import DatasetNotReady, PermanentError
 from ferry.core.runtime.stage import BatchResult
 
 
 def group_by_dataset(
-    events: Sequence[Any], datasets: Mapping[str, Any], uri_role: str
+    events: Sequence[Any],
+    datasets: Mapping[str, Any],
+    uri_role: str,
+    waits: Callable[[str], str | None] = lambda _name: None,
 ) -> tuple[dict[int, BatchResult], dict[str, list[int]]]:
     """Split a batch of manifest events into per-dataset groups of event indexes.
 
-    An event whose dataset has no definition gets ``PermanentError(reason="unknown_dataset")``;
+    An event whose dataset must wait (``waits(name)`` gives why: its definition is invalid) gets
+    :class:`DatasetNotReady` (parked, :mod:`ferry.core.runtime.waiting`); one whose dataset has no
+    definition otherwise gets ``PermanentError(reason="unknown_dataset")``;
     one whose manifest lacks the ``uri_role`` URI (``landing`` for transform, ``incoming`` for
     load) gets ``PermanentError(reason="bad_manifest")``.
 
@@ -25,7 +30,12 @@ def group_by_dataset(
     groups: dict[str, list[int]] = {}
     for i, ev in enumerate(events):
         m = ev.manifest
-        if m.dataset not in datasets:
+        why = None if m.dataset in datasets else waits(m.dataset)
+        if why is not None:
+            results[i] = DatasetNotReady(
+                f"{m.source_path} ({ev.file_id}): {why}", dataset=m.dataset
+            )
+        elif m.dataset not in datasets:
             results[i] = PermanentError(
                 f"{m.source_path} ({ev.file_id}): unknown dataset {m.dataset!r}",
                 reason="unknown_dataset",

@@ -20,6 +20,13 @@ def heartbeat_path(settings: Settings, service: str, pid: int | None = None) -> 
     return settings.var_dir / "run" / f"{service}.{pid or os.getpid()}.alive"
 
 
+def datasets_status_path(settings: Settings, service: str, pid: int | None = None) -> Path:
+    """Where ``service``'s instance ``pid`` (default: this process) writes which datasets it
+    does not run, and why (:class:`ferry.datasets.reload.Definitions`; ``ferry ps`` reads
+    it): ``<var_dir>/run/<service>.<pid>.datasets``."""
+    return settings.var_dir / "run" / f"{service}.{pid or os.getpid()}.datasets"
+
+
 def beat(path: Path) -> None:
     """Touch ``path`` now (creates it and its directory). An OSError is not raised: a read-only
     or full disk must not stop the service, only make its health probe report it stale."""

@@ -28,6 +28,8 @@ Errors, per file (a file is one input record):
   partition); :class:`ConfigError` and :class:`StackError` are raised (the runner stops).
 - An output that is not an event, or does not match its schema, quarantines the file as
   ``unencodable``.
+- :class:`DatasetNotReady` (the file's dataset has no valid definition now) neither retries nor
+  quarantines: the input record is parked in the waiting room (:mod:`ferry.core.runtime.waiting`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from dataclasses import replace
 from typing import Any
 
 from ferry.core.errors import (
+    DatasetNotReady,
     PermanentError,
     SerializationError,
     TransientError,
@@ -58,6 +61,7 @@ from ferry.core.runtime.stage import (
     Stage,
     settle,
 )
+from ferry.core.runtime.waiting import parked
 from ferry.core.wire.avro import EventCodec
 from ferry.settings import Settings
 
@@ -213,7 +217,7 @@ def _call(
                 return None
             for i in pending:
                 results.setdefault(i, verdict)
-        else:
+        else:  # PermanentError (HandlerBug: a bug) or DatasetNotReady (the file waits)
             if isinstance(verdict, HandlerBug):
                 log.exception("stage %s: batch handler failed", stage.name)
             for i in pending:
@@ -235,7 +239,11 @@ def _encode(
     error or the outputs cannot be encoded (``unencodable``); what they carry is appended to
     ``settled``."""
     fallback = fallback_key(record)
+    source = (record.topic, record.partition)
     outputs: Sequence[Any]
+    if isinstance(result, DatasetNotReady):
+        log.info("stage %s: %s waits (not quarantined): %s", stage.name, record.where, result)
+        return [replace(parked(settings, fallback.encode(), record.value), source=source)]
     if isinstance(result, BaseException):
         if isinstance(result, HandlerBug):
             log.error(
@@ -259,7 +267,6 @@ def _encode(
         encoded = encode_events(outputs, settings, codec, fallback)
     if settled is not None:
         settled.append(Settled(record, event, tuple(outputs)))
-    source = (record.topic, record.partition)
     return [replace(r, source=source) for r in encoded]
 
 

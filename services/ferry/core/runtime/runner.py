@@ -150,6 +150,8 @@ class StageRunner(PartitionCallbacks):
         log.info("stage %s consuming %s", self.stage.name, topics)
         try:
             while not self._stop.is_set():
+                if self.stage.tick is not None:
+                    self.stage.tick()  # must not raise (ferry.core.runtime.stage.Stage.tick)
                 msgs = self._next_batch()
                 if msgs:
                     self._run_batches(msgs)

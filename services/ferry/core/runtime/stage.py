@@ -10,7 +10,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ferry.core.errors import ConfigError, PermanentError, StackError, TransientError
+from ferry.core.errors import (
+    ConfigError,
+    DatasetNotReady,
+    PermanentError,
+    StackError,
+    TransientError,
+)
 from ferry.core.events import Event
 from ferry.settings import Settings
 from ferry.settings.stages import BatchSettings
@@ -20,8 +26,9 @@ Handler = Callable[[Any, Any], Sequence[Event]]
 
 #: A batch handler: (input events, deps) → one result per input, in order: that file's output
 #: events, or the FerryError that file met (PermanentError → quarantine it; TransientError → retry
-#: that file with the next attempt). Raising instead fails the whole batch (retried if transient).
-BatchResult = Sequence[Event] | PermanentError | TransientError
+#: that file with the next attempt; DatasetNotReady → park it until its definition is valid).
+#: Raising instead fails the whole batch (retried if transient).
+BatchResult = Sequence[Event] | PermanentError | TransientError | DatasetNotReady
 BatchHandler = Callable[[Sequence[Any], Any], Sequence[BatchResult]]
 
 
@@ -53,6 +60,10 @@ class Stage:
     #: :mod:`ferry.core.runtime.runner`). Only for handlers that may run two batches at once in two
     #: threads on records of different partitions.
     takeover: bool = False
+    #: Called by the runner on every turn of its loop while no batch runs (a few times a
+    #: second; rate-limit inside): e.g. reload the dataset definitions and release the files
+    #: that waited for them (:mod:`ferry.core.runtime.waiting`). It must not raise.
+    tick: Callable[[], object] | None = None
 
     @classmethod
     def batched(
@@ -61,6 +72,7 @@ class Stage:
         handlers: Mapping[type[Any], BatchHandler],
         section: BatchSettings,
         warm_up: Callable[[], None],
+        tick: Callable[[], object] | None = None,
     ) -> Stage:
         """A batching stage sized by its settings section (``settings.transform``,
         ``settings.load``: batch_size, batch_wait_s, takeover_batch), warmed up by ``warm_up``
@@ -72,6 +84,7 @@ class Stage:
             batch_wait_s=section.batch_wait_s,
             warm_up=warm_up,
             takeover=section.takeover_batch,
+            tick=tick,
         )
 
     @property
@@ -146,12 +159,16 @@ class HandlerBug(PermanentError):
         self.original = original
 
 
-def settle(exc: BaseException, bug_reason: str | None = None) -> PermanentError | TransientError:
+def settle(
+    exc: BaseException, bug_reason: str | None = None
+) -> PermanentError | TransientError | DatasetNotReady:
     """Ferry's one quarantine policy: the verdict on an exception that ended a file's attempt.
 
     A :class:`TransientError` is returned as it is (retried by the retry policy; past its ceiling
     the file is quarantined with its reason), a :class:`PermanentError` likewise (quarantined at
-    once), any other exception becomes a :class:`HandlerBug` (quarantined as ``bug_reason``,
+    once), a :class:`DatasetNotReady` likewise (the file waits for its definition, neither
+    retried nor quarantined), any other exception becomes a :class:`HandlerBug` (quarantined as
+    ``bug_reason``,
     default ``handler_error``, the original kept for the log) — a bug quarantines its file, never
     the stage. Used by the stage runner (:func:`one_by_one`,
     :mod:`ferry.core.runtime.processing`) and by extract, which has no input topic.
@@ -161,7 +178,7 @@ def settle(exc: BaseException, bug_reason: str | None = None) -> PermanentError 
     """
     if isinstance(exc, (ConfigError, StackError)):
         raise exc
-    if isinstance(exc, (TransientError, PermanentError)):
+    if isinstance(exc, (TransientError, PermanentError, DatasetNotReady)):
         return exc
     if isinstance(exc, Exception):
         return HandlerBug(exc, bug_reason)

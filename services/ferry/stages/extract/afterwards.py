@@ -44,7 +44,8 @@ from pathlib import Path
 from ferry.core.errors import SerializationError
 from ferry.core.events import FileExtracted, FileFailed, FileManifest, failed
 from ferry.core.wire.avro import EventCodec
-from ferry.datasets.spec import DatasetSpec, FinishedPolicy
+from ferry.datasets.fields import FinishedPolicy
+from ferry.datasets.spec import DatasetSpec
 from ferry.settings.stages import ExtractSettings
 from ferry.stages.extract.scanner import Candidate, display_name
 

@@ -38,7 +38,7 @@ import hashlib
 import os
 import posixpath
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,15 +47,8 @@ from typing import BinaryIO
 from ferry.clusters.hdfs.errors import NAME_TOO_LONG
 from ferry.clusters.hdfs.paths import MAX_COMPONENT_BYTES, hdfs_name, temp_path_for
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.events import (
-    FileExtracted,
-    FileFailed,
-    FileManifest,
-    derive_file_id,
-    failed,
-    new_trace_id,
-    utc_now,
-)
+from ferry.core.events import FileExtracted, FileFailed, FileManifest, failed, utc_now
+from ferry.core.identity import derive_file_id, new_trace_id
 from ferry.datasets.precheck import HEAD_BYTES, classify_empty
 from ferry.stages.extract.confine import ChangedSince, Refused, open_confined
 from ferry.stages.extract.scanner import Candidate, display_name
@@ -71,6 +64,8 @@ class ExtractDeps:
     chunk_bytes: int = 1 << 20
     #: refuse a file with several hard links (``extract.refuse_hardlinks``, case C15)
     refuse_hardlinks: bool = False
+    #: dataset name → version of its definition now (``FileManifest.definition_version``)
+    version_of: Callable[[str], str | None] = lambda _name: None
 
 
 class Spliced:
@@ -284,6 +279,7 @@ def _extract_open(
         updated_at=now,
         trace_id=new_trace_id(),
         source_mtime=datetime.fromtimestamp(cand.mtime_ns / 1e9, tz=UTC),
+        definition_version=deps.version_of(cand.dataset.name),
     )
     if scan.bad_offset is not None:
         return [

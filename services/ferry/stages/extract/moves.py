@@ -6,11 +6,17 @@ first 12 hex digits, else a UTC timestamp) when that name is taken.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import threading
 from pathlib import Path
 
-from ferry.stages.extract.scanner import display_name
+from ferry.core.events import utc_now
+from ferry.settings import Settings
+from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
+
+log = logging.getLogger(__name__)
 
 #: Longest file name written under ``.ferry/`` (bytes; the usual local file system limit).
 _MAX_NAME_BYTES = 255
@@ -71,3 +77,42 @@ def _cut(stem: str, room: int) -> str:
     while 0 < cut < len(raw) and raw[cut] & 0xC0 == 0x80:
         cut -= 1
     return os.fsdecode(raw[:cut])
+
+
+def after_extract(
+    settings: Settings,
+    scanner: NasScanner,
+    cand: Candidate,
+    outcome: str,
+    file_id: str | None,
+    lock: threading.Lock,
+) -> Path | None:
+    """Move the NAS file (and its marker) of a handled candidate out of the drop directory to
+    ``.ferry/<outcome>/<dataset>/`` (``outcome``: archive, empty, failed), or delete or keep it
+    (``extract.after_extract``). Returns where the file was moved (``None``: not moved).
+
+    Never overwrites under ``.ferry/`` (:func:`move_out`; ``lock`` makes choosing a free name
+    and taking it one step among the extract workers). A move or delete that fails
+    (permissions, a vanished share) is logged and the file is remembered as handled, so it is
+    not extracted again while unchanged (until a restart)."""
+    policy = settings.extract.after_extract
+    if policy == "keep" and outcome == "archive":
+        scanner.done(cand)  # else the next scans would extract it again and again
+        return None
+    scanner.forget(cand.path)
+    dest_dir = settings.paths.nas_dir / ".ferry" / outcome / cand.dataset.name
+    tag = file_id[:12] if file_id else utc_now().strftime("%Y%m%dT%H%M%S%fZ")
+    delete = policy == "delete" and outcome == "archive"
+    try:
+        with lock:
+            return move_out(cand.path, cand.marker, dest_dir, tag, delete=delete)
+    except OSError as exc:
+        log.error(
+            "extract: %s could not be moved to %s (%s); left in place, not taken again "
+            "while unchanged",
+            display_name(cand.relative),
+            display_name(dest_dir),
+            display_name(str(exc)),
+        )
+        scanner.done(cand)
+    return None

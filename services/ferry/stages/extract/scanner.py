@@ -110,6 +110,8 @@ class NasScanner:
     ) -> None:
         self.nas_dir = nas_dir
         self.datasets = datasets
+        #: NAS sub-directory of an invalid definition → why its files wait (set on reload)
+        self.waiting: dict[str, str] = {}
         self.follow_symlinks = follow_symlinks
         self.refuse_hardlinks = refuse_hardlinks
         #: refused entries not yet taken (:meth:`take_refusals`), and the (lstat) identity of
@@ -298,6 +300,9 @@ class NasScanner:
         defined = {Path(spec.nas.subdir).parts[0] for spec in self.datasets.values()}
         for name in self._listdir(self.nas_dir, "NAS directory"):
             if name.startswith(".") or name in defined:
+                continue
+            if name in self.waiting:
+                self._warn(self.nas_dir / name, f"waits: {self.waiting[name]}; files left in place")
                 continue
             self._warn(
                 self.nas_dir / name,

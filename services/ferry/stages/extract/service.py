@@ -33,23 +33,24 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import ConfigError, PermanentError, TransientError
-from ferry.core.events import Event, FileFailed, failed, utc_now
+from ferry.core.errors import ConfigError, DatasetNotReady, PermanentError, TransientError
+from ferry.core.events import Event, FileFailed, failed
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
 from ferry.core.kafka.publish import encode_events, publish
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.retry import retrying
-from ferry.core.runtime.heartbeat import beat, heartbeat_path, remove
+from ferry.core.runtime.heartbeat import beat, datasets_status_path, heartbeat_path, remove
 from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import HandlerBug, settle
 from ferry.core.wire.avro import EventCodec, default_codec
-from ferry.datasets.spec import load_datasets
+from ferry.datasets.reload import Definitions
 from ferry.lineage.events import now_iso
 from ferry.lineage.observer import LineageObserver, lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.extract.afterwards import ArchiveWatch, archive_watch
+from ferry.stages.extract.datasets import apply_definitions, prepare_dirs
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
-from ferry.stages.extract.moves import move_out
+from ferry.stages.extract.moves import after_extract
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
 from ferry.stages.extract.watcher import NasWatcher, choose_detection, mount_note
 from ferry.stages.extract.writers import WriterCheck, writer_check
@@ -84,9 +85,12 @@ class ExtractService:
         lineage: LineageObserver | None = None,
         writers: WriterCheck | None = None,
         afterwards: ArchiveWatch | None = None,
+        definitions: Definitions | None = None,
     ) -> None:
         self.settings = settings
         self.lineage = lineage
+        self.definitions = definitions
+        self._applied = False  #: the definitions were given to the scanner once
         self.scanner = scanner
         #: holds back files a process still writes (issue 33); None: the stable window alone
         self.writers = writers
@@ -151,6 +155,7 @@ class ExtractService:
         other files of the scan are done; their NAS files stay in place when unacknowledged.
         """
         self.stats.scans += 1
+        self.reload()
         now = time.monotonic()
         cands = self.scanner.scan(now)
         if self.afterwards is not None:
@@ -176,6 +181,19 @@ class ExtractService:
         for fut in futures:
             fut.result()
         return sum(1 for fut in futures if fut.result())
+
+    def reload(self) -> None:
+        """Pick up new, changed and removed dataset definitions (a cheap ``stat`` of the
+        datasets directory when nothing changed): the scanner then takes the files of every
+        valid dataset; files of an invalid one stay on the NAS until it is fixed."""
+        if self.definitions is None:
+            return
+        if not self.definitions.refresh() and self._applied:
+            return
+        self._applied = True
+        apply_definitions(self.settings, self.scanner, self.definitions.current())
+        if self.afterwards is not None:  # new versions of files of every valid dataset
+            self.afterwards.datasets = self.scanner.datasets
 
     def _handle_unless_stopped(self, cand: Candidate) -> bool:
         if self._stop.is_set():
@@ -212,6 +230,10 @@ class ExtractService:
             return
         except Exception as exc:  # noqa: BLE001 - the one quarantine policy decides (settle)
             verdict = settle(exc, bug_reason=EXTRACT_ERROR)  # raises ConfigError, StackError
+            if isinstance(verdict, DatasetNotReady):  # the file waits on the NAS for its dataset
+                log.info("extract: %s waits: %s", where, verdict)
+                self._unsettled(cand)
+                return
             if isinstance(verdict, HandlerBug):
                 log.exception("extract: %s failed unexpectedly; quarantined", where)
                 events = [self._failed(cand, verdict, 1)]
@@ -237,7 +259,14 @@ class ExtractService:
         if cand.version_of is not None and self.afterwards is not None:
             self.afterwards.taken(cand, manifest)  # a new version: its copy stays where it is
             return
-        moved = self._after(cand, outcome, manifest.file_id if manifest else None)
+        moved = after_extract(
+            self.settings,
+            self.scanner,
+            cand,
+            outcome,
+            manifest.file_id if manifest else None,
+            self._move_lock,
+        )
         if moved is not None and manifest is not None and self.afterwards is not None:
             self.afterwards.add(moved, cand, manifest)
 
@@ -263,36 +292,6 @@ class ExtractService:
     def _records(self, cand: Candidate, events: list[Event]) -> list[OutboundRecord]:
         """``events`` encoded; one without a file_id is keyed by the NAS path (displayable)."""
         return encode_events(events, self.settings, self.codec, display_name(cand.relative))
-
-    def _after(self, cand: Candidate, outcome: str, file_id: str | None) -> Path | None:
-        """Move the NAS file (and its marker) out of the drop directory, or delete/keep it.
-        Returns where the file was moved (``None``: not moved).
-
-        Never overwrites under ``.ferry/`` (:func:`~ferry.stages.extract.moves.move_out`). A
-        move or delete that fails (permissions, a vanished share) is logged and the file is
-        remembered as handled, so it is not extracted again while unchanged (until a
-        restart)."""
-        policy = self.settings.extract.after_extract
-        if policy == "keep" and outcome == "archive":
-            self.scanner.done(cand)  # else the next scans would extract it again and again
-            return None
-        self.scanner.forget(cand.path)
-        dest_dir = self.settings.paths.nas_dir / ".ferry" / outcome / cand.dataset.name
-        tag = file_id[:12] if file_id else utc_now().strftime("%Y%m%dT%H%M%S%fZ")
-        delete = policy == "delete" and outcome == "archive"
-        try:
-            with self._move_lock:  # choosing a free name and taking it is one step
-                return move_out(cand.path, cand.marker, dest_dir, tag, delete=delete)
-        except OSError as exc:
-            log.error(
-                "extract: %s could not be moved to %s (%s); left in place, not taken again "
-                "while unchanged",
-                display_name(cand.relative),
-                display_name(dest_dir),
-                display_name(str(exc)),
-            )
-            self.scanner.done(cand)
-        return None
 
     def run(self) -> ExtractStats:
         """Scan every ``settings.extract.poll_interval_s``, and at once when the watcher reports
@@ -342,32 +341,21 @@ class ExtractService:
 def build(settings: Settings | None = None) -> ExtractService:
     """Wire the extract service: datasets, topic plan, producer, HDFS B port.
 
-    Creates each dataset's NAS sub-directory when missing. One that cannot be created (a plain
-    file has that name, permissions) is logged as an error and that dataset is skipped by the
-    scanner (warned once), while the others run: the NAS share is written by users, so a stray
-    file there must not stop every dataset. Removing the file and restarting (or creating the
-    directory) brings the dataset back.
+    Every valid dataset definition runs (:class:`~ferry.datasets.reload.Definitions`,
+    reloaded before each scan); an invalid one is logged and its files wait on the NAS.
 
     Raises:
-        ConfigError: bad dataset definitions or settings.
+        ConfigError: the datasets directory does not exist, or bad settings.
     """
     settings = settings or get_settings()
-    datasets = load_datasets(settings.paths.datasets_dir)
-    if not datasets:
-        raise ConfigError(f"no dataset definitions in {settings.paths.datasets_dir}")
-    for spec in datasets.values():
-        subdir = settings.paths.nas_dir / spec.nas.subdir
-        try:
-            subdir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:  # FileExistsError/NotADirectoryError: a plain file has the name
-            log.error(
-                "extract: dataset %r skipped: its NAS sub-directory %s cannot be created "
-                "(%s: %s); if a plain file has that name, move it away and restart",
-                spec.name,
-                subdir,
-                type(exc).__name__,
-                exc.strerror or exc,
-            )
+    definitions = Definitions(
+        settings.paths.datasets_dir,
+        "extract",
+        status_file=datasets_status_path(settings, "extract"),
+    )
+    datasets = prepare_dirs(settings, definitions.current().specs)
+    if not definitions.current().entries:
+        log.warning("extract: no dataset definitions in %s yet", settings.paths.datasets_dir)
     ensure_topics(build_admin(settings.kafka), settings.kafka)
     b = settings.cluster("b")
     deps = ExtractDeps(
@@ -376,22 +364,25 @@ def build(settings: Settings | None = None) -> ExtractService:
         b.fs_url,
         settings.extract.chunk_bytes,
         refuse_hardlinks=settings.extract.refuse_hardlinks,
+        version_of=lambda name: definitions.current().version(name),
+    )
+    scanner = NasScanner(
+        Path(settings.paths.nas_dir),
+        datasets,
+        follow_symlinks=settings.extract.follow_symlinks,
+        refuse_hardlinks=settings.extract.refuse_hardlinks,
     )
     codec = default_codec(settings.paths.schemas_dir)
     return ExtractService(
         settings,
-        NasScanner(
-            Path(settings.paths.nas_dir),
-            datasets,
-            follow_symlinks=settings.extract.follow_symlinks,
-            refuse_hardlinks=settings.extract.refuse_hardlinks,
-        ),
+        scanner,
         deps,
         build_producer(settings.kafka, "ferry-extract"),
         codec,
         lineage_observer(settings, "extract"),
         writers=writer_check(settings.extract),
         afterwards=archive_watch(settings.extract, settings.paths.nas_dir, datasets, codec),
+        definitions=definitions,
     )
 
 

@@ -22,6 +22,7 @@ from ferry.core.errors import PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileTransferred
 from ferry.core.runtime.batching import group_by_dataset
 from ferry.core.runtime.stage import BatchResult
+from ferry.datasets.reload import Definitions, snapshot
 from ferry.datasets.spec import DatasetSpec
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class LoadDeps:
-    datasets: Mapping[str, DatasetSpec]
+    """``datasets``: the service's reloading :class:`~ferry.datasets.reload.Definitions` (a
+    fixed mapping in tests)."""
+
+    datasets: Definitions | Mapping[str, DatasetSpec]
     spark: Callable[[], Any]
     reset_spark: Callable[[], None]
     #: (spark, spec, {file_id: incoming dir URI}, sources={file_id: NAS source_path})
@@ -38,10 +42,14 @@ class LoadDeps:
 
 
 def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchResult]:
-    """One result per event, in order (see :data:`ferry.core.runtime.runner.BatchHandler`)."""
-    results, by_dataset = group_by_dataset(events, deps.datasets, "incoming")
+    """One result per event, in order (see :data:`ferry.core.runtime.runner.BatchHandler`). The
+    definitions are reloaded first if they changed; a file whose dataset's definition is invalid
+    waits (:class:`~ferry.core.errors.DatasetNotReady`)."""
+    defs = snapshot(deps.datasets)
+    specs = defs.specs
+    results, by_dataset = group_by_dataset(events, specs, "incoming", defs.wait_reason)
     for name, idx in by_dataset.items():
-        spec = deps.datasets[name]
+        spec = specs[name]
         files = {events[i].file_id: events[i].manifest.uris["incoming"] for i in idx}
         sources = {events[i].file_id: events[i].manifest.source_path for i in idx}
         try:
@@ -67,7 +75,9 @@ def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchR
                     reason="row_count_mismatch",
                 )
                 continue
-            manifest = ev.manifest.advance(uris={"table": spec.hive.full_name})
+            manifest = ev.manifest.advance(
+                uris={"table": spec.hive.full_name}, definition_version=defs.version(name)
+            )
             results[i] = [
                 FileLoaded(
                     manifest, table=spec.hive.full_name, partition={"ferry_file_id": ev.file_id}

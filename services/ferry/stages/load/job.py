@@ -88,40 +88,68 @@ def schema_differences(actual: StructType, expected: StructType) -> list[str]:
     return out
 
 
+def table_evolution(
+    actual: StructType, partitions: list[str], spec: DatasetSpec
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Compare an existing table (its schema and partition column names) with the definition.
+
+    Returns ``(additions, problems)``: ``additions`` are the definition's non-partition columns
+    the table lacks, ``(name, type)`` in definition order (``ALTER TABLE … ADD COLUMNS``: earlier
+    rows read NULL there); ``problems`` name each column the table has and the definition does
+    not (a column removed), each column whose type changed, and a change of the partition
+    columns: a definition with problems is refused, since loading would need the table
+    rewritten (docs/datasets.md, "Changing a dataset")."""
+    have = {f.name.lower(): f.dataType.simpleString() for f in actual.fields}
+    want = {f.name: f.dataType.simpleString() for f in table_schema(spec).fields}
+    part_names = {c.name for c in spec.table_partition_columns}
+    additions = [(n, t) for n, t in want.items() if n not in have and n not in part_names]
+    problems = [
+        f"column {n!r} ({t}) of the table is not in the definition (a column cannot be removed)"
+        for n, t in have.items()
+        if n not in want
+    ]
+    problems += [
+        f"column {n!r} has type {have[n]} in the table, the definition says {t} "
+        "(a type cannot change)"
+        for n, t in want.items()
+        if n in have and have[n] != t
+    ]
+    want_parts = [c.name for c in spec.table_partition_columns]
+    if [p.lower() for p in partitions] != want_parts:
+        problems.append(f"partition columns are {partitions}, the definition says {want_parts}")
+        if partitions[-1:] == [FILE_ID_COLUMN]:
+            problems.append(
+                f"the table has the old per-file layout: run `ferry migrate-layout "
+                f"{spec.hive.full_name}`"
+            )
+    return additions, problems
+
+
 def ensure_table(spark: SparkSession, spec: DatasetSpec) -> StructType:
-    """Create the database and table if missing; return the table's schema. A table created
-    before ``ferry_source_path`` existed gets it (``ALTER TABLE … ADD COLUMNS``: its earlier rows
-    read NULL there) when that is its only difference; any other difference is refused.
+    """Create the database and table if missing; return the table's schema. Columns the
+    definition added (and ``ferry_source_path`` on a table made before it existed) are added
+    to the table (``ALTER TABLE … ADD COLUMNS``: earlier rows read NULL there); a column removed
+    or retyped, or other partition columns, are refused (:func:`table_evolution`).
 
     Raises:
         PermanentError(reason="schema_mismatch"): the existing table's columns differ from the
-            definition (message names table and columns) or its partition columns differ.
+            definition in a way it cannot grow into (message names table and columns).
     """
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{spec.hive.database}`")
     spark.sql(create_table_sql(spec))
     name = spec.hive.full_name
-    schema = spark.table(name).schema
-    problems = schema_differences(schema, table_schema(spec))
-    if problems == [f"missing column {SOURCE_PATH_COLUMN!r} (string)"]:
-        # The one difference a table made before the column existed has: add it, nothing else.
-        spark.sql(f"ALTER TABLE {name} ADD COLUMNS (`{SOURCE_PATH_COLUMN}` STRING)")
-        spark.catalog.refreshTable(name)
-        schema = spark.table(name).schema
-        problems = schema_differences(schema, table_schema(spec))
     parts = [c.name for c in spark.catalog.listColumns(name) if c.isPartition]
-    want_parts = [c.name for c in spec.table_partition_columns]
-    if parts != want_parts:
-        problems.append(f"partition columns are {parts}, definition expects {want_parts}")
-        if parts[-1:] == [FILE_ID_COLUMN]:
-            problems.append(
-                f"the table has the old per-file layout: run `ferry migrate-layout {name}`"
-            )
+    additions, problems = table_evolution(spark.table(name).schema, parts, spec)
     if problems:
         raise PermanentError(
             f"table {name} does not match dataset {spec.name!r}: " + "; ".join(problems),
             reason="schema_mismatch",
         )
-    return schema
+    if additions:
+        cols = ", ".join(f"`{n}` {t.upper()}" for n, t in additions)
+        spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({cols})")
+        spark.catalog.refreshTable(name)
+    return spark.table(name).schema
 
 
 def align_to_table(df: DataFrame, schema: StructType, *, table: str = "the table") -> DataFrame:

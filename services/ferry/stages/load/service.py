@@ -1,5 +1,8 @@
 """The load service: ``FileTransferred`` batches → Hive on cluster A (Spark, Hive metastore) →
-``FileLoaded``. One long-lived Hive-enabled SparkSession; one Spark job per batch and dataset."""
+``FileLoaded``. One long-lived Hive-enabled SparkSession; one Spark job per batch and dataset.
+
+Dataset definitions are reloaded while it runs (:class:`ferry.datasets.reload.Definitions`); a
+file whose definition is invalid waits in the waiting room (:mod:`ferry.core.runtime.waiting`)."""
 
 from __future__ import annotations
 
@@ -8,10 +11,13 @@ from functools import partial
 from ferry.clusters.locks import TableLocks
 from ferry.clusters.spark import SparkHolder
 from ferry.core.events import FileTransferred
+from ferry.core.runtime.heartbeat import datasets_status_path
 from ferry.core.runtime.runner import StageRunner, build_runner
 from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import Stage
-from ferry.datasets.spec import load_datasets
+from ferry.core.runtime.waiting import WaitingRoom
+from ferry.core.wire.avro import default_codec
+from ferry.datasets.reload import Definitions
 from ferry.lineage.observer import lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.load.handlers import LoadDeps, load_batch
@@ -26,8 +32,20 @@ def build(settings: Settings | None = None) -> StageRunner:
     # Several load instances (and the maintenance commands) may rewrite one table: one at a time.
     locks = TableLocks(settings)
     job = partial(load_files, target_file_mb=settings.load.target_file_mb, locks=locks)
-    deps = LoadDeps(load_datasets(settings.paths.datasets_dir), holder.get, holder.reset, job)
-    stage = Stage.batched("load", {FileTransferred: load_batch}, settings.load, holder.warm)
+    definitions = Definitions(
+        settings.paths.datasets_dir,
+        "load",
+        status_file=datasets_status_path(settings, "load"),
+    )
+    deps = LoadDeps(definitions, holder.get, holder.reset, job)
+    room = WaitingRoom(settings, "load", default_codec(settings.paths.schemas_dir))
+    stage = Stage.batched(
+        "load",
+        {FileTransferred: load_batch},
+        settings.load,
+        holder.warm,
+        tick=lambda: room.tick(definitions.ready_changed, definitions.ready),
+    )
     return build_runner(stage, deps, settings, observer=lineage_observer(settings, stage.name))
 
 

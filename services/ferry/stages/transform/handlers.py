@@ -33,6 +33,7 @@ from ferry.core.errors import (
 from ferry.core.events import FileExtracted, FileTransformed
 from ferry.core.runtime.batching import group_by_dataset
 from ferry.core.runtime.stage import BatchResult
+from ferry.datasets.reload import Definitions, snapshot
 from ferry.datasets.spec import DatasetSpec
 
 log = logging.getLogger(__name__)
@@ -44,9 +45,11 @@ RunBatch = Callable[..., Mapping[str, Any]]
 @dataclass
 class TransformDeps:
     """``spark()`` returns the live session (rebuilding it if needed); ``run_batch`` is
-    :func:`ferry.stages.transform.job.run_batch` (a fake in unit tests)."""
+    :func:`ferry.stages.transform.job.run_batch` (a fake in unit tests). ``datasets``: the
+    service's reloading :class:`~ferry.datasets.reload.Definitions` (a fixed mapping in tests).
+    """
 
-    datasets: Mapping[str, DatasetSpec]
+    datasets: Definitions | Mapping[str, DatasetSpec]
     spark: Callable[[], Any]
     reset_spark: Callable[[], None]
     run_batch: RunBatch
@@ -55,11 +58,16 @@ class TransformDeps:
 
 
 def transform_batch(events: Sequence[FileExtracted], deps: TransformDeps) -> list[BatchResult]:
-    """One result per event, in order (see :data:`ferry.core.runtime.runner.BatchHandler`)."""
-    results, by_dataset = group_by_dataset(events, deps.datasets, "landing")
+    """One result per event, in order (see :data:`ferry.core.runtime.runner.BatchHandler`). The
+    definitions are reloaded first if they changed; a file whose dataset's definition is invalid
+    waits (:class:`~ferry.core.errors.DatasetNotReady`)."""
+    defs = snapshot(deps.datasets)
+    specs = defs.specs
+    results, by_dataset = group_by_dataset(events, specs, "landing", defs.wait_reason)
     down: BaseException | None = None  #: set once no Spark session can be built: skip the rest
     for name, idx in by_dataset.items():
-        spec = deps.datasets[name]
+        spec = specs[name]
+        version = defs.version(name)
         # Several events of one file in a batch (redelivery, or the same bytes re-dropped under
         # another name, so another landing path): read ONE landing copy per file_id, else the
         # job would stage both copies' rows under that file_id; answer each event.
@@ -72,7 +80,9 @@ def transform_batch(events: Sequence[FileExtracted], deps: TransformDeps) -> lis
             out = {fid: _unavailable(ev, down) for fid, ev in first.items()}
         for i in idx:
             res = out[events[i].file_id]
-            results[i] = res if isinstance(res, TransientError) else _result(events[i], res, deps)
+            results[i] = (
+                res if isinstance(res, TransientError) else _result(events[i], res, deps, version)
+            )
     return [results[i] for i in range(len(events))]
 
 
@@ -188,7 +198,9 @@ def first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _result(ev: FileExtracted, res: Any, deps: TransformDeps) -> BatchResult:
+def _result(
+    ev: FileExtracted, res: Any, deps: TransformDeps, version: str | None = None
+) -> BatchResult:
     if res.status == "empty":
         return PermanentError(
             f"{ev.manifest.source_path}: no data rows ({res.reason})", reason=f"empty_{res.reason}"
@@ -213,6 +225,7 @@ def _result(ev: FileExtracted, res: Any, deps: TransformDeps) -> BatchResult:
                 rows_out=c.rows_out,
                 rows_rejected=c.rows_rejected,
                 reject_reasons=dict(c.reject_reasons),
+                definition_version=version,
             )
         )
     ]

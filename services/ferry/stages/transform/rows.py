@@ -44,7 +44,8 @@ from ferry.clusters.spark_jobs import (
     spark_type,
     struct_for,
 )
-from ferry.datasets.spec import CsvOptions, DatasetSpec
+from ferry.datasets.fields import CsvOptions
+from ferry.datasets.spec import DatasetSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -68,6 +68,10 @@ def up(
         console.print(
             f"gave up (crash loop, FATAL): {', '.join(result.fatal)}; see their logs", style="red"
         )
+        for r in result.rows:
+            if r.state == "FATAL":
+                line = first_error_line(r.log) or "(no error line in its log)"
+                console.print(f"  {r.name}: {line}", style="red", soft_wrap=True)
     if result.unhealthy:
         console.print(
             f"not healthy in {deadline:.0f} s: {', '.join(result.unhealthy)}", style="red"
@@ -133,6 +137,46 @@ def _print(rows: list[PsRow], settings: Settings) -> None:
             r.log.replace(home, ""),
         )
     console.print(table)
+    invalid: dict[str, dict[str, str]] = {}  # dataset → {error: services}
+    for r in rows:
+        for name, error in r.health.invalid.items():
+            invalid.setdefault(name, {}).setdefault(error, "")
+            services = invalid[name][error]
+            invalid[name][error] = f"{services}, {r.name}" if services else r.name
+    for name, errors in sorted(invalid.items()):
+        for error, services in errors.items():
+            console.print(
+                f"dataset {name} not run ({services}), its files wait: {error}",
+                style="yellow",
+                soft_wrap=True,
+            )
+    if invalid:
+        console.print("fix the definition (ferry datasets check); it is reloaded, no restart")
+
+
+def first_error_line(log: str, tail_bytes: int = 64 * 1024) -> str | None:
+    """The line that says why a service stopped, from the end of its log: the ``ferry:`` line
+    the command prints for a Ferry error, else the last exception line of a traceback
+    (``ValueError: …``); ``None`` when there is neither or the log cannot be read."""
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - tail_bytes))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if line.startswith("ferry: "):
+            return line.strip()
+    for line in reversed(lines):
+        head = line.split(":", 1)[0]
+        if (
+            ":" in line
+            and not line.startswith(" ")
+            and head.rsplit(".", 1)[-1].endswith(("Error", "Exception"))
+        ):
+            return line.strip()
+    return None
 
 
 def _duration(seconds: float | None) -> str:

@@ -9,19 +9,25 @@ does, not only that its process exists.
 - extract: its scan loop touched its liveness file (:mod:`ferry.core.runtime.heartbeat`) recently —
   after every scan and every file landed, so a hung scan or a stuck upload turns it stale.
 - tracker: its HTTP server answers ``/healthz`` with 200 (``/`` when it has no ``/healthz``).
+
+Each of extract, transform and load also says which datasets it does not run because their
+definition is invalid (:func:`ferry.core.runtime.heartbeat.datasets_status_path`): the detail ends
+with ``; not run: orders`` and :attr:`Health.invalid` holds each one's error. That does not make the
+service unhealthy (it runs every other dataset); ``ferry ps`` and ``ferry up`` print the errors.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import requests
 
 from ferry.core.errors import FerryError
 from ferry.core.kafka.admin import Member, active_members
 from ferry.core.kafka.clients import build_admin, group_id
-from ferry.core.runtime.heartbeat import age_s, heartbeat_path
+from ferry.core.runtime.heartbeat import age_s, datasets_status_path, heartbeat_path
 from ferry.settings import Settings
 from ferry_kit.supervise.rpc import ProcessInfo
 
@@ -32,6 +38,8 @@ class Health:
 
     ok: bool
     detail: str
+    #: dataset → why this service does not run it (its definition is invalid)
+    invalid: Mapping[str, str] = field(default_factory=dict)
 
 
 def extract_stale_after_s(settings: Settings) -> float:
@@ -98,6 +106,29 @@ def probe(
     """Health of one supervised process (``info.group`` is the service name)."""
     if info.state != "RUNNING" or info.pid is None:
         return Health(False, info.state.lower())
+    health = _probe(settings, info, members)
+    invalid = not_run(settings, info.group, info.pid)
+    if invalid:
+        detail = f"{health.detail}; not run: {', '.join(sorted(invalid))}"
+        health = replace(health, detail=detail, invalid=invalid)
+    return health
+
+
+def not_run(settings: Settings, service: str, pid: int) -> dict[str, str]:
+    """The datasets instance ``pid`` of ``service`` does not run, with why (``{}``: none, or
+    it did not say)."""
+    try:
+        body = json.loads(datasets_status_path(settings, service, pid).read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    invalid = body.get("invalid") if isinstance(body, dict) else None
+    return {str(k): str(v) for k, v in invalid.items()} if isinstance(invalid, dict) else {}
+
+
+def _probe(
+    settings: Settings, info: ProcessInfo, members: Mapping[str, list[Member] | str]
+) -> Health:
+    assert info.pid is not None
     if info.group in members:
         return stage_health(info.group, info.pid, members[info.group])
     if info.group == "extract":

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ferry.core.events import derive_file_id, sha256_file
+from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.kafka.admin import active_members
 from ferry.core.kafka.clients import build_admin, group_id
 from ferry.core.kafka.topics import ensure_topics

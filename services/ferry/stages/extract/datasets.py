@@ -1,0 +1,49 @@
+"""Extract's view of the dataset definitions: each dataset's NAS sub-directory, and the
+sub-directories whose files wait because their definition is invalid."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ferry.datasets.registry import DefinitionSet
+from ferry.datasets.spec import DatasetSpec
+from ferry.settings import Settings
+from ferry.stages.extract.scanner import NasScanner
+
+log = logging.getLogger(__name__)
+
+
+def prepare_dirs(settings: Settings, datasets: dict[str, DatasetSpec]) -> dict[str, DatasetSpec]:
+    """Create each dataset's NAS sub-directory when missing; returns ``datasets``.
+
+    One that cannot be created (a plain file has that name, permissions) is logged as an error
+    and that dataset is skipped by the scanner (warned once), while the others run: the NAS share
+    is written by users, so a stray file there must not stop every dataset. Removing the file
+    and restarting (or creating the directory) brings the dataset back.
+    """
+    for spec in datasets.values():
+        subdir = settings.paths.nas_dir / spec.nas.subdir
+        try:
+            subdir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # FileExistsError/NotADirectoryError: a plain file has the name
+            log.error(
+                "extract: dataset %r skipped: its NAS sub-directory %s cannot be created "
+                "(%s: %s); if a plain file has that name, move it away and restart",
+                spec.name,
+                subdir,
+                type(exc).__name__,
+                exc.strerror or exc,
+            )
+    return datasets
+
+
+def apply_definitions(settings: Settings, scanner: NasScanner, current: DefinitionSet) -> None:
+    """Give the scanner the valid datasets (their directories created) and, for the log, the
+    NAS directories of invalid definitions, whose files stay in place until they are fixed."""
+    scanner.datasets = prepare_dirs(settings, current.specs)
+    scanner.waiting = {
+        Path(d.subdir).parts[0]: f"definition {d.path.name} is invalid ({d.error})"
+        for d in current.invalid
+        if d.subdir and Path(d.subdir).parts
+    }
