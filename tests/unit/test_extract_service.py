@@ -24,11 +24,11 @@ from tests.unit.extract_helpers import (
     with_,
 )
 
+from ferry.clusters.nas import free_name
 from ferry.core.errors import TransientError
 from ferry.core.events import FileExtracted, derive_file_id, sha256_file
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.spec import DatasetSpec, FinishedPolicy
-from ferry.stages.extract.service import free_name
 
 # -- ExtractService ---------------------------------------------------------------------------
 

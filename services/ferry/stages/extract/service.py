@@ -14,7 +14,7 @@ One file never ends the service: an unexpected error while extracting it (an ``O
 (traceback logged) and the others go on. Only an event the broker never acknowledged after the
 retries stops the service, with the NAS file left in place. Moved files never overwrite one
 another: ``.ferry/<outcome>/<dataset>/<name>``, or ``<stem>.<file_id[:12]><suffix>`` (else
-a UTC timestamp) when that name is taken.
+a UTC timestamp) when that name is taken (:mod:`ferry.clusters.nas`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
+from ferry.clusters.nas import free_name, outcome_dir
 from ferry.core.errors import ConfigError, PermanentError, TransientError
 from ferry.core.events import Event, FileFailed, failed, utc_now
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
@@ -52,9 +53,6 @@ log = logging.getLogger(__name__)
 #: ``FileFailed.reason`` of a file whose extraction raised an unexpected error (a bug or an
 #: unforeseen file-system state); the traceback is in extract's log.
 EXTRACT_ERROR = "extract_error"
-
-#: Longest file name written under ``.ferry/`` (bytes; the usual local file system limit).
-_MAX_NAME_BYTES = 255
 
 
 @dataclass
@@ -221,7 +219,7 @@ class ExtractService:
             self.scanner.done(cand)  # else the next scans would extract it again and again
             return
         self.scanner.forget(cand.path)
-        dest_dir = self.settings.paths.nas_dir / ".ferry" / outcome / cand.dataset.name
+        dest_dir = outcome_dir(self.settings.paths.nas_dir, outcome, cand.dataset.name)
         tag = file_id[:12] if file_id else utc_now().strftime("%Y%m%dT%H%M%S%fZ")
         try:
             with self._move_lock:  # choosing a free name and taking it is one step
@@ -287,34 +285,6 @@ class ExtractService:
                 signal.signal(s, h)
             self.producer.flush(self.settings.kafka.request_timeout_s)
         return self.stats
-
-
-def free_name(directory: Path, name: str, tag: str) -> Path:
-    """A path in ``directory`` that does not exist yet: ``name`` if free, else
-    ``<stem>.<tag><suffix>`` (``flights_1.csv`` → ``flights_1.3f2a9c01b7d4.csv``), else with
-    ``.2``, ``.3``, … after the tag. The stem is cut (bytes) so the name stays within 255
-    bytes."""
-    first = directory / name
-    if not first.exists() and not first.is_symlink():
-        return first
-    stem, suffix = os.path.splitext(name)
-    for n in range(1, 10_000):
-        extra = f".{tag}" if n == 1 else f".{tag}.{n}"
-        candidate = directory / (
-            _cut(stem, _MAX_NAME_BYTES - len(os.fsencode(extra + suffix))) + extra + suffix
-        )
-        if not candidate.exists() and not candidate.is_symlink():
-            return candidate
-    raise FileExistsError(f"no free name for {display_name(name)!r} in {display_name(directory)}")
-
-
-def _cut(stem: str, room: int) -> str:
-    """``stem`` cut to at most ``room`` bytes, never inside a UTF-8 sequence."""
-    raw = os.fsencode(stem)
-    cut = min(room, len(raw))
-    while 0 < cut < len(raw) and raw[cut] & 0xC0 == 0x80:
-        cut -= 1
-    return os.fsdecode(raw[:cut])
 
 
 def build(settings: Settings | None = None) -> ExtractService:

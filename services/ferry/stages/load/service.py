@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 from functools import partial
+from urllib.parse import urlsplit
 
+from ferry.clusters.hdfs.port import HdfsPort
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.locks import TableLocks
 from ferry.clusters.spark import SparkHolder
+from ferry.core.errors import HdfsPathNotFound
 from ferry.core.events import FileTransferred
 from ferry.core.runtime.runner import StageRunner, build_runner
 from ferry.core.runtime.service import service_main
@@ -25,9 +29,33 @@ def build(settings: Settings | None = None) -> StageRunner:
     # Several load instances (and the maintenance commands) may rewrite one table: one at a time.
     locks = TableLocks(settings)
     job = partial(load_files, target_file_mb=settings.load.target_file_mb, locks=locks)
-    deps = LoadDeps(load_datasets(settings.paths.datasets_dir), holder.get, holder.reset, job)
+    hdfs_a = WebHdfs.for_cluster("a", settings)
+    deps = LoadDeps(
+        load_datasets(settings.paths.datasets_dir),
+        holder.get,
+        holder.reset,
+        job,
+        missing_input=partial(missing_input, hdfs_a),
+    )
     stage = Stage.batched("load", {FileTransferred: load_batch}, settings.load, holder.warm)
     return build_runner(stage, deps, settings)
+
+
+def missing_input(hdfs_a: HdfsPort, uri: str, rows_out: int | None) -> str | None:
+    """Why the incoming directory ``uri`` on cluster A cannot be loaded: ``"no such directory"``,
+    ``"no data file, N row(s) expected"``, or ``None`` (it looks whole). One LISTSTATUS.
+
+    Raises:
+        TransientError: cluster A did not answer (the batch is retried as it would be anyway).
+    """
+    try:
+        entries = hdfs_a.list(urlsplit(uri).path)
+    except HdfsPathNotFound:
+        return "no such directory"
+    data = [e for e in entries if e.is_file and not e.name.startswith((".", "_"))]
+    if not data and (rows_out or 0) > 0:
+        return f"no data file, {rows_out} row(s) expected"
+    return None
 
 
 #: ``ferry run load`` (:func:`ferry.core.services.run`).
