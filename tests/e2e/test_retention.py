@@ -142,12 +142,11 @@ def test_each_zone_is_swept_after_its_retention_and_nothing_else(gc_pipeline):  
     finally:
         outcomes.close()
     assert (loaded[fid].rows_out, loaded[fid].rows_rejected) == (11, 1)
-    copies = {
-        zone: [
-            (b if zone != "incoming" else a, urlsplit(m.uris[zone]).path) for m in loaded.values()
-        ]
+    copies = [
+        (a if zone == "incoming" else b, urlsplit(m.uris[zone]).path)
         for zone in ("landing", "staging", "incoming")
-    }
+        for m in loaded.values()
+    ]
     rejects = urlsplit(loaded[fid].uris["rejects"]).path
     archived = [
         p.nas_dir / ".ferry" / "archive" / d / n
