@@ -116,9 +116,14 @@ class Faults:
         self.paused: int | None = None
 
     def due(self, elapsed_s: float) -> None:
+        """Start the faults whose time has come: a SIGKILL here (the process is replaced before
+        anyone sees it dead), the others in a thread of their own (they take a while)."""
         for f in self.plan:
             if f.started is None and elapsed_s >= f.at_s:
                 f.started = time.time()
+                if f.kind == "kill":
+                    self._run(f)
+                    continue
                 t = threading.Thread(target=self._run, args=(f,), daemon=True)
                 t.start()
                 self.threads.append(t)
@@ -228,16 +233,32 @@ def main() -> int:
         faults.due(elapsed)
 
     deadline = False
+    restarts: dict[str, int] = {}
+
+    def revive() -> None:
+        """What supervisord does under ``ferry up``: a service that exited is started again (a
+        stage stops itself when the broker never acknowledged its events); counted."""
+        for name, proc in list(rig.group.procs.items()):
+            if proc.poll() is not None:
+                restarts[name] = restarts.get(name, 0) + 1
+                print(f"  {name} exited with {proc.returncode}; started again")
+                rig.group.start(name)
+
+    ids = [f.file_id for f in files]
     try:
-        try:
-            rig.settle(files, duration_s + args.drain_s, tick)
-        except AssertionError as exc:
-            deadline = True
-            print(f"deadline: {str(exc)[:400]}")
+        while not rig.outcomes.settled(ids):
+            if time.monotonic() - start > duration_s + args.drain_s:
+                deadline = True
+                print(f"deadline: {rig.outcomes.unsettled(ids)[:400]}")
+                break
+            rig.outcomes.poll(0.5)
+            revive()
+            tick()
         settled_s = time.monotonic() - start
         end = time.monotonic() + args.after_min * 60
         while time.monotonic() < end:
             rig.outcomes.poll(1.0)
+            revive()
         for t in faults.threads:
             t.join(600)
         sampler.stop()
@@ -271,6 +292,7 @@ def main() -> int:
         settled_s=settled_s,
         deadline=deadline,
         codes=codes,
+        restarts=restarts,
         pngs=pngs,
         out_dir=out_dir,
     )

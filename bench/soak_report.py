@@ -36,6 +36,7 @@ def report(
     settled_s: float,
     deadline: bool,
     codes: dict[str, int | None],
+    restarts: dict[str, int],
     pngs: list[Path],
     out_dir: Path,
 ) -> bool:
@@ -70,7 +71,8 @@ def report(
     for f in plan:
         when = "-" if f.started is None else f"{(f.at_s / 60):.1f} min"
         t.add_row(f"fault {f.label} at {when}", f.detail or "not run")
-    t.add_row("service exit codes", str(codes))
+    t.add_row("services that exited and were started again (not by a fault)", str(restarts or 0))
+    t.add_row("service exit codes at the end", str(codes))
     console.print(t)
 
     g = Table(title=f"Processes: first → last quarter after warm-up (target ≤ {MAX_GROWTH:.0f} %)")

@@ -15,7 +15,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from ferry.clusters.hdfs.paths import temp_path_for
+from ferry.clusters.hdfs.paths import is_temp_path, temp_path_for
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.events import derive_file_id, sha256_file
 from ferry.datasets.spec import load_datasets
@@ -154,8 +154,10 @@ def test_each_zone_is_swept_after_its_retention_and_nothing_else(gc_pipeline):  
     ]
 
     def gone(port_path: tuple[WebHdfs, str]) -> bool:
+        """No copy left: nothing at ``path``, or a directory of temporary files only."""
         port, path = port_path
-        return port.status_or_none(path) is None
+        st = port.status_or_none(path)
+        return st is None or (st.is_dir and all(is_temp_path(e.path) for e in port.list(path)))
 
     def data_gone() -> bool:
         return all(gone(c) for c in copies)

@@ -59,6 +59,8 @@ def _not_negative(value: timedelta | None) -> timedelta | None:
 Retention = Annotated[
     timedelta | None, BeforeValidator(parse_retention), AfterValidator(_not_negative)
 ]
+#: A duration given the same ways (``10m``, ``1d``, ``P1D``, seconds), never ``keep``.
+Duration = Annotated[timedelta, BeforeValidator(parse_retention)]
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,7 @@ class RetentionSettings(Frozen):
             "loaded later gets the loaded retentions from its new FileLoaded."
         ),
     )
-    orphans: timedelta = Field(
+    orphans: Duration = Field(
         default=timedelta(days=1),
         description=(
             "Temporary files and directories of attempts that died (a SIGKILL mid-write leaves "
@@ -184,7 +186,7 @@ class RetentionSettings(Frozen):
             "_tmp directories of staging and rejects (the only places the sweep lists)."
         ),
     )
-    grace: timedelta = Field(
+    grace: Duration = Field(
         default=timedelta(days=7),
         description=(
             "The gc topic (<prefix>.gc) keeps its records this much longer than the longest "
