@@ -263,7 +263,7 @@ def main() -> int:
             t.join(600)
         sampler.stop()
         hive = rig.hive_rows(files)
-        removed = gc_removed(metrics_port)
+        removed = gc_removed(rig.group.log_dir / "gc.log")
     finally:
         faults.undo()
         codes = rig.close()
@@ -303,21 +303,18 @@ def _s(keep: timedelta | None) -> float | None:
     return None if keep is None else keep.total_seconds()
 
 
-def gc_removed(port: int) -> dict[str, float]:
-    """zone → files the gc service removed (its ``/metrics``); empty when it cannot be read."""
-    import requests
-    from prometheus_client.parser import text_string_to_metric_families
-
-    try:
-        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    except requests.RequestException:
-        return {}
-    return {
-        s.labels["zone"]: s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-        if s.name == "ferry_gc_removed_files_total"
-    }
+def gc_removed(log: Path) -> dict[str, float]:
+    """zone → files the gc service removed, from its log (one line per file and class; the
+    counters of ``/metrics`` start again with each restart of the service)."""
+    out: dict[str, float] = {}
+    text = log.read_text(errors="replace") if log.exists() else ""
+    for line in text.splitlines():
+        if "ferry.gc.remover: gc: " in line:
+            for zone, n in re.findall(r"(\w+) removed (\d+) file\(s\)", line):
+                out[zone] = out.get(zone, 0) + int(n)
+        elif m := re.search(r"ferry.gc.service: gc: (\w+) removed ", line):
+            out[m.group(1)] = out.get(m.group(1), 0) + 1
+    return out
 
 
 if __name__ == "__main__":
