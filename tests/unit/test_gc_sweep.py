@@ -255,3 +255,18 @@ def test_a_shorter_retention_is_a_new_class_that_applies_to_files_loaded_before(
     assert two_days.sweep(ms(after(5)), threading.Event()) == 1
     assert f"/ferry/landing/flights/{f1.file_id}/flights_1.csv" not in mine.b.files
     assert f"/ferry/staging/flights/{f1.file_id}/part-0.parquet" in mine.b.files
+
+
+def test_a_quarantined_file_released_and_carried_on_keeps_its_copies_for_its_new_run(
+    world: World,
+) -> None:
+    mine = world.mine
+    q = mine.lay(file("flights", 3), T0, rejects=False)
+    landed = replace(q, uris={"landing": q.uris["landing"]})
+    event = failed(stage="transform", reason="spark_job_failed", error="x", manifest=landed)
+    world.topic.append(0, ms(after(0.01)), world.codec.encode(event))
+    # Released on day 10: transform staged it again, so its landing copy is the new run's.
+    mine.b.set_mtime(f"/ferry/staging/flights/{q.file_id}/part-0.parquet", ms(after(10)))
+    world.sweep(14.02)
+    assert f"/ferry/landing/flights/{q.file_id}/flights_3.csv" in mine.b.files
+    assert sample(world.metrics, "ferry_gc_copies_total", zone="landing", outcome="rewritten") == 1

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.errors import FerryError, TransientError
-from ferry.gc.hdfs_copies import Removal, remove_hdfs_copy
+from ferry.core.errors import FerryError, HdfsPathNotFound, TransientError
+from ferry.core.events import FileFailed, FileManifest
+from ferry.gc.hdfs_copies import Removal, copy_dir, remove_hdfs_copy
 from ferry.gc.metrics import GcMetrics
 from ferry.gc.nas_copies import remove_archived
 from ferry.gc.plan import ARCHIVE
@@ -47,7 +48,9 @@ class Remover:
         self, event: Any, zones: list[str], event_ms: int, now_ms: int, label: str
     ) -> list[Removal]:
         """Remove ``event``'s file's copies in ``zones`` (its time ``event_ms``, epoch ms) and
-        log one line naming the file, the event, each zone's outcome, files and bytes.
+        log one line naming the file, the event, each zone's outcome, files and bytes. After a
+        ``FileFailed``, nothing is removed when the file ran again since (:meth:`rerun_since`):
+        every zone is ``rewritten``.
 
         A copy that cannot be removed for good (permissions, a NAS error) is logged as an error,
         counted in ``ferry_gc_errors_total`` and skipped.
@@ -59,6 +62,14 @@ class Remover:
         skew_ms = int(self.retention.clock_skew_s * 1000)
         orphans_ms = now_ms - int(self.retention.orphans.total_seconds() * 1000)
         done: list[Removal] = []
+        if isinstance(event, FileFailed) and self.rerun_since(m, event_ms + skew_ms):
+            # Released (or re-dropped) and carried on since: the later run's own outcome says
+            # when its copies go, the landing copy it read included.
+            done = [Removal(z, "rewritten", m.uris.get(z, z)) for z in zones]
+            for r in done:
+                self._count(r)
+            self._log(event, done, event_ms, label)
+            return done
         for name in zones:
             try:
                 if name == ARCHIVE:
@@ -82,6 +93,22 @@ class Remover:
             done.append(r)
         self._log(event, done, event_ms, label)
         return done
+
+    def rerun_since(self, m: FileManifest, after_ms: int) -> bool:
+        """Whether ``m``'s file was staged or transferred again after ``after_ms`` (epoch ms):
+        its staging or incoming directory holds a file written later. Two listings.
+
+        Raises:
+            TransientError: a cluster did not answer.
+        """
+        for name in ("staging", "incoming"):
+            try:
+                entries = self.hdfs[zone(name).store].list(copy_dir(self.roots[name], m))
+            except HdfsPathNotFound:
+                continue
+            if any(e.mtime_ms > after_ms for e in entries):
+                return True
+        return False
 
     def _count(self, r: Removal) -> None:
         self.metrics.copies.labels(r.zone, r.outcome).inc()
