@@ -34,11 +34,13 @@ _LAUNCHERS = {"bash", "sh", "dash"}
 
 @dataclass
 class Sample:
-    """One minute's figures: ``procs`` role → (rss bytes, threads, fds, processes);
-    ``zones`` zone → (bytes, files), ``orphans`` zone → files under its ``_tmp`` directories."""
+    """One minute's figures: ``procs`` role → (rss bytes, threads, fds, processes), ``pids``
+    role → its processes' ids (a restart changes them); ``zones`` zone → (bytes, files),
+    ``orphans`` zone → files under its ``_tmp`` directories."""
 
     t: float
     procs: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    pids: dict[str, tuple[int, ...]] = field(default_factory=dict)
     zones: dict[str, tuple[int, int]] = field(default_factory=dict)
     orphans: dict[str, int] = field(default_factory=dict)
 
@@ -144,6 +146,7 @@ class Sampler:
         s = Sample(time.time())
         for role, procs in _roles(self.services(), self.settings).items():
             rss = threads = fds = n = 0
+            pids = []
             for p in procs:
                 try:
                     with p.oneshot():
@@ -151,10 +154,12 @@ class Sampler:
                         threads += p.num_threads()
                         fds += p.num_fds()
                         n += 1
+                        pids.append(p.pid)
                 except psutil.Error:
                     continue
             if n:
                 s.procs[role] = (rss, threads, fds, n)
+                s.pids[role] = tuple(sorted(pids))
         paths = self.settings.paths
         for z in ZONES:
             if z.on_hdfs:
@@ -175,12 +180,14 @@ class Sampler:
 @dataclass(frozen=True)
 class Growth:
     """One role's figure (``rss``, ``threads``, ``fds``): mean of the first and of the last
-    quarter of the samples after warm-up, and the growth in percent."""
+    quarter of its samples after warm-up, and the growth in percent; ``restarted``: the role had
+    other processes before (killed, crashed), the figures are those of its longest-lived ones."""
 
     role: str
     measure: str
     first: float
     last: float
+    restarted: bool = False
 
     @property
     def percent(self) -> float:
@@ -188,24 +195,27 @@ class Growth:
 
 
 def growth(samples: list[Sample], warmup_s: float) -> list[Growth]:
-    """Growth of every role's RSS, threads and fds from the first to the last quarter of the
-    samples taken ``warmup_s`` after the first one (roles seen in both quarters)."""
-    if not samples:
-        return []
-    start = samples[0].t + warmup_s
-    kept = [s for s in samples if s.t >= start]
-    if len(kept) < 4:
-        return []
-    span = kept[-1].t - kept[0].t
-    q1 = [s for s in kept if s.t <= kept[0].t + span / 4]
-    q4 = [s for s in kept if s.t >= kept[-1].t - span / 4]
-    roles = sorted({r for s in q1 for r in s.procs} & {r for s in q4 for r in s.procs})
+    """Growth of every role's RSS, threads and fds from the first to the last quarter of its
+    samples taken ``warmup_s`` after its processes started (their first sample). A role whose
+    processes changed (a restart) is judged on its longest-lived set of processes: comparing a
+    process with its replacement says nothing about either."""
     out = []
-    for role in roles:
+    for role in sorted({r for s in samples for r in s.procs}):
+        runs: dict[tuple[int, ...], list[Sample]] = {}
+        for s in samples:
+            if role in s.procs:
+                runs.setdefault(s.pids[role], []).append(s)
+        mine = max(runs.values(), key=lambda r: r[-1].t - r[0].t)
+        kept = [s for s in mine if s.t >= mine[0].t + warmup_s]
+        if len(kept) < 4:
+            continue
+        span = kept[-1].t - kept[0].t
+        q1 = [s for s in kept if s.t <= kept[0].t + span / 4]
+        q4 = [s for s in kept if s.t >= kept[-1].t - span / 4]
         for i, measure in enumerate(("rss", "threads", "fds")):
-            a = [s.procs[role][i] for s in q1 if role in s.procs]
-            b = [s.procs[role][i] for s in q4 if role in s.procs]
-            out.append(Growth(role, measure, sum(a) / len(a), sum(b) / len(b)))
+            a = [s.procs[role][i] for s in q1]
+            b = [s.procs[role][i] for s in q4]
+            out.append(Growth(role, measure, sum(a) / len(a), sum(b) / len(b), len(runs) > 1))
     return out
 
 
@@ -216,14 +226,15 @@ def zone_bound(
     slack_s: float,
 ) -> int | None:
     """Most files a zone may hold at ``t`` (epoch s) under its retention ``keep_s``: files in
-    flight (extracted, no outcome yet) plus files whose outcome is less than ``keep_s +
-    slack_s`` old (``outcomes``: file id → (extracted, outcome or None) times). ``None`` when
-    the zone keeps everything."""
+    flight (extracted, no outcome yet; a file is landed a moment before its FileExtracted, so
+    files extracted up to 10 s after ``t`` count) plus files whose outcome is less than
+    ``keep_s + slack_s`` old (``outcomes``: file id → (extracted, outcome or None) times).
+    ``None`` when the zone keeps everything."""
     if keep_s is None:
         return None
     n = 0
     for extracted, done in outcomes.values():
-        if extracted > t:
+        if extracted > t + 10:
             continue
         if done is None or done > t or t - done < keep_s + slack_s:
             n += 1

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from soak_probe import Growth, Sample
 
+from ferry.gc.plan import class_label
 from ferry.gc.remover import human_bytes
 from ferry.settings.retention import RetentionSettings
 
@@ -81,7 +82,8 @@ def report(
     grown = False
     roles = sorted({x.role for x in growth})
     for role in roles:
-        cells: list[str] = [role]
+        restarted = any(x.restarted for x in growth if x.role == role)
+        cells: list[str] = [f"{role} (restarted)" if restarted else role]
         ok = True
         for measure in ("rss", "threads", "fds"):
             x = next(y for y in growth if y.role == role and y.measure == measure)
@@ -99,7 +101,7 @@ def report(
         "zone",
         "retention",
         "max files",
-        "bound then",
+        "fullest: files / bound",
         "max MiB",
         "at end",
         "dead-batch files",
@@ -110,13 +112,14 @@ def report(
     over = False
     for zone, series in bounds.items():
         keep = retention.of(zone)
-        worst = None
+        worst: tuple[int, int, tuple[bool, float]] | None = None  # over its bound, else fullest
         for s, bound in series:
             if zone not in s.zones or bound is None:
                 continue
             used = s.zones[zone][1] - s.orphans.get(zone, 0)
-            if worst is None or used - bound > worst[0] - worst[1]:
-                worst = (used, bound)
+            key = (used > bound, used / bound if bound else float(used > 0))
+            if worst is None or key > worst[2]:
+                worst = (used, bound, key)
         most = max((s.zones[zone][1] for s, _b in series if zone in s.zones), default=0)
         size = max((s.zones[zone][0] for s, _b in series if zone in s.zones), default=0)
         last = next((s.zones[zone] for s, _b in reversed(series) if zone in s.zones), (0, 0))
@@ -125,13 +128,9 @@ def report(
         over |= not ok
         z.add_row(
             zone,
-            "keep" if keep is None else str(keep),
+            "keep" if keep is None else class_label(keep),
             str(most),
-            "-"
-            if worst is None
-            else f"{worst[0]} ≤ {worst[1]}"
-            if ok
-            else f"{worst[0]} > {worst[1]}",
+            "-" if worst is None else f"{worst[0]} {'≤' if ok else '>'} {worst[1]}",
             f"{size / 2**20:.1f}",
             f"{last[1]} files, {human_bytes(last[0])}",
             str(tmp),

@@ -15,7 +15,7 @@ from confluent_kafka.admin import ConfigResource
 from tests.factories import numbered
 
 from ferry.core.events import FileLoaded, failed
-from ferry.core.kafka.admin import committed_offsets, scan, watermarks
+from ferry.core.kafka.admin import committed_offsets, scan, scan_consumer, watermarks
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.wire.avro import EventCodec, default_codec
@@ -129,6 +129,7 @@ def test_a_class_sweeps_the_records_older_than_its_retention_once(ks: Settings, 
         codec,
         remover,  # type: ignore[arg-type]
         remover.metrics,
+        scan_consumer(ks.kafka),  # one reader for every sweep, as the gc service has
     )
     stop = threading.Event()
     assert sweeper.sweep(now, stop) == 2

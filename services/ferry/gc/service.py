@@ -26,10 +26,12 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.errors import ConfigError, FerryError
+from ferry.core.kafka.admin import scan_consumer
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.runtime.heartbeat import beat, heartbeat_path, remove
@@ -76,6 +78,7 @@ class GcService:
         remover: Remover,
         datasets: list[str],
         metrics: GcMetrics,
+        reader: Any = None,
     ) -> None:
         self.settings = settings
         self.copier = copier
@@ -83,6 +86,7 @@ class GcService:
         self.remover = remover
         self.datasets = datasets
         self.metrics = metrics
+        self.reader = reader  #: the sweeps' reading consumer, closed with the service
         self._stop = threading.Event()
         self._listed_at: float | None = None
         self.metrics_port: int | None = None
@@ -205,6 +209,8 @@ class GcService:
             remove(alive)
             self._alive = None
             self.copier.close()
+            if self.reader is not None:
+                self.reader.close()
             for s, h in previous.items():
                 signal.signal(s, h)
 
@@ -267,13 +273,14 @@ def build(settings: Settings | None = None) -> GcService:
         metrics=metrics,
     )
     codec = default_codec(settings.paths.schemas_dir)
+    reader = scan_consumer(kafka)  # one for every class, for the service's whole life
     sweepers = [
-        Sweeper(k, kafka, r, admin, topic, codec, remover, metrics) for k in retention_classes(r)
+        Sweeper(k, kafka, r, admin, topic, codec, remover, metrics, reader)
+        for k in retention_classes(r)
     ]
     warn_short(settings)
-    return GcService(
-        settings, Copier(kafka, admin, topic), sweepers, remover, sorted(datasets), metrics
-    )
+    copier = Copier(kafka, admin, topic)
+    return GcService(settings, copier, sweepers, remover, sorted(datasets), metrics, reader)
 
 
 #: ``ferry run gc`` (:func:`ferry.core.services.run`).

@@ -23,6 +23,7 @@ import logging
 import threading
 from datetime import timedelta
 
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ferry.core.errors import SerializationError, TransientError
@@ -46,7 +47,8 @@ log = logging.getLogger(__name__)
 
 
 class Sweeper:
-    """The sweep of one retention class ``klass`` over ``topic`` (``<prefix>.gc``)."""
+    """The sweep of one retention class ``klass`` over ``topic`` (``<prefix>.gc``), reading with
+    ``consumer`` (see :func:`ferry.core.kafka.admin.scan`)."""
 
     def __init__(
         self,
@@ -58,6 +60,7 @@ class Sweeper:
         codec: EventCodec,
         remover: Remover,
         metrics: GcMetrics,
+        consumer: Consumer | None = None,
     ) -> None:
         self.klass = klass
         self.label = class_label(klass)
@@ -69,6 +72,9 @@ class Sweeper:
         self._codec = codec
         self._remover = remover
         self._metrics = metrics
+        #: the reading consumer all classes share (sweeps run one after the other); None: one
+        #: made per sweep
+        self._consumer = consumer
 
     def bounds(self, now_ms: int) -> dict[int, tuple[int, int]]:
         """partition → (first record not swept yet, first record not due yet).
@@ -119,7 +125,8 @@ class Sweeper:
         todo = {p: b for p, b in bounds.items() if b[1] > b[0]}
         swept = 0
         try:
-            for rec in scan(self.kafka, self.topic, todo, stop=stop.is_set):
+            records = scan(self.kafka, self.topic, todo, stop=stop.is_set, consumer=self._consumer)
+            for rec in records:
                 where = f"{rec.partition}@{rec.offset}"
                 try:
                     self._sweep_record(rec.value, rec.timestamp_ms, now_ms, where)
