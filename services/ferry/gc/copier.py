@@ -152,17 +152,19 @@ class Copier:
                 "delivery.timeout.ms": int(delivery_timeout_s(kafka) * 1000),
             }
         )
-        self._assigned = False
+        self._assigned: set[tuple[str, int]] = set()
 
     def _assign(self) -> None:
-        """(Re)assign every source partition at its committed offset."""
-        parts = [
-            TopicPartition(self.kafka.topic(t), p, OFFSET_STORED)
+        """Assign every source partition at its committed offset, when the set of partitions is
+        not the one assigned (the first time, after a failed copy, or partitions added)."""
+        parts = {
+            (self.kafka.topic(t), p)
             for t in SOURCES
             for p in partitions_of(self._admin, self.kafka, self.kafka.topic(t))
-        ]
-        self._consumer.assign(parts)
-        self._assigned = True
+        }
+        if parts != self._assigned:
+            self._consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(parts)])
+            self._assigned = parts
 
     def pump(self, max_s: float, stop: threading.Event) -> int:
         """Copy what arrived, for at most ``max_s`` seconds; return the records copied.
@@ -171,8 +173,7 @@ class Copier:
             TransientError: copies not acknowledged, or offsets not committed (positions are
                 reset to the committed offsets: nothing is skipped).
         """
-        if not self._assigned:
-            self._assign()
+        self._assign()
         end = time.monotonic() + max_s
         copied = 0
         while time.monotonic() < end and not stop.is_set():
@@ -182,7 +183,7 @@ class Copier:
             try:
                 self._copy(msgs)
             except TransientError:
-                self._assigned = False  # back to the committed offsets
+                self._assigned = set()  # back to the committed offsets at the next pump
                 raise
             copied += len(msgs)
         return copied
