@@ -181,7 +181,8 @@ def main() -> int:
     ap.add_argument("--weather-share", type=float, default=0.5)
     ap.add_argument("--rows-flights", type=int, default=30)
     ap.add_argument("--rows-weather", type=int, default=4)
-    ap.add_argument("--first", type=int, default=2000, help="first slice (tests use lower ones)")
+    ap.add_argument("--first", type=int, default=2000, help="first flights slice (tests: 0..)")
+    ap.add_argument("--first-weather", type=int, default=0, help="first weather slice")
     ap.add_argument("--faults", default=DEFAULT_FAULTS)
     ap.add_argument("--retention", default=DEFAULT_RETENTION, help="zone=duration,…")
     ap.add_argument("--gc-interval-s", type=float, default=30.0)
@@ -214,7 +215,9 @@ def main() -> int:
     rig = FaultRig(settings, work, seed=args.seed, extra=extra, services=services)
     n_weather = round(args.files * args.weather_share)
     files = rig.slices(args.files - n_weather, rows=args.rows_flights, first=args.first)
-    files += rig.slices(n_weather, rows=args.rows_weather, first=args.first, dataset="weather")
+    files += rig.slices(
+        n_weather, rows=args.rows_weather, first=args.first_weather, dataset="weather"
+    )
     random.Random(args.seed).shuffle(files)
     print(f"soak: {len(files)} files over {args.duration_min} min; logs {rig.group.log_dir}")
     faults = Faults(rig, plan, args.seed)

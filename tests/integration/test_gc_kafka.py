@@ -58,10 +58,19 @@ def test_the_gc_topic_keeps_what_the_longest_retention_needs_and_is_never_lowere
 
 
 def _produce(ks: Settings, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
+    """Produce with the given timestamps (ms; the broker refuses ones far in the future)."""
     producer = Producer({"bootstrap.servers": ks.kafka.bootstrap_servers})
+    errors: list[Any] = []
     for key, value, ts in records:
-        producer.produce(ks.kafka.topic(topic), key=key, value=value, timestamp=ts)
+        producer.produce(
+            ks.kafka.topic(topic),
+            key=key,
+            value=value,
+            timestamp=ts,
+            on_delivery=lambda err, _msg: errors.append(err) if err else None,
+        )
     assert producer.flush(10) == 0
+    assert errors == []
 
 
 def test_outcomes_are_copied_with_their_keys_and_times_once(ks: Settings, codec: EventCodec):
@@ -140,3 +149,17 @@ def test_a_class_sweeps_the_records_older_than_its_retention_once(ks: Settings, 
     assert sum(v or 0 for v in committed.values()) == 2
     assert sweeper.sweep(now + 2 * DAY_MS, stop) == 1  # the 13-day-old one is 15 days old now
     assert remover.removed[-1][0] == files[2].file_id
+    # The reader is reused sweep after sweep (records due in both partitions, then one, then none).
+    more = [numbered("flights", n, uris={"landing": "hdfs://b/l"}) for n in range(10, 16)]
+    _produce(
+        ks,
+        "gc",
+        [
+            (m.file_id.encode(), codec.encode(FileLoaded(m, table="t")), now - DAY_MS // 2 + i)
+            for i, m in enumerate(more)
+        ],
+    )
+    # The cutoff (sweep time - 14 days) passes files[3] (1 day old) first, then more[i] at + i + 1.
+    later = now + 14 * DAY_MS - DAY_MS // 2
+    assert [sweeper.sweep(later + k, stop) for k in (0, 2, 4, 6, 100)] == [1, 2, 2, 2, 0]
+    assert sorted(r[0] for r in remover.removed) == sorted(m.file_id for m in files + more)

@@ -23,7 +23,7 @@ import logging
 import threading
 from datetime import timedelta
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ferry.core.errors import SerializationError, TransientError
@@ -137,6 +137,8 @@ class Sweeper:
                     self._metrics.errors.labels("record").inc()
                 done[rec.partition] = rec.offset + 1
                 swept += 1
+        except KafkaException as exc:
+            raise TransientError(f"gc {self.label}: reading {self.topic}: {exc}") from exc
         finally:
             self._commit(done, swept)
         return swept

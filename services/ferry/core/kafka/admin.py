@@ -223,7 +223,9 @@ def scan(
     own = consumer is None
     consumer = consumer if consumer is not None else scan_consumer(kafka)
     try:
-        consumer.assign([TopicPartition(topic, p, lo) for p, (lo, _hi) in todo.items()])
+        parts = [TopicPartition(topic, p, lo) for p, (lo, _hi) in todo.items()]
+        consumer.assign(parts)
+        consumer.resume(parts)  # librdkafka keeps a pause flag across assignments (a reused one)
         last = time.monotonic()
         while todo:
             msgs = consumer.consume(500, 0.5)
@@ -252,7 +254,7 @@ def scan(
                 yield ScannedRecord(topic, p, off, ts, msg.key(), msg.value())
                 if off + 1 >= todo[p][1]:
                     del todo[p]
-                    consumer.incremental_unassign([TopicPartition(topic, p)])
+                    consumer.pause([TopicPartition(topic, p)])  # read no further there
                 if stop is not None and stop():
                     return
     finally:
