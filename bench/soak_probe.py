@@ -277,15 +277,23 @@ def plot(samples: list[Sample], out_dir: Path, marks: list[tuple[float, str]]) -
         for s in samples:
             for key, v in values(s).items():
                 series.setdefault(key, []).append(((s.t - t0) / 60, v))
-        fig, ax = plt.subplots(figsize=(11, 6))
-        for key, points in sorted(series.items()):
-            ax.plot([p[0] for p in points], [p[1] for p in points], label=key, linewidth=1)
+        fig, ax = plt.subplots(figsize=(13, 6))
+        colors = plt.get_cmap("tab20").colors
+        for i, (key, points) in enumerate(sorted(series.items())):
+            ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                label=key,
+                linewidth=1.2,
+                color=colors[i % len(colors)],
+                linestyle=("-", "--", ":")[i // len(colors) % 3],
+            )
         for at, text in marks:
             ax.axvline((at - t0) / 60, color="grey", linestyle=":", linewidth=0.8)
             ax.text((at - t0) / 60, ax.get_ylim()[1], text, rotation=90, fontsize=7, va="top")
         ax.set_xlabel("minutes since start")
         ax.set_ylabel(label)
-        ax.legend(fontsize=6, ncol=3, loc="upper left")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
         path = out_dir / f"{name}.png"
         fig.savefig(path, dpi=110)
