@@ -32,8 +32,8 @@ LOCAL_POM = REPO / "deploy" / "local" / "pom.xml"
 
 #: The Dockerfile path the Ferry services build from (relative to the compose file).
 FERRY_DOCKERFILE = "deploy/docker/Dockerfile"
-#: The stages, one service each, chosen by ``ferry run <stage>``.
-STAGES = ("extract", "transform", "transfer", "load", "tracker")
+#: The services, one compose service each, chosen by ``ferry run <service>``.
+STAGES = ("extract", "transform", "transfer", "load", "tracker", "gc")
 
 #: An exact version tag: X.Y.Z, optionally with a variant suffix (``-scala2.13-java17-ubuntu``).
 _EXACT_TAG = re.compile(r"^v?\d+\.\d+\.\d+(?:[-.+][A-Za-z0-9._-]+)?$")

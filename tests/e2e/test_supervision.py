@@ -129,13 +129,15 @@ def test_a_service_that_exits_at_once_ends_fatal_and_up_names_it(stack: Settings
     try:
         up = sup.ferry("up", "--no-stack", "--deadline", "120")
         assert up.returncode == 1, up.stdout + up.stderr
-        assert "gave up (crash loop, FATAL): extract, load, transform; see their logs" in up.stdout
+        fatal = "extract, gc, load, transform"
+        assert f"gave up (crash loop, FATAL): {fatal}; see their logs" in up.stdout
         missing = f"ConfigError: datasets directory {tmp_path / 'no-such-dir'} does not exist"
         for name in ("extract", "load", "transform"):  # the first error line of each
             assert f"  {name}: ferry: {missing}" in up.stdout, up.stdout
         states = {r.name: (r.state, r.pid is None) for r in sup.services.ps()}
         assert states == {
             "extract": ("FATAL", True),
+            "gc": ("FATAL", True),
             "load": ("FATAL", True),
             "transform": ("FATAL", True),
             "tracker": ("RUNNING", False),
@@ -143,11 +145,16 @@ def test_a_service_that_exits_at_once_ends_fatal_and_up_names_it(stack: Settings
         }
         # startretries=3: the first start and three retries, each logged as a spawn.
         restarts = {r.name: r.restarts for r in sup.services.ps() if r.state == "FATAL"}
-        assert restarts == {"extract": 3, "load": 3, "transform": 3}
+        assert restarts == {"extract": 3, "gc": 3, "load": 3, "transform": 3}
         ps = sup.ferry("ps")
         assert ps.returncode == 1
         cells = [[c.strip() for c in ln.split("│")[1:3]] for ln in ps.stdout.splitlines()]
-        assert sorted(c[0] for c in cells if c[1:] == ["FATAL"]) == ["extract", "load", "transform"]
+        assert sorted(c[0] for c in cells if c[1:] == ["FATAL"]) == [
+            "extract",
+            "gc",
+            "load",
+            "transform",
+        ]
         log = (tmp_path / "sup" / "log" / "extract.log").read_text()
         assert "ConfigError: datasets directory" in log
     finally:

@@ -22,7 +22,8 @@ from ferry.settings import Settings
 from ferry_kit.stack.hdfs_ha import namenode_state
 from ferry_kit.stack.health import Unhealthy
 from ferry_kit.stack.manager import Stack
-from ferry_kit.testing.chaos import FaultRig, SliceFile, running_rig
+from ferry_kit.testing.chaos import FaultRig, running_rig
+from ferry_kit.testing.slices import SliceFile
 from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.stack("all")]

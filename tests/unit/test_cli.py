@@ -23,7 +23,7 @@ def test_unknown_service_is_one_line_and_exit_1():
     assert out.returncode == 1
     assert out.stderr.splitlines() == [
         "ferry: ConfigError: unknown service 'bogus'; "
-        "choose one of ['extract', 'transform', 'transfer', 'load', 'tracker']"
+        "choose one of ['extract', 'transform', 'transfer', 'load', 'tracker', 'gc']"
     ]
 
 

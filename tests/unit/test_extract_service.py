@@ -24,13 +24,13 @@ from tests.unit.extract_helpers import (
     with_,
 )
 
+from ferry.clusters.nas import free_name
 from ferry.core.errors import TransientError
 from ferry.core.events import FileExtracted
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.fields import FinishedPolicy
 from ferry.datasets.spec import DatasetSpec
-from ferry.stages.extract.moves import free_name
 
 # -- ExtractService ---------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ areas of the floors below it)::
     core.runtime
     datasets
     clusters, lineage
-    stages/<stage> (never another stage), ops, tracker (not each other)
+    stages/<stage> (never another stage), ops, tracker, gc (not each other)
     cli
 
 Also checked: no import cycle between the product's modules (lazy imports inside functions count
@@ -80,6 +80,7 @@ ALLOWED: dict[str, set[str]] = {
     "lineage": BASE | {"datasets"},
     "ops": BASE | {"datasets", "clusters"},
     "tracker": BASE | {"datasets", "lineage"},
+    "gc": BASE | {"datasets", "clusters"},
 }
 STAGES = ("extract", "transform", "transfer", "load")
 for _stage in STAGES:
@@ -295,6 +296,9 @@ def test_one_list_of_the_services():
         ("ferry.cli", "ferry.stages.load.service", False),
         ("ferry.cli", "ferry_kit.demo", True),
         ("ferry.ops.status", "ferry_kit.pipeline", True),
+        ("ferry.gc.service", "ferry.clusters.nas", False),
+        ("ferry.gc.service", "ferry.stages.extract.service", True),
+        ("ferry.gc.service", "ferry.ops.quarantine", True),
     ],
 )
 def test_the_check_catches_what_it_should(module, target, broken):

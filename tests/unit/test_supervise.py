@@ -86,10 +86,11 @@ def test_config_text_one_program_per_service_and_numprocs_for_replicas():
     assert text == HEADER + "".join(
         [
             program("tracker", 10, line),
-            program("extract", 20, line),
-            program("transform", 30, line, n=2),
-            program("transfer", 40, line),
-            program("load", 50, line, n=2),
+            program("gc", 20, line),
+            program("extract", 30, line),
+            program("transform", 40, line, n=2),
+            program("transfer", 50, line),
+            program("load", 60, line, n=2),
         ]
     )
 
@@ -100,9 +101,9 @@ def test_config_follows_the_settings_it_is_built_from():
         kafka={"shutdown_grace_s": 7.5},
     )
     text = render_config(settings, {}, {}, python="/py")
-    assert text.count("startsecs=4\n") == 5
-    assert text.count("startretries=5\n") == 5
-    assert text.count("stopwaitsecs=11\n") == 5  # ceil(7.5) + 3
+    assert text.count("startsecs=4\n") == 6
+    assert text.count("startretries=5\n") == 6
+    assert text.count("stopwaitsecs=11\n") == 6  # ceil(7.5) + 3
     assert "environment=" not in text
 
 
@@ -143,6 +144,7 @@ def test_replicas_parse(text, expected):
         ("transform=-1", "expected stage=N, got 'transform=-1'"),
         ("extract=2", "'extract' cannot run as several instances"),
         ("tracker=2", "'tracker' cannot run as several instances"),
+        ("gc=2", "'gc' cannot run as several instances"),
         ("spark=2", "'spark' cannot run as several instances"),
         ("load=2,load=3", "load given twice"),
         ("load=0", "load=0; give 1 to 8 instances"),
@@ -158,6 +160,7 @@ def test_replicas_refused(text, message):
 def test_process_names():
     assert process_names({"load": 2}) == {
         "tracker": ["tracker"],
+        "gc": ["gc"],
         "extract": ["extract"],
         "transform": ["transform"],
         "transfer": ["transfer"],
@@ -204,3 +207,20 @@ def member(client: str, *parts: int) -> Member:
 )
 def test_stage_health_is_group_membership_of_this_pid(members, expected):
     assert stage_health("load", 7, members) == expected
+
+
+def test_gc_health_is_the_age_of_its_last_sweep_step(tmp_path):
+    import os
+    import time
+
+    from ferry.core.runtime.heartbeat import beat, heartbeat_path
+    from ferry_kit.supervise.health import gc_health
+
+    settings = Settings(supervise={"home": tmp_path}, retention={"interval_s": 120})
+    assert gc_health(settings, 42) == Health(False, "no sweep yet")
+    alive = heartbeat_path(settings, "gc", 42)
+    beat(alive)
+    assert gc_health(settings, 42).ok
+    stale = time.time() - 601  # five intervals of 120 s
+    os.utime(alive, (stale, stale))
+    assert gc_health(settings, 42) == Health(False, "last sweep step 601 s ago (> 600 s)")

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from tests.factories import FS_A, FS_B, manifest
 
 from ferry.clusters.hdfs.paths import is_temp_path
-from ferry.core.errors import DataNodeUnreachable, HdfsPathNotFound, HdfsUnavailable, PermanentError
+from ferry.core.errors import (
+    DataNodeUnreachable,
+    HdfsUnavailable,
+    InputExpired,
+    PermanentError,
+)
 from ferry.core.events import FileTransferred, FileTransformed
 from ferry.core.identity import derive_file_id
 from ferry.settings.retry import RetrySettings
@@ -91,7 +98,8 @@ def test_stale_parts_on_a_are_deleted_and_others_left() -> None:
 def test_empty_staging_directory_gives_an_empty_incoming_directory() -> None:
     b, a, deps = clusters({})
     a.upload_stream(f"{INCOMING}/part-00000-old.snappy.parquet", [b"old"])
-    [ev] = transfer_file(event(), deps)
+    every_row_rejected = replace(event().manifest, rows_out=0, rows_rejected=9)
+    [ev] = transfer_file(FileTransformed(every_row_rejected), deps)
     assert a_files(a) == {}
     assert INCOMING in a.dirs
     assert ev.manifest.uris["incoming"] == FS_A + INCOMING
@@ -167,9 +175,10 @@ def test_missing_staging_uri_is_bad_manifest() -> None:
     assert (a.calls, a.files) == ([], {})
 
 
-def test_missing_staging_directory_is_permanent() -> None:
+def test_missing_staging_directory_is_input_expired() -> None:
     b, a, deps = clusters()
     b.delete(STAGED, recursive=True)
-    with pytest.raises(HdfsPathNotFound):
+    with pytest.raises(InputExpired) as info:
         transfer_file(event(), deps)
+    assert isinstance(info.value, PermanentError) and info.value.reason == "input_expired"
     assert a.files == {}

@@ -15,7 +15,7 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ferry.core.errors import TransientError
+from ferry.core.errors import HdfsPathNotFound, TransientError
 from ferry.datasets.fields import ColumnSpec
 
 if TYPE_CHECKING:
@@ -158,12 +158,31 @@ class HadoopFileSystem:
         return int(fs.getFileStatus(p).getLen())
 
     def read_head(self, path: str, nbytes: int) -> bytes:
+        """The first ``nbytes`` bytes of file ``path`` (fewer when it is shorter).
+
+        Raises:
+            HdfsPathNotFound: no file at ``path`` (Hadoop's ``FileNotFoundException``).
+        """
         fs, p = self._fs_path(path)
-        stream = fs.open(p)
+        try:
+            stream = fs.open(p)
+        except Exception as exc:  # noqa: BLE001 - py4j's error: only "not found" is named here
+            if _java_class(exc) == "java.io.FileNotFoundException":
+                raise HdfsPathNotFound(f"{path}: no such file") from None
+            raise
         try:
             return bytes(stream.readNBytes(nbytes))
         finally:
             stream.close()
+
+
+def _java_class(exc: BaseException) -> str | None:
+    """The Java class name of a py4j ``Py4JJavaError``'s exception, else ``None``."""
+    java = getattr(exc, "java_exception", None)
+    try:
+        return str(java.getClass().getName()) if java is not None else None
+    except Exception:  # noqa: BLE001 - the gateway may be gone: no name then
+        return None
 
 
 def commit_dir(fs: FileSystemOps, src: str, dst: str) -> None:

@@ -86,6 +86,29 @@ class SerializationError(PermanentError):
     reason = "undecodable"
 
 
+class InputExpired(PermanentError):
+    """A stage's input copy is gone: removed by its zone's retention (the ``gc`` service) or by
+    hand, so replaying or releasing an old event cannot work. Quarantined at once (never
+    retried) with reason ``input_expired``; the message names the zone, the path and the way back:
+    re-drop the NAS file, from ``<nas>/.ferry/archive/<dataset>/`` while the archive keeps it
+    (docs/operations.md, "Retention")."""
+
+    reason = "input_expired"
+
+    def __init__(
+        self, zone: str, uri: str, *, file_id: str, source_path: str, dataset: str, why: str = ""
+    ) -> None:
+        name = source_path.rsplit("/", 1)[-1]
+        super().__init__(
+            f"input_expired: the {zone} copy {uri} of {source_path} ({file_id}) is gone"
+            f"{f' ({why})' if why else ''}: removed by retention.{zone} (or by hand). To carry "
+            f"the file again, drop it on the NAS anew: from .ferry/archive/{dataset}/{name} while "
+            f"the archive keeps it (retention.archive), else from its source"
+        )
+        self.zone = zone
+        self.uri = uri
+
+
 # --- HDFS (WebHDFS) errors: raised by ``ferry.clusters.hdfs`` and ``ferry.stages.transfer.copy``
 
 

@@ -34,11 +34,12 @@ class Service:
     """One service.
 
     ``input``: the event type it consumes (its topic is ``settings.kafka.topic(input.TOPIC)``,
-    its consumer group ``<topic_prefix>.<name>``); ``None`` for extract, which reads the NAS, and
-    for the tracker, which reads every topic. ``output``: the event type it produces on success
-    (``None``: the tracker produces nothing). ``scalable``: several instances may share its
-    consumer group (extract polls one NAS directory and the tracker keeps local state and one
-    HTTP port, so they run once).
+    its consumer group ``<topic_prefix>.<name>``); ``None`` for extract, which reads the NAS, for
+    the tracker, which reads every topic, and for gc, which reads the outcomes (loaded, failed).
+    ``output``: the event type it produces on success (``None``: the tracker and gc produce no
+    file event). ``scalable``: several instances may share its consumer group (extract polls one
+    NAS directory, the tracker keeps local state and one HTTP port, gc reads every partition of
+    its topics: they run once).
     """
 
     name: str
@@ -53,13 +54,15 @@ class Service:
         return self.output is not None
 
 
-#: Every service, in pipeline order; the tracker last. ``ferry up`` starts them tracker first.
+#: Every service: the stages in pipeline order, then the tracker and the gc service (retention:
+#: :mod:`ferry.gc.service`). ``ferry up`` starts them tracker first.
 SERVICES: tuple[Service, ...] = (
     Service("extract", "ferry.stages.extract.service", None, FileExtracted, scalable=False),
     Service("transform", "ferry.stages.transform.service", FileExtracted, FileTransformed, True),
     Service("transfer", "ferry.stages.transfer.service", FileTransformed, FileTransferred, True),
     Service("load", "ferry.stages.load.service", FileTransferred, FileLoaded, scalable=True),
     Service("tracker", "ferry.tracker.app", None, None, scalable=False),
+    Service("gc", "ferry.gc.service", None, None, scalable=False),
 )
 
 #: The four pipeline stages' names, in order.

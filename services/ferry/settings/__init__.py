@@ -34,6 +34,7 @@ from ferry.settings.kafka import KafkaSettings
 from ferry.settings.kerberos import KerberosSettings
 from ferry.settings.lineage import LineageSettings
 from ferry.settings.paths import PathSettings
+from ferry.settings.retention import RetentionSettings
 from ferry.settings.retry import RetrySettings
 from ferry.settings.spark import SparkSettings, ZooKeeperSettings
 from ferry.settings.stages import BatchSettings, ExtractSettings, LoadSettings, TransferSettings
@@ -122,6 +123,10 @@ class Settings(BaseSettings):
     )
     load: LoadSettings = Field(
         default_factory=LoadSettings, description="The load service: batching, file sizes."
+    )
+    retention: RetentionSettings = Field(
+        default_factory=RetentionSettings,
+        description="How long each zone keeps a file's copy; the gc service's sweeps.",
     )
     supervise: SuperviseSettings = Field(
         default_factory=SuperviseSettings, description="ferry up: the services under supervisord."

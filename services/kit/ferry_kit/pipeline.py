@@ -41,7 +41,8 @@ def settings_env(overrides: Mapping[str, Any]) -> dict[str, str]:
 def private_overrides(prefix: str, token: str, nas_dir: Path) -> dict[str, Any]:
     """Settings overrides (dotted names, for :func:`settings_env`) that give one test or soak run
     its own topic prefix ``<prefix><token>``, NAS directory ``nas_dir`` and HDFS paths under
-    ``/test/<token>/``, with short waits: transform and load batches 2 s, extract polls 0.5 s."""
+    ``/test/<token>/``, with short waits: transform and load batches 2 s, extract polls 0.5 s;
+    a gc service among them serves ``/metrics`` on any free port."""
     return {
         "kafka.topic_prefix": f"{prefix}{token}",
         "paths.nas_dir": nas_dir,
@@ -52,6 +53,7 @@ def private_overrides(prefix: str, token: str, nas_dir: Path) -> dict[str, Any]:
         "transform.batch_wait_s": 2,
         "load.batch_wait_s": 2,
         "extract.poll_interval_s": 0.5,
+        "retention.metrics_port": 0,
     }
 
 

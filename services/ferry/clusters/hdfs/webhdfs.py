@@ -283,6 +283,17 @@ class WebHdfs(HdfsPort):
         with self._errors("GETFILECHECKSUM", p):
             return dict(self._client.checksum(p))
 
+    def content_summary(self, path: str) -> tuple[int, int, int] | None:
+        """WebHDFS ``GETCONTENTSUMMARY`` of directory ``path``: ``(bytes, files, directories)``
+        under it (bytes of data, before replication), or ``None`` when nothing is at ``path``.
+        One NameNode call, however large the tree (the NameNode keeps the counts)."""
+        p = normalize_path(path)
+        with self._errors("GETCONTENTSUMMARY", p):
+            raw = self._client.content(p, strict=False)
+        if raw is None:
+            return None
+        return int(raw["length"]), int(raw["fileCount"]), int(raw["directoryCount"])
+
     # -- errors ----------------------------------------------------------------------------
 
     @contextlib.contextmanager

@@ -202,12 +202,15 @@ def scan(
     *,
     stop: Callable[[], bool] | None = None,
     idle_timeout_s: float | None = None,
+    consumer: Consumer | None = None,
 ) -> Iterator[ScannedRecord]:
     """Read ``topic``'s records in ``[low, high)`` of each partition in ``bounds`` (partition →
     (low, high)), without joining a consumer group or committing anything.
 
     Records come in offset order within a partition; partitions interleave. ``stop()`` is checked
-    after each record and ends the scan early when true.
+    after each record and ends the scan early when true. ``consumer``: a consumer of the caller's
+    (from :func:`scan_consumer`) to read with, unassigned at the end and kept open, so a service
+    that scans every minute reuses one client instead of making and closing one each time.
 
     Raises:
         TransientError: no record arrived for ``idle_timeout_s`` (default: the request timeout)
@@ -217,16 +220,12 @@ def scan(
     if not todo:
         return
     idle = idle_timeout_s if idle_timeout_s is not None else max(kafka.request_timeout_s, 10.0)
-    consumer = Consumer(
-        {
-            **client_config(kafka),
-            "group.id": f"ferry-ops-scan-{uuid.uuid4().hex[:8]}",  # never joins: assign() only
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
+    own = consumer is None
+    consumer = consumer if consumer is not None else scan_consumer(kafka)
     try:
-        consumer.assign([TopicPartition(topic, p, lo) for p, (lo, _hi) in todo.items()])
+        parts = [TopicPartition(topic, p, lo) for p, (lo, _hi) in todo.items()]
+        consumer.assign(parts)
+        consumer.resume(parts)  # librdkafka keeps a pause flag across assignments (a reused one)
         last = time.monotonic()
         while todo:
             msgs = consumer.consume(500, 0.5)
@@ -255,11 +254,26 @@ def scan(
                 yield ScannedRecord(topic, p, off, ts, msg.key(), msg.value())
                 if off + 1 >= todo[p][1]:
                     del todo[p]
-                    consumer.incremental_unassign([TopicPartition(topic, p)])
+                    consumer.pause([TopicPartition(topic, p)])  # read no further there
                 if stop is not None and stop():
                     return
     finally:
-        consumer.close()
+        if own:
+            consumer.close()
+        else:
+            consumer.unassign()
+
+
+def scan_consumer(kafka: KafkaSettings) -> Consumer:
+    """A consumer for :func:`scan`: it never joins its (random) group, commits nothing."""
+    return Consumer(
+        {
+            **client_config(kafka),
+            "group.id": f"ferry-ops-scan-{uuid.uuid4().hex[:8]}",  # never joins: assign() only
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -339,5 +353,6 @@ __all__ = [
     "list_offsets",
     "partitions_of",
     "scan",
+    "scan_consumer",
     "watermarks",
 ]

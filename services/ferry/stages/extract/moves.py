@@ -1,7 +1,8 @@
 """Where a handled NAS file goes: a free name under ``<nas>/.ferry/<outcome>/<dataset>/``.
 
 Moved files never overwrite one another: ``<name>``, or ``<stem>.<tag><suffix>`` (the file id's
-first 12 hex digits, else a UTC timestamp) when that name is taken.
+first 12 hex digits, else a UTC timestamp) when that name is taken; the naming is
+:mod:`ferry.clusters.nas`'s, which the ``gc`` service reads too.
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ import shutil
 import threading
 from pathlib import Path
 
+from ferry.clusters.nas import free_name, outcome_dir
 from ferry.core.events import utc_now
 from ferry.settings import Settings
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
 
 log = logging.getLogger(__name__)
-
-#: Longest file name written under ``.ferry/`` (bytes; the usual local file system limit).
-_MAX_NAME_BYTES = 255
 
 
 def move_out(
@@ -51,34 +50,6 @@ def move_out(
     return moved
 
 
-def free_name(directory: Path, name: str, tag: str) -> Path:
-    """A path in ``directory`` that does not exist yet: ``name`` if free, else
-    ``<stem>.<tag><suffix>`` (``flights_1.csv`` → ``flights_1.3f2a9c01b7d4.csv``), else with
-    ``.2``, ``.3``, … after the tag. The stem is cut (bytes) so the name stays within 255
-    bytes."""
-    first = directory / name
-    if not first.exists() and not first.is_symlink():
-        return first
-    stem, suffix = os.path.splitext(name)
-    for n in range(1, 10_000):
-        extra = f".{tag}" if n == 1 else f".{tag}.{n}"
-        candidate = directory / (
-            _cut(stem, _MAX_NAME_BYTES - len(os.fsencode(extra + suffix))) + extra + suffix
-        )
-        if not candidate.exists() and not candidate.is_symlink():
-            return candidate
-    raise FileExistsError(f"no free name for {display_name(name)!r} in {display_name(directory)}")
-
-
-def _cut(stem: str, room: int) -> str:
-    """``stem`` cut to at most ``room`` bytes, never inside a UTF-8 sequence."""
-    raw = os.fsencode(stem)
-    cut = min(room, len(raw))
-    while 0 < cut < len(raw) and raw[cut] & 0xC0 == 0x80:
-        cut -= 1
-    return os.fsdecode(raw[:cut])
-
-
 def after_extract(
     settings: Settings,
     scanner: NasScanner,
@@ -100,7 +71,7 @@ def after_extract(
         scanner.done(cand)  # else the next scans would extract it again and again
         return None
     scanner.forget(cand.path)
-    dest_dir = settings.paths.nas_dir / ".ferry" / outcome / cand.dataset.name
+    dest_dir = outcome_dir(settings.paths.nas_dir, outcome, cand.dataset.name)
     tag = file_id[:12] if file_id else utc_now().strftime("%Y%m%dT%H%M%S%fZ")
     delete = policy == "delete" and outcome == "archive"
     try:

@@ -8,7 +8,9 @@ untouched (case C13). ``FileLoaded.partition`` is ``{"ferry_file_id": …}``: th
 selects the file's rows (a data column since docs/hive-layout.md, no longer a Hive partition).
 
 Reconciliation: the rows of the file found in the table after the write must equal the
-manifest's ``rows_out``; otherwise the file is quarantined with ``row_count_mismatch``.
+manifest's ``rows_out``; otherwise the file is quarantined with ``row_count_mismatch``. A file
+whose incoming copy is gone (a replay or a release after its retention) is quarantined at once as
+``input_expired``, and the rest of its batch is loaded without it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.core.errors import PermanentError, TransientError
+from ferry.core.errors import InputExpired, PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileTransferred
 from ferry.core.runtime.batching import group_by_dataset
 from ferry.core.runtime.stage import BatchResult
@@ -39,6 +41,9 @@ class LoadDeps:
     #: (spark, spec, {file_id: incoming dir URI}, sources={file_id: NAS source_path})
     #: → {file_id: rows now in the table}
     load_files: Callable[..., Mapping[str, int]]
+    #: (incoming dir URI, rows_out) → why that input cannot be read (gone, no data file), or
+    #: None; asked only after a failed job or a count that does not reconcile
+    missing_input: Callable[[str, int | None], str | None] = lambda uri, rows: None
 
 
 def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchResult]:
@@ -49,38 +54,80 @@ def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchR
     specs = defs.specs
     results, by_dataset = group_by_dataset(events, specs, "incoming", defs.wait_reason)
     for name, idx in by_dataset.items():
-        spec = specs[name]
-        files = {events[i].file_id: events[i].manifest.uris["incoming"] for i in idx}
-        sources = {events[i].file_id: events[i].manifest.source_path for i in idx}
-        try:
-            loaded = deps.load_files(deps.spark(), spec, files, sources=sources)
-        except (PermanentError, TransientError) as exc:
-            for i in idx:
-                results[i] = exc
-            continue
-        except Exception as exc:  # noqa: BLE001 - py4j/pyspark: the job failed; idempotent, retry
-            log.warning("load: Spark job for %d %s file(s) failed: %s", len(files), name, exc)
-            deps.reset_spark()
-            raise TransientError(
-                f"Spark load of {len(files)} {name} file(s) failed: {exc}"
-            ) from exc
-        for i in idx:
-            ev = events[i]
-            got = loaded.get(ev.file_id, 0)
-            want = ev.manifest.rows_out
-            if want is not None and got != want:
-                results[i] = PermanentError(
-                    f"{ev.file_id}: {got} rows in {spec.hive.full_name}, "
-                    f"manifest says rows_out={want}",
-                    reason="row_count_mismatch",
-                )
-                continue
-            manifest = ev.manifest.advance(
-                uris={"table": spec.hive.full_name}, definition_version=defs.version(name)
-            )
-            results[i] = [
-                FileLoaded(
-                    manifest, table=spec.hive.full_name, partition={"ferry_file_id": ev.file_id}
-                )
-            ]
+        _load_group(specs[name], events, idx, deps, results, defs.version(name))
     return [results[i] for i in range(len(events))]
+
+
+def _load_group(
+    spec: DatasetSpec,
+    events: Sequence[FileTransferred],
+    idx: list[int],
+    deps: LoadDeps,
+    results: dict[int, BatchResult],
+    version: str | None = None,
+) -> None:
+    """Load the events ``idx`` of one dataset with one job; put each one's result in ``results``
+    (``version``: the definition version the manifests record).
+
+    A failed job, or a file whose rows do not reconcile, first asks ``deps.missing_input`` which
+    inputs are gone (a replay or release after the incoming copy's retention): those get
+    :class:`~ferry.core.errors.InputExpired` at once and, after a failed job, the others are
+    loaded again without them (one more job).
+    """
+    files = {events[i].file_id: events[i].manifest.uris["incoming"] for i in idx}
+    sources = {events[i].file_id: events[i].manifest.source_path for i in idx}
+    try:
+        loaded = deps.load_files(deps.spark(), spec, files, sources=sources)
+    except (PermanentError, TransientError) as exc:
+        for i in idx:
+            results[i] = exc
+        return
+    except Exception as exc:  # noqa: BLE001 - py4j/pyspark: the job failed; idempotent, retry
+        log.warning("load: Spark job for %d %s file(s) failed: %s", len(files), spec.name, exc)
+        deps.reset_spark()
+        gone = _expired(events, idx, deps)
+        if gone:
+            results |= gone
+            rest = [i for i in idx if i not in gone]
+            if rest:
+                _load_group(spec, events, rest, deps, results, version)
+            return
+        raise TransientError(
+            f"Spark load of {len(files)} {spec.name} file(s) failed: {exc}"
+        ) from exc
+    for i in idx:
+        ev = events[i]
+        got = loaded.get(ev.file_id, 0)
+        want = ev.manifest.rows_out
+        if want is not None and got != want:
+            results[i] = _expired(events, [i], deps).get(i) or PermanentError(
+                f"{ev.file_id}: {got} rows in {spec.hive.full_name}, manifest says rows_out={want}",
+                reason="row_count_mismatch",
+            )
+            continue
+        manifest = ev.manifest.advance(
+            uris={"table": spec.hive.full_name}, definition_version=version
+        )
+        results[i] = [
+            FileLoaded(manifest, table=spec.hive.full_name, partition={"ferry_file_id": ev.file_id})
+        ]
+
+
+def _expired(
+    events: Sequence[FileTransferred], idx: list[int], deps: LoadDeps
+) -> dict[int, BatchResult]:
+    """{event index: InputExpired} for the events of ``idx`` whose incoming copy is gone."""
+    out: dict[int, BatchResult] = {}
+    for i in idx:
+        m = events[i].manifest
+        why = deps.missing_input(m.uris["incoming"], m.rows_out)
+        if why is not None:
+            out[i] = InputExpired(
+                "incoming",
+                m.uris["incoming"],
+                file_id=m.file_id,
+                source_path=m.source_path,
+                dataset=m.dataset,
+                why=why,
+            )
+    return out

@@ -7,9 +7,13 @@ file whose definition is invalid waits in the waiting room (:mod:`ferry.core.run
 from __future__ import annotations
 
 from functools import partial
+from urllib.parse import urlsplit
 
+from ferry.clusters.hdfs.port import HdfsPort
+from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.locks import TableLocks
 from ferry.clusters.spark import SparkHolder
+from ferry.core.errors import HdfsPathNotFound
 from ferry.core.events import FileTransferred
 from ferry.core.runtime.heartbeat import datasets_status_path
 from ferry.core.runtime.runner import StageRunner, build_runner
@@ -37,7 +41,14 @@ def build(settings: Settings | None = None) -> StageRunner:
         "load",
         status_file=datasets_status_path(settings, "load"),
     )
-    deps = LoadDeps(definitions, holder.get, holder.reset, job)
+    hdfs_a = WebHdfs.for_cluster("a", settings)
+    deps = LoadDeps(
+        definitions,
+        holder.get,
+        holder.reset,
+        job,
+        missing_input=partial(missing_input, hdfs_a),
+    )
     room = WaitingRoom(settings, "load", default_codec(settings.paths.schemas_dir))
     stage = Stage.batched(
         "load",
@@ -47,6 +58,23 @@ def build(settings: Settings | None = None) -> StageRunner:
         tick=lambda: room.tick(definitions.ready_changed, definitions.ready),
     )
     return build_runner(stage, deps, settings, observer=lineage_observer(settings, stage.name))
+
+
+def missing_input(hdfs_a: HdfsPort, uri: str, rows_out: int | None) -> str | None:
+    """Why the incoming directory ``uri`` on cluster A cannot be loaded: ``"no such directory"``,
+    ``"no data file, N row(s) expected"``, or ``None`` (it looks whole). One LISTSTATUS.
+
+    Raises:
+        TransientError: cluster A did not answer (the batch is retried as it would be anyway).
+    """
+    try:
+        entries = hdfs_a.list(urlsplit(uri).path)
+    except HdfsPathNotFound:
+        return "no such directory"
+    data = [e for e in entries if e.is_file and not e.name.startswith((".", "_"))]
+    if not data and (rows_out or 0) > 0:
+        return f"no data file, {rows_out} row(s) expected"
+    return None
 
 
 #: ``ferry run load`` (:func:`ferry.core.services.run`).

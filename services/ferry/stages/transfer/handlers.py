@@ -10,7 +10,9 @@ transform of the same file) are deleted last, so A ends with exactly B's set.
 
 Errors come from the HDFS ports, already classified: connection resets, timeouts and refused
 connections are :class:`TransientError` (retried by the runner up to the ceiling); a DataNode
-address that cannot be reached (C06) and a missing staging directory are permanent.
+address that cannot be reached (C06) is permanent. A staging copy that is gone (no directory, no
+data file though the manifest counts rows, or a part removed mid-copy: its retention expired
+before a replay or a release) is :class:`~ferry.core.errors.InputExpired`: quarantined at once.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.errors import PermanentError
+from ferry.core.errors import HdfsPathNotFound, InputExpired, PermanentError
 from ferry.core.events import FileTransferred, FileTransformed
 from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.copy import copy_between
@@ -48,6 +50,7 @@ def transfer_file(event: FileTransformed, deps: TransferDeps) -> list[FileTransf
 
     Raises:
         PermanentError(reason="bad_manifest"): no staging URI in the manifest.
+        InputExpired: the staged copy is gone (reason ``input_expired``).
         TransientError / PermanentError subclasses from the HDFS ports and copy_between.
     """
     m = event.manifest
@@ -56,17 +59,38 @@ def transfer_file(event: FileTransformed, deps: TransferDeps) -> list[FileTransf
         raise PermanentError(f"{m.file_id}: manifest has no staging URI", reason="bad_manifest")
     src_dir = urlsplit(staging).path
     dst_dir = f"{deps.incoming_path.rstrip('/')}/{m.dataset}/{m.file_id}"
-    parts = _data_files(deps.hdfs_b, src_dir)
+
+    def expired(why: str) -> InputExpired:
+        return InputExpired(
+            "staging",
+            staging,
+            file_id=m.file_id,
+            source_path=m.source_path,
+            dataset=m.dataset,
+            why=why,
+        )
+
+    try:
+        parts = _data_files(deps.hdfs_b, src_dir)
+    except HdfsPathNotFound:
+        raise expired("no such directory") from None
+    if not parts and (m.rows_out or 0) > 0:  # an empty directory is right only for 0 rows
+        raise expired(f"no data file, {m.rows_out} row(s) expected")
     deps.hdfs_a.mkdirs(dst_dir)
     for name in sorted(parts):
-        copy_between(
-            deps.hdfs_b,
-            f"{src_dir}/{name}",
-            deps.hdfs_a,
-            f"{dst_dir}/{name}",
-            overwrite=True,
-            retry=deps.retry,
-        )
+        try:
+            copy_between(
+                deps.hdfs_b,
+                f"{src_dir}/{name}",
+                deps.hdfs_a,
+                f"{dst_dir}/{name}",
+                overwrite=True,
+                retry=deps.retry,
+            )
+        except HdfsPathNotFound:
+            if deps.hdfs_b.exists(f"{src_dir}/{name}"):
+                raise  # something else is missing (cluster A's side)
+            raise expired(f"{name} removed while it was copied") from None
     for stale in sorted(set(_data_files(deps.hdfs_a, dst_dir)) - set(parts)):
         deps.hdfs_a.delete(f"{dst_dir}/{stale}")
     return [FileTransferred(m.advance(uris={"incoming": f"{deps.fs_url_a}{dst_dir}"}))]

@@ -3,7 +3,8 @@
 One call handles a batch of ``FileExtracted`` events: per dataset, one Spark job reads every file
 (:func:`ferry.stages.transform.job.run_batch`), so no JVM starts per file. Per file the result is a
 ``FileTransformed`` (rows_in = rows_out + rows_rejected, staging and rejects URIs), or a
-quarantine: ``empty_*`` (case C11), ``header_mismatch``, ``unknown_dataset``.
+quarantine: ``empty_*`` (case C11), ``header_mismatch``, ``unknown_dataset``, or
+``input_expired`` at once when the landing copy is gone (a replay after its retention).
 
 A failed Spark job never takes its whole group down with it: the group is bisected within the
 same call (see :func:`_run_isolating`), so good files are transformed in this attempt and only a
@@ -24,6 +25,7 @@ from typing import Any
 
 from ferry.core.errors import (
     ConfigError,
+    InputExpired,
     PermanentError,
     SparkJobFailed,
     SparkUnavailable,
@@ -204,6 +206,15 @@ def _result(
     if res.status == "empty":
         return PermanentError(
             f"{ev.manifest.source_path}: no data rows ({res.reason})", reason=f"empty_{res.reason}"
+        )
+    if res.status == "failed" and res.reason == InputExpired.reason:
+        m = ev.manifest
+        return InputExpired(
+            "landing",
+            m.uris["landing"],
+            file_id=m.file_id,
+            source_path=m.source_path,
+            dataset=m.dataset,
         )
     if res.status == "failed":
         return PermanentError(res.message or res.reason, reason=res.reason or "transform_failed")

@@ -33,6 +33,7 @@ from ferry.clusters.spark_jobs import (
     join_path,
     path_key,
 )
+from ferry.core.errors import HdfsPathNotFound, InputExpired
 from ferry.datasets.precheck import HEAD_BYTES, check_header, classify_empty
 from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
 from ferry.stages.transform.rows import (
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
+#: Precheck kind of a landing path that does not exist (its FileResult: ``input_expired``).
+GONE = "gone"
+
 #: Driver threads for the per-file HDFS calls of a batch (head reads, commits). Each call is a
 #: few py4j and NameNode round trips (~40 ms a file measured by bench/bench_transform.py on the
 #: local stack), latency, not CPU, so they overlap well; 4 keeps the NameNode's 8 handlers free
@@ -62,8 +66,8 @@ class FileResult:
     status ``transformed``: ``staged_path`` holds its valid rows as Parquet (an empty directory
     when ``rows_out == 0``); ``rejects_path`` its rejected rows, or ``None`` if there are none.
     status ``empty``: no data row (``reason`` = ``zero_bytes``/``blank``/``header_only``, C11);
-    nothing written. status ``failed``: quarantine with ``reason`` (``header_mismatch``) and
-    ``message``; nothing written.
+    nothing written. status ``failed``: quarantine with ``reason`` (``header_mismatch``, or
+    ``input_expired`` when the landing copy is gone) and ``message``; nothing written.
     """
 
     file_id: str
@@ -180,7 +184,8 @@ def run_batch(
     """Transform one batch of landed files of one dataset; the transform service's one call.
 
     ``files``: ``{landing path: file_id}`` (raw absolute paths or URIs, see :func:`read_csv`).
-    Empty files (C11) and files with a wrong header are classified without Spark and not read;
+    Empty files (C11), files with a wrong header and files whose landing copy is gone (reason
+    ``input_expired``: removed by its retention) are classified without Spark and not read;
     the rest are read by one scan, classified, cached while the per-file counts and the two
     writes run, and committed per file. Returns ``{file_id: FileResult}`` for every file.
 
@@ -201,14 +206,27 @@ def run_batch(
     heads: dict[str, bytes] = {}
 
     def precheck(path: str) -> tuple[str | None, str | None]:
-        """(empty kind, header problem) from the file's first HEAD_BYTES (only these in memory)."""
-        head = heads[path] = reader.read_head(path, HEAD_BYTES)
+        """(empty kind, header problem) from the file's first HEAD_BYTES (only these in memory);
+        kind ``gone`` when the landing copy no longer exists."""
+        try:
+            head = heads[path] = reader.read_head(path, HEAD_BYTES)
+        except HdfsPathNotFound:
+            return GONE, None
         kind = classify_empty(head, header=spec.csv.header)
         return kind, None if kind is not None else check_header(head, spec)
 
     with ThreadPoolExecutor(DRIVER_THREADS, thread_name_prefix="ferry-head") as pool:
         checks = list(pool.map(precheck, files))
     for (path, fid), (kind, problem) in zip(files.items(), checks, strict=True):
+        if kind == GONE:
+            results[fid] = FileResult(
+                file_id=fid,
+                source_path=path,
+                status="failed",
+                reason=InputExpired.reason,
+                message=f"{path}: no such file",
+            )
+            continue
         if kind is not None:
             results[fid] = FileResult(file_id=fid, source_path=path, status="empty", reason=kind)
             continue

@@ -14,6 +14,7 @@ Each of extract, transform and load also says which datasets it does not run bec
 definition is invalid (:func:`ferry.core.runtime.heartbeat.datasets_status_path`): the detail ends
 with ``; not run: orders`` and :attr:`Health.invalid` holds each one's error. That does not make the
 service unhealthy (it runs every other dataset); ``ferry ps`` and ``ferry up`` print the errors.
+- gc: its loop touched its liveness file after each step of a turn (copy, each sweep) recently.
 """
 
 from __future__ import annotations
@@ -83,6 +84,22 @@ def extract_health(settings: Settings, pid: int) -> Health:
     return Health(True, f"scanned {age:.1f} s ago")
 
 
+def gc_stale_after_s(settings: Settings) -> float:
+    """Seconds without a beat after which gc is unhealthy: five sweep intervals, at least
+    300 s (a sweep after a long stop removes many copies between two beats)."""
+    return max(300.0, 5 * settings.retention.interval_s)
+
+
+def gc_health(settings: Settings, pid: int) -> Health:
+    age = age_s(heartbeat_path(settings, "gc", pid))
+    if age is None:
+        return Health(False, "no sweep yet")
+    limit = gc_stale_after_s(settings)
+    if age > limit:
+        return Health(False, f"last sweep step {age:.0f} s ago (> {limit:.0f} s)")
+    return Health(True, f"swept {age:.1f} s ago")
+
+
 def tracker_health(settings: Settings) -> Health:
     base = f"http://{settings.tracker.web_host}:{settings.tracker.web_port}"
     timeout = settings.supervise.health_timeout_s
@@ -135,4 +152,6 @@ def _probe(
         return extract_health(settings, info.pid)
     if info.group == "tracker":
         return tracker_health(settings)
+    if info.group == "gc":
+        return gc_health(settings, info.pid)
     return Health(True, "running")

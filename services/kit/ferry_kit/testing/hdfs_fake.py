@@ -37,7 +37,8 @@ class _Fault:
 
 class FakeHdfs(HdfsPort):
     """A file tree in memory: ``files`` maps absolute NFC paths to bytes, ``dirs`` holds
-    directories. Thread-safe. ``mtime_ms`` is a counter, not wall time."""
+    directories. Thread-safe. ``mtime_ms`` is a counter, not wall time, unless set with
+    :meth:`set_mtime`."""
 
     def __init__(self, name: str = "fake") -> None:
         self.name = name
@@ -92,6 +93,15 @@ class FakeHdfs(HdfsPort):
         if fault is not None and fault.after_bytes is None:
             raise self._fire(fault)
         return fault
+
+    def set_mtime(self, path: str, mtime_ms: int) -> None:
+        """Give ``path`` (a file or directory) the modification time ``mtime_ms`` (epoch ms), as
+        if written then (tests of rules that compare ages)."""
+        p = normalize_path(path)
+        with self._lock:
+            if p not in self.files and p not in self.dirs:
+                raise HdfsPathNotFound(f"cluster {self.name!r}: {p!r}: no such path")
+            self._mtimes[p] = mtime_ms
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -1,0 +1,229 @@
+"""The gc topic ``<prefix>.gc``: every ``FileLoaded`` and ``FileFailed``, kept as long as the
+longest retention needs them.
+
+The sweeps need each outcome event until its longest retention has passed (90 days for rejects
+by default), longer than ``kafka.retention_ms`` keeps the ``loaded`` and ``failed`` topics (14
+days; keeping those longer would make every ``ferry quarantine list`` read months of events).
+So the gc service copies each record of ``<prefix>.loaded`` and ``<prefix>.failed``, with its key,
+value and timestamp (the event's time, which the sweeps compare with their retention), to its own
+topic ``<prefix>.gc``, whose ``retention.ms`` is the longest retention plus ``retention.grace``.
+
+Copying is at least once: source offsets (consumer group ``<prefix>.gc``) are committed only
+after the broker acknowledged the copies, so a crash copies a record twice, which the sweeps
+absorb (removing a copy twice finds it gone).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_STORED,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+
+from ferry.core.errors import ConfigError, TransientError
+from ferry.core.events import FileFailed, FileLoaded
+from ferry.core.kafka.admin import partitions_of
+from ferry.core.kafka.clients import client_config, delivery_timeout_s, group_id
+from ferry.settings.kafka import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+#: Short name of the gc topic (``<prefix>.gc``) and of the copier's consumer group.
+GC = "gc"
+
+#: The topics copied: the outcomes of files.
+SOURCES = (FileLoaded.TOPIC, FileFailed.TOPIC)
+
+
+def ensure_gc_topic(admin: AdminClient, kafka: KafkaSettings, retention_ms: int) -> str:
+    """Create ``<prefix>.gc`` with ``retention.ms = retention_ms`` (partitions and replicas as
+    the topic plan), or raise the retention of an existing one that keeps less (never lowered:
+    another gc service of the same prefix may need it). Returns the topic's full name.
+
+    Raises:
+        TransientError: the broker did not answer in time. ConfigError: it refused.
+    """
+    topic = kafka.topic(GC)
+    timeout = kafka.request_timeout_s
+    spec = NewTopic(
+        topic,
+        num_partitions=kafka.partitions,
+        replication_factor=kafka.replication_factor,
+        config={"retention.ms": str(retention_ms), "cleanup.policy": "delete"},
+    )
+    future = admin.create_topics([spec], operation_timeout=timeout, request_timeout=timeout)[topic]
+    try:
+        _wait(future, timeout, f"create topic {topic}")
+        log.info("gc: created topic %s (retention.ms %d)", topic, retention_ms)
+        return topic
+    except _Exists:
+        pass
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    described = _wait(
+        admin.describe_configs([resource], request_timeout=timeout)[resource],
+        timeout,
+        f"describe topic {topic}",
+    )
+    current = int(described["retention.ms"].value)
+    if 0 <= current < retention_ms:
+        entry = ConfigEntry(
+            "retention.ms", str(retention_ms), incremental_operation=AlterConfigOpType.SET
+        )
+        change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+        _wait(
+            admin.incremental_alter_configs([change], request_timeout=timeout)[change],
+            timeout,
+            f"alter retention.ms of {topic}",
+        )
+        log.info("gc: retention.ms of %s raised from %d to %d", topic, current, retention_ms)
+    return topic
+
+
+class _Exists(Exception):
+    """The topic exists already."""
+
+
+def _wait(future: concurrent.futures.Future[Any], timeout: float, what: str) -> Any:
+    """The future's result; its errors as Ferry's (TOPIC_ALREADY_EXISTS as :class:`_Exists`)."""
+    try:
+        return future.result(timeout=timeout + 1)
+    except concurrent.futures.TimeoutError as exc:
+        raise TransientError(f"{what}: no answer within {timeout:.0f}s") from exc
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else None
+        if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            raise _Exists from None
+        if isinstance(err, KafkaError) and (
+            err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
+        ):
+            raise TransientError(f"{what}: {err}") from exc
+        raise ConfigError(f"{what}: the broker refused: {exc}") from exc
+
+
+class Copier:
+    """Copies new records of ``<prefix>.loaded`` and ``<prefix>.failed`` to ``<prefix>.gc``.
+
+    One consumer, assigned every partition of both topics (no group membership: one gc service
+    per prefix), reading from the offsets its group ``<prefix>.gc`` committed (the earliest
+    retained record the first time); one idempotent producer.
+    """
+
+    def __init__(self, kafka: KafkaSettings, admin: AdminClient, topic: str) -> None:
+        self.kafka = kafka
+        self.topic = topic
+        self._admin = admin
+        self._consumer = Consumer(
+            {
+                **client_config(kafka),
+                "client.id": "ferry-gc",
+                "group.id": group_id(kafka, GC),
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": False,
+                "queued.max.messages.kbytes": 4096,
+            }
+        )
+        self._producer = Producer(
+            {
+                **client_config(kafka),
+                "client.id": "ferry-gc",
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 20,
+                "request.timeout.ms": int(kafka.request_timeout_s * 1000),
+                "delivery.timeout.ms": int(delivery_timeout_s(kafka) * 1000),
+            }
+        )
+        self._assigned: set[tuple[str, int]] = set()
+
+    def _assign(self) -> None:
+        """Assign every source partition at its committed offset, when the set of partitions is
+        not the one assigned (the first time, after a failed copy, or partitions added)."""
+        parts = {
+            (self.kafka.topic(t), p)
+            for t in SOURCES
+            for p in partitions_of(self._admin, self.kafka, self.kafka.topic(t))
+        }
+        if parts != self._assigned:
+            self._consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(parts)])
+            self._assigned = parts
+
+    def pump(self, max_s: float, stop: threading.Event) -> int:
+        """Copy what arrived, for at most ``max_s`` seconds; return the records copied.
+
+        Raises:
+            TransientError: copies not acknowledged, or offsets not committed (positions are
+                reset to the committed offsets: nothing is skipped).
+        """
+        self._assign()
+        end = time.monotonic() + max_s
+        copied = 0
+        while time.monotonic() < end and not stop.is_set():
+            msgs = [m for m in self._consumer.consume(500, 0.5) if m.error() is None]
+            if not msgs:
+                break
+            try:
+                self._copy(msgs)
+            except TransientError:
+                self._assigned = set()  # back to the committed offsets at the next pump
+                raise
+            copied += len(msgs)
+        return copied
+
+    def _copy(self, msgs: list[Any]) -> None:
+        failures: list[str] = []
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is not None:
+                failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+        last: dict[tuple[str, int], int] = {}
+        for msg in msgs:
+            _kind, ts = msg.timestamp()
+            try:
+                self._producer.produce(
+                    self.topic,
+                    key=msg.key(),
+                    value=msg.value(),
+                    timestamp=ts if ts > 0 else 0,
+                    on_delivery=on_delivery,
+                )
+            except (BufferError, KafkaException) as exc:
+                self._producer.flush(delivery_timeout_s(self.kafka))
+                raise TransientError(f"gc: cannot queue a copy for {self.topic}: {exc}") from exc
+            last[(msg.topic(), msg.partition())] = msg.offset()
+        left = self._producer.flush(delivery_timeout_s(self.kafka) + 1)
+        if left or failures:
+            raise TransientError(
+                f"gc: {left} copies to {self.topic} unacknowledged; rejected: {failures}"
+            )
+        offsets = [TopicPartition(t, p, o + 1) for (t, p), o in last.items()]
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            raise TransientError(f"gc: commit of {offsets} failed: {exc}") from exc
+
+    def close(self) -> None:
+        self._consumer.close()
+        self._producer.flush(self.kafka.request_timeout_s)
+
+
+__all__ = ["GC", "SOURCES", "Copier", "ensure_gc_topic"]

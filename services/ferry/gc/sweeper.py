@@ -1,0 +1,167 @@
+"""One retention class's sweep of the gc topic: the records older than the class's retention
+that it has not swept yet, read by offset range, each one's due copies removed.
+
+Where a class stands is the committed offset of its consumer group ``<prefix>.gc.<label>``
+(``14d``, ``90d``, ``0s``: a new retention value starts a new group, which starts at the oldest
+retained record, so shortening a retention applies it to files loaded before). A sweep:
+
+1. finds, per partition, the first record at or after ``now - retention`` (Kafka's ListOffsets
+   by timestamp): every record before it is due;
+2. reads the records from the committed offset up to there (:func:`ferry.core.kafka.admin.scan`,
+   no group membership), removes each one's due copies;
+3. commits how far it got (also when it stops early: a cluster that does not answer ends the sweep
+   at that record, which the next sweep starts with).
+
+Cost per sweep: a few admin calls per partition plus the records that became due since the last
+sweep, and for each of those one listing of the file's own directory per zone. Nothing grows with
+the number of files kept: zones are never listed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from ferry.core.errors import SerializationError, TransientError
+from ferry.core.kafka.admin import (
+    alter_offsets,
+    committed_offsets,
+    list_offsets,
+    partitions_of,
+    scan,
+    watermarks,
+)
+from ferry.core.kafka.clients import group_id
+from ferry.core.wire.avro import EventCodec
+from ferry.gc.metrics import GcMetrics
+from ferry.gc.plan import class_label, due_zones
+from ferry.gc.remover import Remover
+from ferry.settings.kafka import KafkaSettings
+from ferry.settings.retention import RetentionSettings
+
+log = logging.getLogger(__name__)
+
+
+class Sweeper:
+    """The sweep of one retention class ``klass`` over ``topic`` (``<prefix>.gc``), reading with
+    ``consumer`` (see :func:`ferry.core.kafka.admin.scan`)."""
+
+    def __init__(
+        self,
+        klass: timedelta,
+        kafka: KafkaSettings,
+        retention: RetentionSettings,
+        admin: AdminClient,
+        topic: str,
+        codec: EventCodec,
+        remover: Remover,
+        metrics: GcMetrics,
+        consumer: Consumer | None = None,
+    ) -> None:
+        self.klass = klass
+        self.label = class_label(klass)
+        self.group = group_id(kafka, f"gc.{self.label}")
+        self.kafka = kafka
+        self.retention = retention
+        self.topic = topic
+        self._admin = admin
+        self._codec = codec
+        self._remover = remover
+        self._metrics = metrics
+        #: the reading consumer all classes share (sweeps run one after the other); None: one
+        #: made per sweep
+        self._consumer = consumer
+
+    def bounds(self, now_ms: int) -> dict[int, tuple[int, int]]:
+        """partition → (first record not swept yet, first record not due yet).
+
+        Raises:
+            TransientError: the broker did not answer.
+        """
+        kafka, admin = self.kafka, self._admin
+        parts = partitions_of(admin, kafka, self.topic)
+        marks = watermarks(admin, kafka, self.topic, parts)
+        cutoff = now_ms - int(self.klass.total_seconds() * 1000)
+        due = list_offsets(
+            admin, kafka, self.topic, {p: OffsetSpec.for_timestamp(max(cutoff, 0)) for p in parts}
+        )
+        committed = committed_offsets(admin, kafka, self.group, self.topic, parts)
+        out = {}
+        for p in parts:
+            low, high = marks[p]
+            end = high if due[p] < 0 else min(due[p], high)
+            given = committed[p]
+            start = low if given is None else given
+            if start < low:
+                self._metrics.expired_unswept.labels(self.label).inc(low - start)
+                log.error(
+                    "gc %s: %d record(s) of %s[%d] expired before their sweep (offsets %d..%d): "
+                    "their files' copies were left behind (was gc down longer than "
+                    "retention.grace?)",
+                    self.label,
+                    low - start,
+                    self.topic,
+                    p,
+                    start,
+                    low,
+                )
+                start = low
+            out[p] = (start, max(start, end))
+        return out
+
+    def sweep(self, now_ms: int, stop: threading.Event) -> int:
+        """Sweep what is due at ``now_ms``; return the records swept.
+
+        Raises:
+            TransientError: the broker or a cluster stopped answering; what was done is
+                committed, the rest is swept next time.
+        """
+        bounds = self.bounds(now_ms)
+        done = {p: start for p, (start, _end) in bounds.items()}
+        todo = {p: b for p, b in bounds.items() if b[1] > b[0]}
+        swept = 0
+        try:
+            records = scan(self.kafka, self.topic, todo, stop=stop.is_set, consumer=self._consumer)
+            for rec in records:
+                where = f"{rec.partition}@{rec.offset}"
+                try:
+                    self._sweep_record(rec.value, rec.timestamp_ms, now_ms, where)
+                except TransientError:
+                    raise
+                except Exception:  # noqa: BLE001 - a bug skips its record, never stops the sweep
+                    log.exception("gc %s: %s[%s] failed; skipped", self.label, self.topic, where)
+                    self._metrics.errors.labels("record").inc()
+                done[rec.partition] = rec.offset + 1
+                swept += 1
+        except KafkaException as exc:
+            raise TransientError(f"gc {self.label}: reading {self.topic}: {exc}") from exc
+        finally:
+            self._commit(done, swept)
+        return swept
+
+    def _sweep_record(self, value: bytes | None, event_ms: int, now_ms: int, where: str) -> None:
+        try:
+            event = self._codec.decode(value or b"")
+        except SerializationError as exc:
+            log.warning("gc %s: %s[%s] skipped: %s", self.label, self.topic, where, exc)
+            return
+        zones = due_zones(event, self.retention, self.klass)
+        if zones:
+            self._remover.remove(event, zones, event_ms, now_ms, self.label)
+        self._metrics.records.labels(self.label).inc()
+
+    def _commit(self, done: dict[int, int], swept: int) -> None:
+        """Commit ``done`` (also unchanged offsets: a group that commits nothing for
+        ``offsets.retention.minutes`` would lose its place)."""
+        try:
+            alter_offsets(self._admin, self.kafka, self.group, self.topic, done)
+        except Exception:
+            log.warning("gc %s: progress (%d record(s)) not committed", self.label, swept)
+            raise
+
+
+__all__ = ["Sweeper"]
