@@ -109,9 +109,11 @@ def test_a_killed_service_is_restarted_and_consuming_again(sup: Supervised):
         os.kill(before.pid or 0, signal.SIGKILL)
         after = wait_for(
             lambda n=name, old=before.pid: (
-                (r := sup.row(n)).pid not in (None, old) and r.health.ok and r
+                (r := sup.row(n)).pid not in (None, old)
+                and r.health.detail.startswith("in group, partitions ")
+                and r
             ),
-            f"{name} back in its consumer group",
+            f"{name} back in its consumer group with its partitions",
             timeout_s=180,
             poll_s=0.5,
         )
@@ -186,6 +188,7 @@ def test_a_broken_definition_leaves_every_service_running_and_ps_names_it(
         rows = {r.name: r.health for r in sup.services.ps()}
         assert {n: (h.ok, list(h.invalid)) for n, h in rows.items()} == {
             "extract": (True, ["weather"]),
+            "gc": (True, []),
             "load": (True, ["weather"]),
             "tracker": (True, []),
             "transfer": (True, []),

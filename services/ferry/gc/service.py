@@ -37,7 +37,7 @@ from ferry.core.kafka.topics import ensure_topics
 from ferry.core.runtime.heartbeat import beat, heartbeat_path, remove
 from ferry.core.runtime.service import service_main
 from ferry.core.wire.avro import default_codec
-from ferry.datasets.spec import load_datasets
+from ferry.datasets.registry import load_definitions
 from ferry.gc.copier import Copier, ensure_gc_topic
 from ferry.gc.hdfs_copies import orphan_batches
 from ferry.gc.metrics import GcMetrics
@@ -252,9 +252,11 @@ def build(settings: Settings | None = None) -> GcService:
         TransientError: the broker did not answer.
     """
     settings = settings or get_settings()
-    datasets = load_datasets(settings.paths.datasets_dir)
+    # Every valid definition (an invalid one's files are swept again once it is fixed and gc
+    # restarted; its copies stay meanwhile, never removed by mistake).
+    datasets = load_definitions(settings.paths.datasets_dir).specs
     if not datasets:
-        raise ConfigError(f"no dataset definitions in {settings.paths.datasets_dir}")
+        raise ConfigError(f"no valid dataset definitions in {settings.paths.datasets_dir}")
     kafka, r = settings.kafka, settings.retention
     admin = build_admin(kafka)
     ensure_topics(admin, kafka)

@@ -25,7 +25,7 @@ from openlineage.client.uuid import generate_new_uuid
 from ferry.core.events import Event, FileFailed, FileLoaded, FileManifest
 from ferry.core.runtime.observe import Settled
 from ferry.core.runtime.stage import Record
-from ferry.datasets.spec import load_datasets
+from ferry.datasets.registry import load_definitions
 from ferry.lineage.emitter import LineageEmitter, build_emitter
 from ferry.lineage.events import PRODUCER, EventBuilder, FerryRunFacet, facts_of, failure_text
 from ferry.lineage.naming import Names
@@ -170,7 +170,8 @@ def lineage_observer(settings: Settings, service: str) -> LineageObserver:
             :func:`ferry.lineage.emitter.build_transport`.
     """
     emitter = build_emitter(settings, service)
-    specs = load_datasets(settings.paths.datasets_dir) if emitter.enabled else {}
+    # The valid definitions at start (schema facets); an invalid one does not stop the service.
+    specs = load_definitions(settings.paths.datasets_dir).specs if emitter.enabled else {}
     return LineageObserver(EventBuilder(Names.of(settings), specs), emitter)
 
 
