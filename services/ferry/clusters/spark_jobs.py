@@ -16,6 +16,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ferry.core.errors import HdfsPathNotFound, TransientError
+from ferry.datasets.compression import codec_of, head
 from ferry.datasets.fields import ColumnSpec
 
 if TYPE_CHECKING:
@@ -110,6 +111,11 @@ class FileSystemOps(Protocol):
     def size(self, path: str) -> int: ...
 
 
+#: Most compressed bytes read for a compressed file's head: a bzip2 block is up to 900 kB
+#: compressed and yields nothing before it is whole.
+HEAD_RAW_CAP = 4 * 1024 * 1024
+
+
 class HadoopFileSystem:
     """:class:`FileSystemOps` over the Hadoop FileSystem API of a SparkSession's JVM.
 
@@ -158,10 +164,13 @@ class HadoopFileSystem:
         return int(fs.getFileStatus(p).getLen())
 
     def read_head(self, path: str, nbytes: int) -> bytes:
-        """The first ``nbytes`` bytes of file ``path`` (fewer when it is shorter).
+        """The first ``nbytes`` bytes of file ``path`` (fewer when it is shorter); of a
+        compressed file (``*.gz``, ``*.bz2``: :mod:`ferry.datasets.compression`) the first
+        ``nbytes`` decompressed bytes, reading at most :data:`HEAD_RAW_CAP` compressed ones.
 
         Raises:
             HdfsPathNotFound: no file at ``path`` (Hadoop's ``FileNotFoundException``).
+            CorruptArchive: a compressed file whose head does not decompress.
         """
         fs, p = self._fs_path(path)
         try:
@@ -171,7 +180,10 @@ class HadoopFileSystem:
                 raise HdfsPathNotFound(f"{path}: no such file") from None
             raise
         try:
-            return bytes(stream.readNBytes(nbytes))
+            codec = codec_of(path.rsplit("/", 1)[-1])
+            if codec is None:
+                return bytes(stream.readNBytes(nbytes))
+            return head(lambda n: bytes(stream.readNBytes(n)), codec, nbytes, raw_cap=HEAD_RAW_CAP)
         finally:
             stream.close()
 

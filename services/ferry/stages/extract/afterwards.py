@@ -44,6 +44,7 @@ from pathlib import Path
 from ferry.core.errors import SerializationError
 from ferry.core.events import FileExtracted, FileFailed, FileManifest, failed
 from ferry.core.wire.avro import EventCodec
+from ferry.datasets.compression import codec_of
 from ferry.datasets.fields import FinishedPolicy
 from ferry.datasets.spec import DatasetSpec
 from ferry.settings.stages import ExtractSettings
@@ -283,8 +284,9 @@ class ArchiveWatch:
         if read != st.st_size:
             w.seen = None  # still changing
             return None
-        appended = (
+        appended = (  # a compressed file's appended bytes are no CSV of their own: taken whole
             w.size > 0
+            and codec_of(w.path.name) is None
             and read > w.size
             and prefix.hexdigest() == w.sha256
             and last == b"\n"

@@ -42,13 +42,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ferry.clusters.hdfs.errors import NAME_TOO_LONG
 from ferry.clusters.hdfs.paths import MAX_COMPONENT_BYTES, hdfs_name, temp_path_for
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.core.events import FileExtracted, FileFailed, FileManifest, failed, utc_now
 from ferry.core.identity import derive_file_id, new_trace_id
+from ferry.datasets.compression import Codec, CorruptArchive, codec_of, decompress
 from ferry.datasets.precheck import HEAD_BYTES, classify_empty
 from ferry.stages.extract.confine import ChangedSince, Refused, open_confined
 from ferry.stages.extract.scanner import Candidate, display_name
@@ -129,35 +130,76 @@ class SourceChanged(Exception):
 BAD_FILE_NAME = "bad_file_name"
 NOT_UTF8 = "not_utf8"
 
+#: ``FileFailed.reason`` of a ``.gz``/``.bz2`` file that is not a complete archive of its codec
+#: (truncated, or not that format at all: field case C21); the message names the compressed
+#: byte offset. Nothing of it is landed.
+CORRUPT_ARCHIVE = "corrupt_archive"
+
 
 @dataclass(frozen=True)
 class _Scan:
-    """One read pass: byte count, sha256, and the first undecodable byte (offset, message)."""
+    """One read pass: byte count, sha256 (of the bytes as dropped), the first undecodable byte
+    (offset, message; offsets in the decompressed text of a compressed file), the decompressed
+    head of a compressed file, and why its archive is broken (``None``: intact)."""
 
     size: int
     sha256: str
     bad_offset: int | None = None
     bad_reason: str = ""
+    head: bytes | None = None
+    corrupt: CorruptArchive | None = None
 
 
-def _scan(fh: BinaryIO | Spliced, size: int, encoding: str) -> _Scan:
+def _scan(fh: BinaryIO | Spliced, size: int, encoding: str, codec: Codec | None = None) -> _Scan:
     """Hash the open file ``fh`` and check it decodes as ``encoding`` in the same single pass,
     ``size`` bytes at a time (never the whole file in memory). Hashing goes on past a bad byte,
-    so the sha256 is always the file's."""
+    so the sha256 is always the file's. A compressed file (``codec``) is decompressed on the
+    way (:func:`ferry.datasets.compression.decompress`): its text is what must decode, its
+    first :data:`HEAD_BYTES` decompressed bytes are kept, and a broken archive is recorded."""
     digest = hashlib.sha256()
     decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
     count = 0
     bad: tuple[int, str] | None = None
-    for chunk in _chunks(fh, size):
-        digest.update(chunk)
+    raw = _hashed(_chunks(fh, size), digest)
+    if codec is None:
+        for chunk in raw:
+            if bad is None:
+                bad = _decode(decoder, chunk, count, final=False)
+            count += len(chunk)
         if bad is None:
-            bad = _decode(decoder, chunk, count, final=False)
-        count += len(chunk)
-    if bad is None:
-        bad = _decode(decoder, b"", count, final=True)  # a sequence cut off at the end
-    if bad is None:
-        return _Scan(count, digest.hexdigest())
-    return _Scan(count, digest.hexdigest(), *bad)
+            bad = _decode(decoder, b"", count, final=True)  # a sequence cut off at the end
+        offset, reason = bad or (None, "")
+        return _Scan(count, digest.hexdigest(), offset, reason)
+    text_at, head = 0, b""
+    corrupt: CorruptArchive | None = None
+    try:
+        for text in decompress(raw, codec):
+            if len(head) < HEAD_BYTES:
+                head += text[: HEAD_BYTES - len(head)]
+            if bad is None:
+                bad = _decode(decoder, text, text_at, final=False)
+            text_at += len(text)
+        if bad is None:
+            bad = _decode(decoder, b"", text_at, final=True)
+    except CorruptArchive as exc:
+        corrupt = exc
+        for _ in raw:  # hash the rest: the manifest's sha256 is the whole file's
+            pass
+    offset, reason = bad or (None, "")
+    return _Scan(raw.count, digest.hexdigest(), offset, reason, head, corrupt)
+
+
+class _hashed:  # noqa: N801 - an iterator used like a function
+    """``chunks`` passed on unchanged, each one hashed into ``digest`` and counted."""
+
+    def __init__(self, chunks: Iterator[bytes], digest: Any) -> None:
+        self._chunks, self._digest, self.count = chunks, digest, 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._chunks:
+            self._digest.update(chunk)
+            self.count += len(chunk)
+            yield chunk
 
 
 def _decode(
@@ -259,7 +301,8 @@ def _extract_open(
 ) -> list[FileExtracted | FileFailed]:
     """:func:`extract_file` once the NAS file is open (and confined) as ``fh`` (a
     :class:`Spliced` view of it for a splice candidate)."""
-    scan = _scan(fh, deps.chunk_bytes, cand.dataset.csv.encoding)
+    codec = codec_of(cand.name)
+    scan = _scan(fh, deps.chunk_bytes, cand.dataset.csv.encoding, codec)
     hashed, sha = scan.size, scan.sha256
     st = os.fstat(fh.fileno())
     if (hashed, st.st_size, st.st_mtime_ns) != (cand.content_size, cand.size, cand.mtime_ns):
@@ -281,13 +324,24 @@ def _extract_open(
         source_mtime=datetime.fromtimestamp(cand.mtime_ns / 1e9, tz=UTC),
         definition_version=deps.version_of(cand.dataset.name),
     )
+    if scan.corrupt is not None and hashed > 0:
+        return [
+            failed(
+                stage="extract",
+                reason=CORRUPT_ARCHIVE,
+                error=f"{cand.relative}: {scan.corrupt}; not landed",
+                manifest=manifest,
+                failed_at=now,
+            )
+        ]
     if scan.bad_offset is not None:
+        where = "decompressed byte offset" if codec else "byte offset"
         return [
             failed(
                 stage="extract",
                 reason=NOT_UTF8,
                 error=(
-                    f"{cand.relative}: not valid {cand.dataset.csv.encoding} at byte offset "
+                    f"{cand.relative}: not valid {cand.dataset.csv.encoding} at {where} "
                     f"{scan.bad_offset} ({scan.bad_reason}); not landed"
                 ),
                 manifest=manifest,
@@ -295,7 +349,7 @@ def _extract_open(
             )
         ]
     fh.seek(0)
-    head = fh.read(HEAD_BYTES)
+    head = fh.read(HEAD_BYTES) if codec is None or hashed == 0 else (scan.head or b"")
     empty = classify_empty(head, header=cand.dataset.csv.header)
     if empty is not None:
         return [

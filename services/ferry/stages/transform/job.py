@@ -34,6 +34,7 @@ from ferry.clusters.spark_jobs import (
     path_key,
 )
 from ferry.core.errors import HdfsPathNotFound, InputExpired
+from ferry.datasets.compression import CorruptArchive
 from ferry.datasets.precheck import HEAD_BYTES, check_header, classify_empty
 from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
 from ferry.stages.transform.rows import (
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 
 #: Precheck kind of a landing path that does not exist (its FileResult: ``input_expired``).
 GONE = "gone"
+#: The precheck's kind of a compressed landing copy whose head does not decompress.
+CORRUPT = "corrupt"
 
 #: Driver threads for the per-file HDFS calls of a batch (head reads, commits). Each call is a
 #: few py4j and NameNode round trips (~40 ms a file measured by bench/bench_transform.py on the
@@ -212,6 +215,8 @@ def run_batch(
             head = heads[path] = reader.read_head(path, HEAD_BYTES)
         except HdfsPathNotFound:
             return GONE, None
+        except CorruptArchive as exc:  # extract checks whole archives; a landing copy changed
+            return CORRUPT, str(exc)
         kind = classify_empty(head, header=spec.csv.header)
         return kind, None if kind is not None else check_header(head, spec)
 
@@ -225,6 +230,15 @@ def run_batch(
                 status="failed",
                 reason=InputExpired.reason,
                 message=f"{path}: no such file",
+            )
+            continue
+        if kind == CORRUPT:
+            results[fid] = FileResult(
+                file_id=fid,
+                source_path=path,
+                status="failed",
+                reason="corrupt_archive",
+                message=f"{path}: {problem}",
             )
             continue
         if kind is not None:
