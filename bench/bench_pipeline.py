@@ -13,12 +13,17 @@ Parts (``--parts``, comma separated; default all, in this order):
   seconds and MB/s;
 * ``stream``: the first big file landed by extract's handler (WebHDFS, sha256) and copied B → A by
   transfer's copy, beside ``hdfs dfs -put`` and ``-cp`` of the same file (the stack's Hadoop jars);
+* ``peer``: what a data engineer would write instead (bench/peers.py): a Structured Streaming job
+  per dataset (``availableNow``, ``foreachBatch`` into Hive on A) and a bulk batch job
+  (partitioned Parquet into the table's location, ``MSCK REPAIR TABLE``), each in a ``local[2]``
+  session, on the sample, the year (unless ``--year 0``) and each big file; with Ferry's seconds
+  over the peer's for the sets Ferry ran in the same run;
 * ``floor``: plain Spark ``local[2]`` CSV → Parquet over the same bytes (the year; each big file).
 
 Peak RSS of every stack component and service is sampled throughout (psutil, 0.5 s).
-MB = 10^6 bytes. Usage: ``python bench/bench_pipeline.py [--parts ferry,big] [--sample 20]
-[--big-mb 300,1000] [--lone 5]``. Starts the stack if needed and stops it at the end unless
-``--keep-up``. Prints figures; asserts nothing about time.
+MB = 10^6 bytes. Usage: ``python bench/bench_pipeline.py [--parts ferry,big,peer] [--sample 20]
+[--big-mb 300,1000] [--lone 5] [--work DIR]``. Starts the stack if needed and stops it at the
+end unless ``--keep-up``. Prints figures; asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from peers import peer_part
 from pipeline_parts import (
     BaselineResult,
     FerryRun,
@@ -62,7 +68,7 @@ from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import ServiceGroup
 from ferry_kit.stack.manager import Stack
 
-PARTS = ("baseline", "ferry", "big", "stream", "floor")
+PARTS = ("baseline", "ferry", "big", "peer", "stream", "floor")
 YEAR = 729
 console = Console(width=160)
 
@@ -268,6 +274,7 @@ def main() -> int:
     ap.add_argument("--big-mb", default="300,1000", help="sizes of the big files, MB")
     ap.add_argument("--lone", type=int, default=5, help="single files dropped on the idle pipeline")
     ap.add_argument("--keep-up", action="store_true", help="leave the stack running")
+    ap.add_argument("--work", default="", help="work directory (default var_dir/bench-pipeline)")
     args = ap.parse_args()
     # SIGTERM (a timeout) unwinds like Ctrl-C: the services are stopped, the stack taken down
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -277,7 +284,8 @@ def main() -> int:
     big_mb = [int(x) for x in args.big_mb.split(",") if x]
     settings = get_settings()
     specs = load_datasets(settings.paths.datasets_dir)
-    work = settings.var_dir / "bench-pipeline"
+    work = Path(args.work) if args.work else settings.var_dir / "bench-pipeline"
+    work.mkdir(parents=True, exist_ok=True)
     t_all = time.monotonic()
     say("writing the demo's daily files …")
     demo = demo_files(work, specs)
@@ -294,6 +302,7 @@ def main() -> int:
     base: BaselineResult | None = None
     group: ServiceGroup | None = None
     nas = settings.paths.nas_dir
+    ferry_s: dict[str, float] = {}  # Ferry's wall seconds per file set, for the peers' ratios
     try:
         if "baseline" in parts:
             with guard("baseline", rows):
@@ -310,6 +319,8 @@ def main() -> int:
                 (f"{len(year)} files (the year)", year),
             ]
             for label, fs in runs:
+                if not fs:
+                    continue
                 with guard("ferry", rows):
                     say(f"ferry: {label} …")
                     drops = [(f.dataset, f.path, nas / f.relative_path) for f in fs]
@@ -322,6 +333,7 @@ def main() -> int:
                     rate += f", {r.nbytes / r.wall_s / 1e6:.2f} MB/s"
                     failed = f", {r.failed} failed" if r.failed else ""
                     rows.append(("ferry", label + failed, f"{r.wall_s:.1f}", rate, ratio))
+                    ferry_s[label] = r.wall_s
                     _hop_rows(rows, r, "ferry")
             with guard("lone", rows):
                 lone_part(settings, demo, work, args.lone, group, rows)
@@ -334,11 +346,21 @@ def main() -> int:
                     r = run_ferry(settings, drops, 900, group, slow_every=0)
                     rate = f"{r.nbytes / r.wall_s / 1e6:.1f} MB/s"
                     rows.append(("big", f"{m} MB file NAS → Hive", f"{r.wall_s:.1f}", rate, ""))
+                    ferry_s[f"{m} MB file"] = r.wall_s
                     _hop_rows(rows, r, "big", mb=r.nbytes / 1e6)
     finally:
         if group is not None:
             group.stop()
     try:
+        if "peer" in parts:
+            with guard("peer", rows):
+                sets = [(f"{len(sample)} sample files", sample)]
+                sets += [(f"{len(year)} files (the year)", year)]
+                peer_sets = [(lb, [(f.dataset, f.path) for f in fs]) for lb, fs in sets if fs]
+                peer_sets += [
+                    (f"{m} MB file", [("flights", p)]) for p, m in zip(bigs, big_mb, strict=True)
+                ]
+                peer_part(settings, peer_sets, work, ferry_s, rows, say)
         if "stream" in parts and bigs:
             with guard("stream", rows):
                 say("stream: extract, transfer, hdfs dfs …")

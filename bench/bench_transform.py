@@ -43,7 +43,7 @@ from ferry.clusters.spark_jobs import HadoopFileSystem
 from ferry.datasets.spec import load_datasets
 from ferry.settings import get_settings
 from ferry_kit.stack.manager import Stack
-from ferry_kit.testing.chaos import flight_slices
+from ferry_kit.testing.slices import dataset_slices
 
 
 class Py4jCalls:
@@ -138,7 +138,7 @@ def main() -> int:
     root = f"/bench/transform-{uuid.uuid4().hex[:8]}"
     hdfs = WebHdfs.for_cluster("b", settings)
     work = Path(tempfile.mkdtemp(prefix="ferry-bench-transform-"))
-    files = flight_slices(settings, work, args.files, rows=args.rows, first=2000)
+    files = dataset_slices(settings, work, args.files, rows=args.rows, first=2000)
     t0 = time.perf_counter()
     landed: dict[str, str] = {}
     for f in files:

@@ -37,7 +37,7 @@ from ferry.clusters.spark import session_conf
 from ferry.clusters.spark_jobs import HadoopFileSystem
 from ferry.datasets.spec import load_datasets
 from ferry.settings import Settings, get_settings
-from ferry_kit.testing.chaos import flight_slices
+from ferry_kit.testing.slices import dataset_slices
 
 UI_PORT = 14050
 
@@ -140,44 +140,66 @@ def transform(settings: Settings, args: argparse.Namespace, state: Path) -> None
     root = f"/bench/profile-{uuid.uuid4().hex[:8]}"
     hdfs = WebHdfs.for_cluster("b", settings)
     work = Path(tempfile.mkdtemp(prefix="ferry-profile-"))
-    files = flight_slices(settings, work, args.files + 8, rows=60, first=3000)
+    files = dataset_slices(settings, work, args.files + 8, rows=60, first=3000)
     landed = {}
     for f in files:
         hdfs.upload_stream(f"{root}/landing/{f.relative}", _chunks(f.src))
         landed[f"{b.fs_url}{root}/landing/{f.relative}"] = f.file_id
-    spark = session(settings, "b", hive=False)
-    items = list(landed.items())
-    staging = f"{a.fs_url}{root}/staging"
-    kw = {"staging_root": staging, "rejects_root": f"{a.fs_url}{root}/rejects"}
-    run_batch(spark, spec, dict(items[:8]), **kw)  # warm-up
-    fs = TimedFs(HadoopFileSystem(spark))
-    batch = dict(items[8:])
-    res = profiled(
-        spark,
-        f"transform {len(batch)} files",
-        lambda: run_batch(spark, spec, batch, fs=fs, **kw),
-        fs,
-    )
-    staged = {"small": {r.file_id: r.staged_path for r in res.values()}}
-    if args.big:
-        from ferry.core.identity import derive_file_id, sha256_file
-
-        big = Path(args.big)
-        fid = derive_file_id("flights", sha256_file(big))
+    big = Path(args.big) if args.big else None
+    if big is not None:
         t0 = time.perf_counter()
         hdfs.upload_stream(f"{root}/landing/flights/{big.name}", _chunks(big))
         print(f"\nlanded {big.name} on B in {time.perf_counter() - t0:.1f}s")
-        fs = TimedFs(HadoopFileSystem(spark))
-        path = f"{b.fs_url}{root}/landing/flights/{big.name}"
-        res = profiled(
-            spark,
-            f"transform {big.name} ({big.stat().st_size / 1e6:.0f} MB)",
-            lambda: run_batch(spark, spec, {path: fid}, fs=fs, **kw),
-            fs,
+    items = list(landed.items())
+    staging = f"{a.fs_url}{root}/staging"
+    kw = {"staging_root": staging, "rejects_root": f"{a.fs_url}{root}/rejects"}
+    staged: dict[str, dict[str, str]] = {}
+    walls: dict[str, float] = {}
+    # one Spark application per executor JVM option variant, one after the other (same driver)
+    for opts in args.executor_opts or [settings.spark.executor_java_options]:
+        mine = settings.model_copy(
+            update={"spark": settings.spark.model_copy(update={"executor_java_options": opts})}
         )
-        staged["big"] = {fid: res[fid].staged_path}
+        spark = session(mine, "b", hive=False)
+        print(f"\n##### executor JVM options: {opts!r}")
+        run_batch(spark, spec, dict(items[:8]), **kw)  # warm-up
+        batch = dict(items[8:])
+        if batch:
+            fs = TimedFs(HadoopFileSystem(spark))
+            res = profiled(
+                spark,
+                f"transform {len(batch)} files",
+                lambda: run_batch(spark, spec, batch, fs=fs, **kw),  # noqa: B023
+                fs,
+            )
+            staged["small"] = {r.file_id: str(r.staged_path) for r in res.values()}
+        if big is not None:
+            from ferry.core.identity import derive_file_id, sha256_file
+
+            fid = derive_file_id("flights", sha256_file(big))
+            fs = TimedFs(HadoopFileSystem(spark))
+            path = f"{b.fs_url}{root}/landing/flights/{big.name}"
+            t0 = time.perf_counter()
+            res = profiled(
+                spark,
+                f"transform {big.name} ({big.stat().st_size / 1e6:.0f} MB)",
+                lambda: run_batch(spark, spec, {path: fid}, fs=fs, **kw),  # noqa: B023
+                fs,
+            )
+            walls[opts] = time.perf_counter() - t0
+            staged["big"] = {fid: str(res[fid].staged_path)}
+        spark.stop()
+    if big is not None and args.floor:
+        from pipeline_parts import floor
+
+        secs = floor("flights", [big], work / "floor-out", work / "floor.log")
+        print(f"\n=== floor: Spark local[2] CSV → Parquet of {big.name}: {secs:.2f}s")
+        for opts, wall in walls.items():
+            print(
+                f"  transform / floor, executors {opts!r}: {wall:.2f} / {secs:.2f} = "
+                f"{wall / secs:.1f}×"
+            )
     state.write_text(json.dumps({"root": root, **staged}))
-    spark.stop()
     hdfs.delete(root, recursive=True)
     hdfs.close()
 
@@ -210,6 +232,15 @@ def main() -> int:
     ap.add_argument("--stage", choices=("transform", "load"), required=True)
     ap.add_argument("--files", type=int, default=256)
     ap.add_argument("--big", default="", help="a big flights CSV to profile alone")
+    ap.add_argument(
+        "--floor", action="store_true", help="then time the plain Spark local[2] floor of --big"
+    )
+    ap.add_argument(
+        "--executor-opts",
+        action="append",
+        help="executor JVM options of one run (repeat: one Spark application each, in order; "
+        "default: the settings')",
+    )
     args = ap.parse_args()
     settings = get_settings()
     state = settings.var_dir / "bench-profile" / "staged.json"
