@@ -162,7 +162,9 @@ def transform(settings: Settings, args: argparse.Namespace, state: Path) -> None
         )
         spark = session(mine, "b", hive=False)
         print(f"\n##### executor JVM options: {opts!r}")
-        run_batch(spark, spec, dict(items[:8]), **kw)  # warm-up
+        t0 = time.perf_counter()
+        run_batch(spark, spec, dict(items[:8]), **kw)  # warm-up: a new application's first batch
+        print(f"\n=== warm-up: first batch of 8 files: wall {time.perf_counter() - t0:.2f}s")
         batch = dict(items[8:])
         if batch:
             fs = TimedFs(HadoopFileSystem(spark))

@@ -286,3 +286,9 @@ def test_unreachable_datanode_is_not_a_namenode_failover(
         b"".join(port.open_stream("/f"))
     assert _nn_requests(stub) == ["OPEN"]  # nn2 was never asked
     assert port.active_url == f"http://{nn1}"
+
+
+def test_spark_sessions_compile_no_method_the_jit_would_leave_interpreted() -> None:
+    # HotSpot's HugeMethodLimit (8000 bytes): a bigger whole-stage method runs interpreted
+    conf = session_conf(Settings(), "ferry-transform", "b")
+    assert conf["spark.sql.codegen.hugeMethodLimit"] == "8000"

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: ``spark.sql.codegen.hugeMethodLimit`` of every Ferry session, bytes of bytecode: HotSpot's
+#: ``HugeMethodLimit`` (a larger method is never JIT-compiled). Spark's default is 65,535.
+HUGE_METHOD_BYTES = 8000
+
 
 def session_conf(
     settings: Settings,
@@ -60,6 +64,14 @@ def session_conf(
         # bench/profile_batch.py); the writes are HDFS round trips, not CPU: keep the 4 tasks.
         "spark.sql.adaptive.coalescePartitions.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
+        # Whole-stage code generation compiles a query stage into one Java method; HotSpot never
+        # JIT-compiles a method over 8,000 bytes of bytecode (-XX:+DontCompileHugeMethods), so
+        # transform's classification (flights: ~40 checks per row) ran interpreted: 19.8 s for a
+        # 93 MB file's rows in local[2], 5.1 s with this limit, over which Spark compiles that
+        # part expression by expression instead (Spark's SQL configuration,
+        # spark.sql.codegen.hugeMethodLimit: "may be preferable to set the value to 8000" on
+        # HotSpot; docs/operations.md, "Whole-stage code generation").
+        "spark.sql.codegen.hugeMethodLimit": str(HUGE_METHOD_BYTES),
         "spark.hadoop.fs.defaultFS": cs.fs_url,
         # One DataNode per cluster: never look for a replacement DataNode in the write pipeline.
         "spark.hadoop.dfs.client.block.write.replace-datanode-on-failure.enable": "false",
