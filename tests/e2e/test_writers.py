@@ -61,6 +61,9 @@ def writers(stack, tmp_path_factory) -> Iterator[tuple[Pipeline, str]]:  # type:
             text = re.sub(r"^  table: flights$", f"  table: flights_{token}", text, flags=re.M)
         (defs / src.name).write_text(text, encoding="utf-8")
     p = start_pipeline(stack, work, {"paths.datasets_dir": defs, "extract.watch_check_s": 1})
+    # The share's dataset directory exists before any writer writes there (extract creates a
+    # missing one when it starts, which may be after the writer's open)
+    (p.nas_dir / "flights").mkdir(parents=True, exist_ok=True)
     try:
         yield p, f"ferry.flights_{token}"
     finally:

@@ -153,7 +153,8 @@ def test_files_flow_over_sasl_ssl_and_a_link_outside_the_nas_is_refused(run: Run
     assert states == [
         ("extracted", "flights/flights_2024-01-01.csv", None),
         ("extracted", "flights/flights_2024-01-02.csv", None),
-        ("failed", None, "symlink_outside_nas"),
+        # refused before it was hashed: no manifest, the NAS name from the failure event
+        ("failed", "flights/flights_2016-01-12.csv", "symlink_outside_nas"),
     ]
     assert outside.read_bytes() == OUTSIDE
     assert (

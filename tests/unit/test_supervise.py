@@ -216,7 +216,7 @@ def test_gc_health_is_the_age_of_its_last_sweep_step(tmp_path):
     from ferry.core.runtime.heartbeat import beat, heartbeat_path
     from ferry_kit.supervise.health import gc_health
 
-    settings = Settings(supervise={"home": tmp_path}, retention={"interval_s": 120})
+    settings = Settings(var_dir=tmp_path, retention={"interval_s": 120})
     assert gc_health(settings, 42) == Health(False, "no sweep yet")
     alive = heartbeat_path(settings, "gc", 42)
     beat(alive)
@@ -224,3 +224,30 @@ def test_gc_health_is_the_age_of_its_last_sweep_step(tmp_path):
     stale = time.time() - 601  # five intervals of 120 s
     os.utime(alive, (stale, stale))
     assert gc_health(settings, 42) == Health(False, "last sweep step 601 s ago (> 600 s)")
+
+
+def test_files_of_processes_that_no_longer_run_are_swept(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from ferry.core.runtime.heartbeat import sweep_dead
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True, text=True)  # fmt: skip
+    dead, me = int(gone.stdout), os.getpid()
+    run = tmp_path / "run"
+    run.mkdir()
+    names = [
+        f"extract.{dead}.alive",
+        f"load.{dead}.datasets",
+        f"gc.{me}.alive",
+        f"transform.{me}.datasets",
+        "kafka.pid",
+        f"load.{dead}.datasets.tmp",
+    ]
+    for n in names:
+        (run / n).write_text("x")
+    removed = sweep_dead(run)
+    assert sorted(p.name for p in removed) == [f"extract.{dead}.alive", f"load.{dead}.datasets"]
+    assert sorted(p.name for p in run.iterdir()) == sorted(names[2:])
+    assert sweep_dead(tmp_path / "missing") == []

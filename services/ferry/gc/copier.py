@@ -36,6 +36,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
 )
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from ferry.core.errors import ConfigError, TransientError
 from ferry.core.events import FileFailed, FileLoaded
@@ -55,10 +56,12 @@ SOURCES = (FileLoaded.TOPIC, FileFailed.TOPIC)
 def ensure_gc_topic(admin: AdminClient, kafka: KafkaSettings, retention_ms: int) -> str:
     """Create ``<prefix>.gc`` with ``retention.ms = retention_ms`` (partitions and replicas as
     the topic plan), or raise the retention of an existing one that keeps less (never lowered:
-    another gc service of the same prefix may need it). Returns the topic's full name.
+    another gc service of the same prefix may need it). Returns the topic's full name once the
+    broker describes the topic (a topic just created is not in every broker's metadata yet).
 
     Raises:
-        TransientError: the broker did not answer in time. ConfigError: it refused.
+        TransientError: the broker did not answer in time, or did not know the topic within
+            ``kafka.request_timeout_s``. ConfigError: it refused.
     """
     topic = kafka.topic(GC)
     timeout = kafka.request_timeout_s
@@ -71,17 +74,15 @@ def ensure_gc_topic(admin: AdminClient, kafka: KafkaSettings, retention_ms: int)
     future = admin.create_topics([spec], operation_timeout=timeout, request_timeout=timeout)[topic]
     try:
         _wait(future, timeout, f"create topic {topic}")
-        log.info("gc: created topic %s (retention.ms %d)", topic, retention_ms)
-        return topic
+        created = True
     except _Exists:
-        pass
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    described = _wait(
-        admin.describe_configs([resource], request_timeout=timeout)[resource],
-        timeout,
-        f"describe topic {topic}",
-    )
-    current = int(described["retention.ms"].value)
+        created = False
+    # A topic just created (here or by another gc service) is known to the controller before
+    # every broker's metadata has it: its configuration is asked for until it is visible.
+    current = _retention_ms(admin, topic, timeout)
+    if created:
+        log.info("gc: created topic %s (retention.ms %d)", topic, current)
+        return topic
     if 0 <= current < retention_ms:
         entry = ConfigEntry(
             "retention.ms", str(retention_ms), incremental_operation=AlterConfigOpType.SET
@@ -100,6 +101,34 @@ class _Exists(Exception):
     """The topic exists already."""
 
 
+class _NotYetVisible(Exception):
+    """The broker does not know the topic yet (UNKNOWN_TOPIC_OR_PART)."""
+
+
+def _retention_ms(admin: AdminClient, topic: str, timeout: float) -> int:
+    """The topic's ``retention.ms``, asked again every 0.2 s while the broker answers
+    UNKNOWN_TOPIC_OR_PART, for at most ``timeout`` seconds.
+
+    Raises:
+        TransientError: no answer, or the topic still unknown after ``timeout`` seconds.
+    """
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    what = f"describe topic {topic}"
+    try:
+        for attempt in Retrying(
+            retry=retry_if_exception_type(_NotYetVisible),
+            stop=stop_after_delay(timeout),
+            wait=wait_fixed(0.2),
+            reraise=True,
+        ):
+            with attempt:
+                future = admin.describe_configs([resource], request_timeout=timeout)[resource]
+                described = _wait(future, timeout, what)
+    except _NotYetVisible as exc:
+        raise TransientError(f"{what}: still unknown to the broker after {timeout:.0f}s") from exc
+    return int(described["retention.ms"].value)
+
+
 def _wait(future: concurrent.futures.Future[Any], timeout: float, what: str) -> Any:
     """The future's result; its errors as Ferry's (TOPIC_ALREADY_EXISTS as :class:`_Exists`)."""
     try:
@@ -110,6 +139,8 @@ def _wait(future: concurrent.futures.Future[Any], timeout: float, what: str) -> 
         err = exc.args[0] if exc.args else None
         if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             raise _Exists from None
+        if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise _NotYetVisible from None
         if isinstance(err, KafkaError) and (
             err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
         ):

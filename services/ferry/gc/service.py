@@ -34,7 +34,7 @@ from ferry.core.errors import ConfigError, FerryError
 from ferry.core.kafka.admin import scan_consumer
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
-from ferry.core.runtime.heartbeat import beat, heartbeat_path, remove
+from ferry.core.runtime.heartbeat import beat, heartbeat_path, remove, sweep_dead
 from ferry.core.runtime.service import service_main
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.registry import load_definitions
@@ -192,6 +192,7 @@ class GcService:
                 s: signal.signal(s, lambda *_: self.stop()) for s in (signal.SIGTERM, signal.SIGINT)
             }
         self._alive = alive = heartbeat_path(self.settings, "gc")
+        sweep_dead(alive.parent)  # files of earlier, killed processes
         self.metrics_port = self.metrics.serve(self.settings.retention)
         log.info(
             "gc: sweeping classes %s every %.0f s (zones: %s)",

@@ -240,13 +240,15 @@ def _client_configuration(data: dict[str, Any]) -> dict[str, Any]:
 
 def _files_under_var_dir(data: dict[str, Any]) -> dict[str, Any]:
     """Local files default under ``var_dir``: the tracker's store ``<var_dir>/tracker``,
-    supervisord's home ``<var_dir>``, and the Kerberos files ``<var_dir>/secrets/ferry.keytab``,
+    supervisord's home ``<var_dir>``, the OpenLineage file ``<var_dir>/lineage/openlineage.jsonl``
+    (transport ``file``), and the Kerberos files ``<var_dir>/secrets/ferry.keytab``,
     ``<var_dir>/conf/krb5/krb5.conf`` and ``<var_dir>/run/krb5cc_ferry`` (beside the KDC the
     stack runs from that ``var_dir``); a value given for one of them wins."""
     var = under_cwd(Path(data.get("var_dir") or "var"))
     defaults = {
         "tracker": {"data_dir": var / "tracker"},
         "supervise": {"home": var},
+        "lineage": {"file_path": var / "lineage" / "openlineage.jsonl"},
         "kerberos": {
             "keytab": var / "secrets" / "ferry.keytab",
             "krb5_conf": var / "conf" / "krb5" / "krb5.conf",

@@ -58,7 +58,10 @@ class LineageSettings(Frozen):
     )
     file_path: WorkPath = Field(
         default=Path("var") / "lineage" / "openlineage.jsonl",
-        description="File for transport file (one JSON event per line, appended).",
+        description=(
+            "File for transport file (one JSON event per line, appended); default "
+            "<var_dir>/lineage/openlineage.jsonl."
+        ),
     )
     timeout_s: float = Field(
         default=5.0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from pathlib import Path
 
@@ -46,3 +47,41 @@ def age_s(path: Path) -> float | None:
 def remove(path: Path) -> None:
     """Remove the liveness file at a clean exit."""
     path.unlink(missing_ok=True)
+
+
+#: ``<service>.<pid>.alive`` and ``<service>.<pid>.datasets`` in ``<var_dir>/run``.
+_PER_PROCESS = re.compile(r"^[A-Za-z0-9_-]+\.(\d+)\.(alive|datasets)$")
+
+
+def sweep_dead(run_dir: Path) -> list[Path]:
+    """Remove the per-process files (liveness, datasets status) in ``run_dir`` (``<var_dir>/run``)
+    of processes that no longer run:
+    a killed service never removes its own, and every restart has a new pid, so without this
+    ``<var_dir>/run`` would grow for the life of the install. A pid that runs again (reused by
+    another process) keeps its files until that process ends: they are only small and stale.
+
+    Returns the files removed. OSError while listing or removing is not raised.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(run_dir.iterdir())
+    except OSError:
+        return removed
+    for path in entries:
+        m = _PER_PROCESS.match(path.name)
+        if m is None or _running(int(m.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

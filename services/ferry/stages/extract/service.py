@@ -39,7 +39,13 @@ from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
 from ferry.core.kafka.publish import encode_events, publish
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.retry import retrying
-from ferry.core.runtime.heartbeat import beat, datasets_status_path, heartbeat_path, remove
+from ferry.core.runtime.heartbeat import (
+    beat,
+    datasets_status_path,
+    heartbeat_path,
+    remove,
+    sweep_dead,
+)
 from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import HandlerBug, settle
 from ferry.core.wire.avro import EventCodec, default_codec
@@ -348,6 +354,7 @@ def build(settings: Settings | None = None) -> ExtractService:
         ConfigError: the datasets directory does not exist, or bad settings.
     """
     settings = settings or get_settings()
+    sweep_dead(datasets_status_path(settings, "extract").parent)  # files of killed processes
     definitions = Definitions(
         settings.paths.datasets_dir,
         "extract",

@@ -15,7 +15,7 @@ from ferry.clusters.locks import TableLocks
 from ferry.clusters.spark import SparkHolder
 from ferry.core.errors import HdfsPathNotFound
 from ferry.core.events import FileTransferred
-from ferry.core.runtime.heartbeat import datasets_status_path
+from ferry.core.runtime.heartbeat import datasets_status_path, sweep_dead
 from ferry.core.runtime.runner import StageRunner, build_runner
 from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import Stage
@@ -36,6 +36,7 @@ def build(settings: Settings | None = None) -> StageRunner:
     # Several load instances (and the maintenance commands) may rewrite one table: one at a time.
     locks = TableLocks(settings)
     job = partial(load_files, target_file_mb=settings.load.target_file_mb, locks=locks)
+    sweep_dead(datasets_status_path(settings, "load").parent)  # files of killed processes
     definitions = Definitions(
         settings.paths.datasets_dir,
         "load",

@@ -13,7 +13,7 @@ import logging
 from ferry.clusters.spark import SparkHolder
 from ferry.core.errors import SparkUnavailable
 from ferry.core.events import FileExtracted
-from ferry.core.runtime.heartbeat import datasets_status_path
+from ferry.core.runtime.heartbeat import datasets_status_path, sweep_dead
 from ferry.core.runtime.runner import StageRunner, build_runner
 from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import Stage
@@ -42,6 +42,7 @@ def build(settings: Settings | None = None) -> StageRunner:
             raise SparkUnavailable("no Spark session yet")
         return definition_problems(holder.get(), spec)
 
+    sweep_dead(datasets_status_path(settings, "transform").parent)  # files of killed processes
     definitions = Definitions(
         settings.paths.datasets_dir,
         "transform",
