@@ -63,3 +63,19 @@ def test_status_prints_reason_counts_literally() -> None:
         "│ null:[red]x    │    2 │",
         "│ fields:6/19    │    1 │",
     ]
+
+
+def test_status_names_the_settings_it_used(monkeypatch, tmp_path) -> None:
+    from ferry.ops.status_cli import settings_line
+    from ferry.settings import Settings
+
+    monkeypatch.delenv("FERRY_CONFIG", raising=False)
+    monkeypatch.delenv("FERRY_PROFILE", raising=False)
+    s = Settings(var_dir=tmp_path, kafka={"topic_prefix": "edge1"})
+    assert settings_line(s) == (
+        "settings: FERRY_CONFIG none (defaults and FERRY_* variables); profile -; "
+        f"topic prefix edge1; var_dir {tmp_path}"
+    )
+    monkeypatch.setenv("FERRY_CONFIG", "/etc/ferry/ferry.yaml")
+    monkeypatch.setenv("FERRY_PROFILE", "ha")
+    assert settings_line(s).startswith("settings: FERRY_CONFIG /etc/ferry/ferry.yaml; profile ha;")

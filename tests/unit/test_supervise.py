@@ -233,7 +233,8 @@ def test_files_of_processes_that_no_longer_run_are_swept(tmp_path):
 
     from ferry.core.runtime.heartbeat import sweep_dead
 
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True, text=True)  # fmt: skip
+    code = "import os; print(os.getpid())"
+    gone = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     dead, me = int(gone.stdout), os.getpid()
     run = tmp_path / "run"
     run.mkdir()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -12,6 +13,9 @@ from rich.text import Text
 from ferry.core.errors import FerryError
 from ferry.core.timeline import closed_text
 from ferry.ops.console import literal_console
+
+if TYPE_CHECKING:
+    from ferry.settings import Settings
 
 #: How ``ferry.cli`` mounts :func:`status` (a command, not a group: no phantom ``COMMAND``).
 COMMAND_SETTINGS: dict[str, object] = {}
@@ -95,6 +99,18 @@ def _resolve(settings: Any, codec: Any, ref: str, console: Any) -> dict[str, Any
     return found[0]
 
 
+def settings_line(settings: Settings) -> str:
+    """Which settings a command used: the ``FERRY_CONFIG`` file (or none), ``FERRY_PROFILE``,
+    the topic prefix and ``var_dir`` — an edge node with several installs, or a shell without
+    the service's environment, shows here first."""
+    config = os.environ.get("FERRY_CONFIG") or "none (defaults and FERRY_* variables)"
+    profile = os.environ.get("FERRY_PROFILE") or "-"
+    return (
+        f"settings: FERRY_CONFIG {config}; profile {profile}; topic prefix "
+        f"{settings.kafka.topic_prefix}; var_dir {settings.var_dir}"
+    )
+
+
 def status(
     ref: str | None = typer.Argument(
         None,
@@ -154,6 +170,7 @@ def status(
         console.print(f"{exc}", style="red")
         raise typer.Exit(1) from exc
 
+    console.print(settings_line(settings), soft_wrap=True)
     console.print(f"file states from the {rep.source}", soft_wrap=True)
     states = Table(title="files by state")
     states.add_column("state")
