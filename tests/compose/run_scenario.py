@@ -8,7 +8,7 @@ pytest. Every command prints ONE JSON document on its last stdout line.
 - ``daily``: the end-to-end scenario of tests/e2e/scenario.py (daily files and field cases);
   exit 0 when ``assert_scenario`` holds, 1 with the assertion on stderr otherwise.
 - ``drop FIRST COUNT ROWS``: drop COUNT flights slices of ROWS rows (slices FIRST.. of
-  :func:`ferry_kit.testing.chaos.flight_slices`, disjoint between callers) on the NAS;
+  :func:`ferry_kit.testing.slices.dataset_slices`, disjoint between callers) on the NAS;
   prints ``[{"relative", "file_id", "rows"}]``.
 - ``settle DEADLINE_S ID...``: read the outcome topics until every file is loaded or failed, or
   DEADLINE_S passes; prints ``{"settled", "loaded": {id: count}, "failed": {id: [reasons]},
@@ -88,11 +88,11 @@ def daily() -> int:
 def drop(first: int, count: int, rows: int) -> int:
     from ferry.settings import get_settings
     from ferry_kit.pipeline import drop_file
-    from ferry_kit.testing.chaos import flight_slices
+    from ferry_kit.testing.slices import dataset_slices
 
     settings = get_settings()
     work = Path(tempfile.mkdtemp(prefix="ferry-compose-drop-"))
-    files = flight_slices(settings, work, count, rows=rows, first=first)
+    files = dataset_slices(settings, work, count, rows=rows, first=first)
     for f in files:
         drop_file(f.src, settings.paths.nas_dir / f.relative)
     doc = [{"relative": f.relative, "file_id": f.file_id, "rows": f.rows} for f in files]

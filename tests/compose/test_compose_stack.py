@@ -251,7 +251,7 @@ def test_every_service_is_up(compose) -> None:  # type: ignore[no-untyped-def]
         "namenode-b", "datanode-b", "spark-master-1", "spark-master-2", "spark-worker",
         "namenode-a", "datanode-a", "spark-master-a", "spark-worker-a", "hive-metastore",
         "hiveserver2",
-        "extract", "transform", "transfer", "load", "tracker", "scenario",
+        "extract", "transform", "transfer", "load", "tracker", "gc", "scenario",
     }  # fmt: skip
     assert {s for s, st in states.items() if st == "running"} == expected, states
 
