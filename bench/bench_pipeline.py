@@ -131,6 +131,7 @@ def lone_part(
     """``count`` files no run loaded before, each dropped alone on the idle pipeline."""
     say(f"ferry: {count} lone files on the idle pipeline …")
     nas = settings.paths.nas_dir
+    nas.mkdir(parents=True, exist_ok=True)  # the local share (extract does not create it)
     flights = [f for f in demo if f.dataset == "flights"]
     lone: list[float] = []
     per_hop: dict[str, list[float]] = {}
@@ -302,6 +303,7 @@ def main() -> int:
     base: BaselineResult | None = None
     group: ServiceGroup | None = None
     nas = settings.paths.nas_dir
+    nas.mkdir(parents=True, exist_ok=True)  # the local share (extract does not create it)
     ferry_s: dict[str, float] = {}  # Ferry's wall seconds per file set, for the peers' ratios
     try:
         if "baseline" in parts:

@@ -102,6 +102,7 @@ def run(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[R
     token = f"tok-{secrets.token_hex(12)}"
     port = free_port()
     prefix = f"sec{uuid.uuid4().hex[:8]}"
+    (work / "nas").mkdir()  # the share (extract does not create the NAS root)
     overrides: dict[str, Any] = {
         "kafka.topic_prefix": prefix,
         "paths.nas_dir": work / "nas",

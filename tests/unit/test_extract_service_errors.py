@@ -229,3 +229,29 @@ def test_service_quarantines_refused_files_without_retries(
     assert (hdfs.files, hdfs.calls) == ({}, [])
     assert (nas / ".ferry" / "failed" / "flights" / name).read_bytes() == data
     assert not (nas / "flights" / name).exists()
+
+
+def test_build_refuses_a_nas_root_that_does_not_exist(tmp_path: Path) -> None:
+    import ferry.stages.extract.service as service_mod
+
+    missing = tmp_path / "mnt" / "nas"
+    with pytest.raises(ConfigError) as exc:
+        service_mod.build(svc_settings(missing))
+    assert str(exc.value) == (
+        f"paths.nas_dir = {missing} is not a directory: mount the NAS share there or set "
+        "paths.nas_dir (FERRY_PATHS__NAS_DIR); extract does not create it"
+    )
+    assert not (tmp_path / "mnt").exists()  # nothing made locally
+
+
+def test_a_nas_root_gone_while_running_creates_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ferry.datasets.spec import load_datasets
+    from ferry.stages.extract.datasets import prepare_dirs
+
+    nas = tmp_path / "nas"  # unmounted: the directory itself is gone
+    specs = load_datasets(svc_settings(nas).paths.datasets_dir)
+    assert prepare_dirs(svc_settings(nas), specs) == specs
+    assert not nas.exists()
+    assert len([r for r in caplog.records if r.levelname == "ERROR"]) == len(specs)

@@ -42,7 +42,9 @@ def private_overrides(prefix: str, token: str, nas_dir: Path) -> dict[str, Any]:
     """Settings overrides (dotted names, for :func:`settings_env`) that give one test or soak run
     its own topic prefix ``<prefix><token>``, NAS directory ``nas_dir`` and HDFS paths under
     ``/test/<token>/``, with short waits: transform and load batches 2 s, extract polls 0.5 s;
-    a gc service among them serves ``/metrics`` on any free port."""
+    a gc service among them serves ``/metrics`` on any free port. Creates ``nas_dir`` (the
+    run's share: extract refuses a NAS root that does not exist)."""
+    nas_dir.mkdir(parents=True, exist_ok=True)
     return {
         "kafka.topic_prefix": f"{prefix}{token}",
         "paths.nas_dir": nas_dir,

@@ -3,9 +3,11 @@ sub-directories whose files wait because their definition is invalid."""
 
 from __future__ import annotations
 
+import errno
 import logging
 from pathlib import Path
 
+from ferry.core.errors import ConfigError
 from ferry.datasets.registry import DefinitionSet
 from ferry.datasets.spec import DatasetSpec
 from ferry.settings import Settings
@@ -14,17 +16,38 @@ from ferry.stages.extract.scanner import NasScanner
 log = logging.getLogger(__name__)
 
 
+def require_nas_root(settings: Settings) -> None:
+    """The NAS root must exist: extract never creates it.
+
+    A mistyped ``paths.nas_dir``, or a share not mounted where the setting says, would otherwise
+    become an empty local directory that extract watches while the users' files never show.
+
+    Raises:
+        ConfigError: ``paths.nas_dir`` is missing or not a directory.
+    """
+    root = settings.paths.nas_dir
+    if not root.is_dir():
+        raise ConfigError(
+            f"paths.nas_dir = {root} is not a directory: mount the NAS share there or set "
+            "paths.nas_dir (FERRY_PATHS__NAS_DIR); extract does not create it"
+        )
+
+
 def prepare_dirs(settings: Settings, datasets: dict[str, DatasetSpec]) -> dict[str, DatasetSpec]:
-    """Create each dataset's NAS sub-directory when missing; returns ``datasets``.
+    """Create each dataset's NAS sub-directory when missing (below an existing NAS root, which is
+    never created: :func:`require_nas_root`); returns ``datasets``.
 
     One that cannot be created (a plain file has that name, permissions) is logged as an error
     and that dataset is skipped by the scanner (warned once), while the others run: the NAS share
     is written by users, so a stray file there must not stop every dataset. Removing the file
     and restarting (or creating the directory) brings the dataset back.
     """
+    root = settings.paths.nas_dir
     for spec in datasets.values():
-        subdir = settings.paths.nas_dir / spec.nas.subdir
+        subdir = root / spec.nas.subdir
         try:
+            if not root.is_dir():  # the share went away (unmounted): nothing made locally
+                raise FileNotFoundError(errno.ENOENT, "the NAS root is missing", str(root))
             subdir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # FileExistsError/NotADirectoryError: a plain file has the name
             log.error(

@@ -54,7 +54,7 @@ from ferry.lineage.events import now_iso
 from ferry.lineage.observer import LineageObserver, lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.extract.afterwards import ArchiveWatch, archive_watch
-from ferry.stages.extract.datasets import apply_definitions, prepare_dirs
+from ferry.stages.extract.datasets import apply_definitions, prepare_dirs, require_nas_root
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.stages.extract.moves import after_extract
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
@@ -351,9 +351,11 @@ def build(settings: Settings | None = None) -> ExtractService:
     reloaded before each scan); an invalid one is logged and its files wait on the NAS.
 
     Raises:
-        ConfigError: the datasets directory does not exist, or bad settings.
+        ConfigError: the NAS root (``paths.nas_dir``) or the datasets directory does not exist,
+            or bad settings.
     """
     settings = settings or get_settings()
+    require_nas_root(settings)
     sweep_dead(datasets_status_path(settings, "extract").parent)  # files of killed processes
     definitions = Definitions(
         settings.paths.datasets_dir,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -62,6 +63,9 @@ def up(
 
         Stack(settings, on_event=_say).up(deadline)
         _say(f"stack healthy in {time.monotonic() - t0:.1f} s")
+    # The local NAS is a directory under var_dir (a real share is mounted by its admin; extract
+    # never creates the NAS root)
+    Path(settings.paths.nas_dir).mkdir(parents=True, exist_ok=True)
     result = Services(settings, on_event=_say).up(wanted, os.environ, deadline)
     _print(result.rows, settings)
     if result.fatal:
