@@ -1,14 +1,16 @@
 """load's batch handler: transferred files on A → the dataset's Hive table → ``FileLoaded``.
 
-One Spark job per dataset per batch (:func:`ferry.stages.load.job.load_files`): rows are matched
-to the table by name in table order, a mismatch fails before writing (case C12), and the
-partitions the batch's rows fall in are rewritten as their other files' rows plus the batch's, so
-loading a file again (retry, replay, re-drop) leaves one copy of its rows and other files' rows
-untouched (case C13). ``FileLoaded.partition`` is ``{"ferry_file_id": …}``: the column value that
-selects the file's rows (a data column since docs/hive-layout.md, no longer a Hive partition).
+One call per dataset per batch (:func:`ferry.stages.load.job.load_files`): each file's staged
+data files are checked against the table by name (a mismatch fails that file before anything is
+written, case C12) and moved into the table's partitions after every data file of its
+``file_id`` already there was removed, so loading a file again (retry, replay, re-drop, a new
+output after a definition change) leaves exactly its new rows, and other files' rows untouched
+(cases C13, C19; docs/hive-layout.md). ``FileLoaded.partition`` is ``{"ferry_file_id": …}``: the
+column value that selects the file's rows (a data column, not a Hive partition).
 
-Reconciliation: the rows of the file found in the table after the write must equal the
-manifest's ``rows_out``; otherwise the file is quarantined with ``row_count_mismatch``.
+Reconciliation: the rows of the data files the load moved in (their Parquet footers) must equal
+the manifest's ``rows_out``; otherwise the file is quarantined with ``row_count_mismatch``. A
+file the job refused alone (its :class:`PermanentError`) is quarantined with that reason.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ class LoadDeps:
     spark: Callable[[], Any]
     reset_spark: Callable[[], None]
     #: (spark, spec, {file_id: incoming dir URI}, sources={file_id: NAS source_path})
-    #: → {file_id: rows now in the table}
-    load_files: Callable[..., Mapping[str, int]]
+    #: → {file_id: rows now in the table, or the PermanentError of that file}
+    load_files: Callable[..., Mapping[str, int | PermanentError]]
 
 
 def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchResult]:
@@ -59,6 +61,9 @@ def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchR
         for i in idx:
             ev = events[i]
             got = loaded.get(ev.file_id, 0)
+            if isinstance(got, PermanentError):
+                results[i] = got
+                continue
             want = ev.manifest.rows_out
             if want is not None and got != want:
                 results[i] = PermanentError(

@@ -1,5 +1,6 @@
-"""The load service: ``FileTransferred`` batches → Hive on cluster A (Spark, Hive metastore) →
-``FileLoaded``. One long-lived Hive-enabled SparkSession; one Spark job per batch and dataset."""
+"""The load service: ``FileTransferred`` batches → Hive on cluster A (HDFS renames, the Hive
+metastore) → ``FileLoaded``. One long-lived Hive-enabled SparkSession (Spark jobs only for
+compaction and for rows staged by an earlier Ferry) and a background compactor."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ferry.core.runner import StageRunner, build_runner
 from ferry.core.service import service_main
 from ferry.core.stage import Stage
 from ferry.datasets import load_datasets
+from ferry.stages.load.compactor import Compactor
 from ferry.stages.load.handlers import LoadDeps, load_batch
 
 
@@ -22,9 +24,25 @@ def build(settings: Settings | None = None) -> StageRunner:
 
     settings = settings or get_settings()
     holder = SparkHolder(settings, "ferry-load", "a", hive=True)
-    # Several load instances (and the maintenance commands) may rewrite one table: one at a time.
+    # Several load instances (and the maintenance commands) may change one table: one at a time.
     locks = TableLocks(settings)
-    job = partial(load_files, target_file_mb=settings.load.target_file_mb, locks=locks)
+    ld = settings.load
+    compactor = (
+        Compactor(
+            holder.get,
+            locks,
+            max_files=ld.compact_max_files,
+            target_bytes=ld.target_file_mb * 1024 * 1024,
+        )
+        if ld.compact
+        else None
+    )
+    job = partial(
+        load_files,
+        target_file_mb=ld.target_file_mb,
+        locks=locks,
+        on_loaded=compactor.submit if compactor is not None else None,
+    )
     deps = LoadDeps(load_datasets(settings.paths.datasets_dir), holder.get, holder.reset, job)
     stage = Stage.batched("load", {FileTransferred: load_batch}, settings.load, holder.warm)
     return build_runner(stage, deps, settings)

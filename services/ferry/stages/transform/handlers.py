@@ -37,7 +37,8 @@ from ferry.datasets import DatasetSpec
 
 log = logging.getLogger(__name__)
 
-#: (spark, spec, {landing uri: file_id}, staging_root, rejects_root) → {file_id: FileResult}
+#: (spark, spec, {landing uri: file_id}, staging_root, rejects_root, sources={file_id: NAS
+#: source_path}) → {file_id: FileResult}
 RunBatch = Callable[..., Mapping[str, Any]]
 
 
@@ -121,6 +122,7 @@ def _run_isolating(
     while queue:
         part = queue.popleft()
         files = {ev.manifest.uris["landing"]: ev.file_id for ev in part}
+        sources = {ev.file_id: ev.manifest.source_path for ev in part}
         try:
             spark = deps.spark()
         except (ConfigError, StackError):
@@ -137,6 +139,7 @@ def _run_isolating(
                 files,
                 staging_root=deps.staging_root,
                 rejects_root=deps.rejects_root,
+                sources=sources,
             )
         except (ConfigError, StackError):
             raise
