@@ -227,12 +227,12 @@ class DatasetSpec(_Frozen):
     derived: tuple[DerivedColumn, ...] = ()
     hive: HiveTarget
     finished: FinishedPolicy = Field(default_factory=FinishedPolicy)
-    decimal_rounding: Literal["HALF_UP", "HALF_EVEN"] | None = Field(
+    decimal_rounding: Literal["HALF_UP"] | None = Field(
         default=None,
         description="A decimal value with more fractional digits than its column's scale is "
         "rejected with reason scale:<col>=<value> (case C20: never a silently different "
-        "number) unless this names the rounding mode to apply: HALF_UP (12.345 → 12.35) or "
-        "HALF_EVEN (banker's: 12.345 → 12.34, 12.355 → 12.36).",
+        "number) unless this names the rounding mode to apply: HALF_UP (12.345 → 12.35, "
+        "-0.005 → -0.01; the mode of Spark's decimal cast; ferry.stages.transform.decimals).",
     )
 
     @field_validator("name")

@@ -1,9 +1,9 @@
 """Compaction of a per-file table: partitions holding more than ``max_files`` data files get
 their smallest files merged into files of about ``target_bytes`` (docs/hive-layout.md).
 
-Per partition over the limit (:func:`choose`): the smallest files under ``target_bytes`` are
-merged, as many as bring the partition down to half the limit (at least two), packed smallest
-first into outputs of at most ``target_bytes``. Merging the smallest files first makes each row
+Per partition over the limit (:func:`choose`): its files under ``target_bytes`` are merged,
+smallest first, packed into outputs of at most ``target_bytes``, until the partition would hold
+half the limit. Merging the smallest files first makes each row
 rewritten about log2(rows in the partition / rows per batch) times, not once per batch.
 
 Optimistic, so a compaction holds the table's lock only to commit: the merge (one Spark job for
@@ -44,16 +44,18 @@ log = logging.getLogger(__name__)
 
 def choose(files: dict[str, int], max_files: int, target_bytes: int) -> list[list[tuple[str, int]]]:
     """Bins of files to merge in one partition (``files``: ``{name: bytes}``): none while it
-    holds at most ``max_files``; else the smallest files under ``target_bytes``, enough to leave
-    about ``max_files // 2`` (at least 2), packed in order into bins of at most ``target_bytes``
-    (a bin of one file is dropped: nothing to merge)."""
+    holds at most ``max_files``; else its files under ``target_bytes``, smallest first, packed
+    in order into bins of at most ``target_bytes``, until the partition would hold
+    ``max_files // 2`` files (a bin of one file is dropped: nothing to merge). A partition whose
+    files are near the target size may stay above ``max_files``: its bytes need that many."""
     if len(files) <= max_files:
         return []
     small = sorted(((n, s) for n, s in files.items() if s < target_bytes), key=lambda x: x[1])
-    k = min(len(small), max(2, len(files) - max_files // 2))
     bins: list[list[tuple[str, int]]] = []
     size = 0
-    for name, s in small[:k]:
+    for merged, (name, s) in enumerate(small):
+        if len(files) - merged + len(bins) <= max_files // 2:
+            break
         if not bins or size + s > target_bytes:
             bins.append([])
             size = 0

@@ -80,11 +80,33 @@ def read_footer(spark: SparkSession, path: str) -> Footer:
 
 
 def read_footers(spark: SparkSession, paths: Sequence[str]) -> dict[str, Footer]:
-    """:func:`read_footer` of each path, :data:`FOOTER_THREADS` at a time: ``{path: Footer}``."""
+    """:func:`read_footer` of each path, :data:`FOOTER_THREADS` at a time: ``{path: Footer}``.
+
+    Raises:
+        PermanentError: as :func:`read_footer`, for the first path that failed.
+    """
+    got = read_footers_or_errors(spark, paths)
+    for value in got.values():
+        if isinstance(value, PermanentError):
+            raise value
+    return {p: f for p, f in got.items() if isinstance(f, Footer)}
+
+
+def read_footers_or_errors(
+    spark: SparkSession, paths: Sequence[str]
+) -> dict[str, Footer | PermanentError]:
+    """:func:`read_footers`, with each path's :class:`PermanentError` in place of its footer."""
+
+    def one(path: str) -> Footer | PermanentError:
+        try:
+            return read_footer(spark, path)
+        except PermanentError as exc:
+            return exc
+
     if not paths:
         return {}
     with ThreadPoolExecutor(min(FOOTER_THREADS, len(paths)), "ferry-footer") as pool:
-        return dict(zip(paths, pool.map(lambda p: read_footer(spark, p), paths), strict=True))
+        return dict(zip(paths, pool.map(one, paths), strict=True))
 
 
 def schema_problems(schema: StructType, expected: Mapping[str, str]) -> list[str]:

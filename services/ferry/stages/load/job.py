@@ -181,7 +181,10 @@ def load_files(
         index = TableIndex(fs, location)
         cat = catalog(spark, table, pcols)
         adopt(spark, table, index, cat, target_file_bytes=int(target_file_mb * 1024 * 1024))
-        roll_forward(index, cat)
+        if roll_forward(index, cat) or any(s.unreadable for s in staged.values()):
+            # a load that crashed was just finished (it may have moved these files' data files
+            # in and consumed their staged directories): look at what is staged again
+            staged = with_footers(spark, read_markers(fs, files))
         entries = index.entries(files)
         out: dict[str, int | PermanentError] = {}
         changes: dict[str, NewFiles] = {}
@@ -198,6 +201,8 @@ def load_files(
                 fs.delete_quiet(s.directory)
             elif not s.exists:
                 out[fid] = _nothing_staged(fid, s, entry, index)
+            elif s.unreadable is not None:
+                out[fid] = s.unreadable
             elif s.legacy:
                 legacy[fid] = s.directory
             elif (err := check_schema(s, expected, table)) is not None:

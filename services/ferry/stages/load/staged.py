@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ferry.clusters.filetable.footers import Footer, read_footers, schema_problems
+from ferry.clusters.filetable.footers import Footer, read_footers_or_errors, schema_problems
 from ferry.clusters.filetable.index import parallel
 from ferry.clusters.filetable.model import StagedMarker
 from ferry.clusters.filetable.paths import MARKER_NAME, join, new_generation
@@ -45,6 +45,8 @@ class Staged:
     marker: StagedMarker | None
     footers: Mapping[str, Footer] = field(default_factory=dict)
     exists: bool = True
+    #: the first data file the marker names that could not be read (``None``: all were)
+    unreadable: PermanentError | None = None
 
     @property
     def legacy(self) -> bool:
@@ -79,16 +81,21 @@ def read_markers(fs: HadoopFileSystem, files: Mapping[str, str]) -> dict[str, St
 
 
 def with_footers(spark: SparkSession, staged: Mapping[str, Staged]) -> dict[str, Staged]:
-    """``staged`` with the footers of every data file the markers name (threads, all files)."""
+    """``staged`` with the footers of every data file the markers name (threads, all files); a
+    file whose data file cannot be read gets it in :attr:`Staged.unreadable` (a load that
+    crashed may have moved it into the table already: the caller looks again after finishing
+    that load)."""
     wanted = [join(s.directory, rel) for s in staged.values() if s.marker for rel in s.marker.files]
-    found = read_footers(spark, wanted)
+    found = read_footers_or_errors(spark, wanted)
     out = {}
     for fid, s in staged.items():
         if s.marker is None:
             out[fid] = s
             continue
-        feet = {rel: found[join(s.directory, rel)] for rel in s.marker.files}
-        out[fid] = Staged(fid, s.directory, s.marker, feet, s.exists)
+        got = {rel: found[join(s.directory, rel)] for rel in s.marker.files}
+        feet = {rel: f for rel, f in got.items() if isinstance(f, Footer)}
+        bad = next((e for e in got.values() if isinstance(e, PermanentError)), None)
+        out[fid] = Staged(fid, s.directory, s.marker, feet, s.exists, bad)
     return out
 
 

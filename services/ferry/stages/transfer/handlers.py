@@ -23,6 +23,7 @@ address that cannot be reached (C06) and a missing staging directory are permane
 
 from __future__ import annotations
 
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -118,7 +119,10 @@ def _copy_tree(
     else:
         for rel in files:
             one(rel)
-    a.upload_stream(f"{dst_dir}/{MARKER_NAME}", [data], overwrite=True, verify=True)
+    digest = hashlib.sha256(data).hexdigest()  # the same marker there already: nothing written
+    a.upload_stream(
+        f"{dst_dir}/{MARKER_NAME}", [data], overwrite=True, expected_sha256=digest, verify=True
+    )
 
 
 def _copy_flat(deps: TransferDeps, src_dir: str, dst_dir: str) -> None:
