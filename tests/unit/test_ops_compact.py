@@ -48,13 +48,13 @@ def five_small_files(spark, spec, tmp_path) -> list[Row]:
 def test_compaction_merges_the_smallest_files_and_records_their_file_ids(
     spark, unique_db, tmp_path
 ):
-    """Over ``max_files`` (2) in day 1: the 4 smallest of its 5 files are merged into one file
+    """Over ``max_files`` (4) in day 1: the 4 smallest of its 5 files are merged into one file
     whose sidecar names their file ids and rows; the rows are unchanged; replaying one of those
     files rewrites that compacted file only, without its rows; unloading another does too."""
     spec = tiny_spec(unique_db)
     rows = five_small_files(spark, spec, tmp_path)
     before = data_files(spark, spec)
-    report = compact(spark, spec, max_files=2, target_file_bytes=128 * MB)
+    report = compact(spark, spec, max_files=4, target_file_bytes=128 * MB)
     assert (report.before, report.after, report.skipped) == (
         {"day=2013-01-01": 5},
         {"day=2013-01-01": 2},
@@ -73,7 +73,7 @@ def test_compaction_merges_the_smallest_files_and_records_their_file_ids(
     untouched = {p: m for p, m in after.items() if p in before}
     assert len(untouched) == 2 and untouched == {p: before[p] for p in untouched}  # day 1's
     assert sorted(p.split("/")[0] for p in after) == ["day=2013-01-01"] * 2 + ["day=2013-01-02"]
-    assert compact(spark, spec, max_files=2, target_file_bytes=128 * MB).before == {}
+    assert compact(spark, spec, max_files=4, target_file_bytes=128 * MB).before == {}
 
     # Replay one member: the compacted file is rewritten without its rows, the others follow.
     fid = sorted(members)[0]
