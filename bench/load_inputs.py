@@ -90,19 +90,38 @@ def stage_flat(spark: Any, spec: DatasetSpec, df: Any, root: str, ids: list[str]
     ).parquet(gen)
     fs = HadoopFileSystem(spark)
     fs.mkdirs(root)
+
+    def move(f: str) -> None:
+        src = f"{gen}/{FILE_ID_COLUMN}={f}"
+        if fs.exists(src):
+            fs.move(src, f"{root}/{f}")
+        else:  # a file without valid rows: an empty staged directory, as transform left it
+            fs.mkdirs(f"{root}/{f}")
+
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda f: fs.move(f"{gen}/{FILE_ID_COLUMN}={f}", f"{root}/{f}"), ids))
+        list(pool.map(move, ids))
     fs.delete(gen, recursive=True)
     return {f: f"{root}/{f}" for f in ids}
 
 
 def read_tree(spark: Any, spec: DatasetSpec, dirs: Mapping[str, str]) -> Any:
-    """The rows of per-file staged trees with their partition column taken from the path."""
+    """The rows of per-file staged trees (the data files their markers name), with their
+    partition column taken from the path."""
     from pyspark.sql import functions as F
 
+    from ferry.clusters.filetable.model import StagedMarker
+    from ferry.clusters.filetable.paths import MARKER_NAME
+
+    fs = HadoopFileSystem(spark)
+    paths = []
+    for d in dirs.values():
+        data = fs.read_bytes(f"{d}/{MARKER_NAME}")
+        if data is None:
+            raise SystemExit(f"{d} has no marker: not a per-file staged tree")
+        paths += [f"{d}/{rel}" for rel in StagedMarker.from_json(data).files]
     [pcol] = spec.hive.partition_by
     typ = next(c.type for c in spec.all_columns if c.name == pcol)
-    df = spark.read.parquet(*[f"{d}/*/*.parquet" for d in dirs.values()])
+    df = spark.read.parquet(*paths)
     value = F.regexp_extract(F.col("_metadata.file_path"), f"/{pcol}=([^/]+)/", 1)
     return df.withColumn(pcol, value.cast(spark_type(typ)))
 

@@ -12,10 +12,10 @@ Table layout (decided here, used by :mod:`ferry.stages.load.job` and :mod:`ferry
 the Hive table holds the parse columns and the derived columns, minus the partition columns, in
 definition order, then :data:`FILE_ID_COLUMN` (an ordinary column on every row); then the partition
 columns ``hive.partition_by`` (the data's own keys, e.g. ``flight_date``; none: an unpartitioned
-table). Loading one file again replaces exactly that file's rows (case C13, docs/field-cases.md):
-load rewrites the partitions the file's rows fall in, minus the rows of its ``ferry_file_id``, plus
-its new rows (docs/hive-layout.md). Tables of the earlier layout, where ``ferry_file_id`` was the
-last partition column, are rewritten by ``ferry migrate-layout``.
+table). Each file's rows are data files of their own in those partitions; loading one file again
+replaces exactly that file's rows, wherever they were (cases C13, C19, docs/field-cases.md;
+docs/hive-layout.md). Tables of the earlier layout, where ``ferry_file_id`` was the last partition
+column, are rewritten by ``ferry migrate-layout``.
 """
 
 from __future__ import annotations
@@ -159,7 +159,9 @@ class ValidationRules(_Frozen):
     ``invalid_partition_value:<col>`` (a partition column is NULL, reported only when no other
     reason applies). Records the parser refuses
     get ``fields:<found>/<expected>``, ``type:``/``overflow:``/``date:``/``timestamp:<col>=<value>``
-    first; every reason that applies is kept (see :mod:`ferry.stages.transform.rows`).
+    first, and a decimal with more fractional digits than its scale ``scale:<col>=<value>``
+    (unless :attr:`DatasetSpec.decimal_rounding`); every reason that applies is kept (see
+    :mod:`ferry.stages.transform.rows`).
     """
 
     not_null: tuple[str, ...] = ()
