@@ -157,7 +157,7 @@ def run_current(base: Path, work: Path, settings: Any, phases: list[dict[str, An
 def main() -> int:  # noqa: PLR0915 - one run, in the order the table reads
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--growth-files", type=int, default=2000)
-    ap.add_argument("--growth-rows", type=int, default=50)
+    ap.add_argument("--growth-rows", type=int, default=1000)
     ap.add_argument("--growth-batch", type=int, default=100)
     ap.add_argument("--year-batch", type=int, default=256)
     ap.add_argument("--big-mb", type=int, default=300)

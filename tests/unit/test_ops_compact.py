@@ -270,3 +270,32 @@ def test_load_and_unload_hold_the_tables_lock_around_their_whole_change(spark, u
         ("enter", table, 2),
         ("exit", table, 0),
     ]
+
+
+def test_adoption_first_finishes_a_rewrite_the_earlier_layout_left_half_done(
+    spark, unique_db, tmp_path
+):
+    """A load of the copy-on-write layout crashed inside its INSERT OVERWRITE: day 1's directory
+    is gone, its complete new contents wait in ``_ferry_rewrite/<table>/ready-…``. Adoption
+    applies that first, so no row of day 1 is lost."""
+    import shutil
+    from pathlib import Path
+
+    from ferry.clusters.filetable.legacy import rewrite_root
+
+    spec = tiny_spec(unique_db)
+    table = copy_on_write_table(spark, spec)
+    ready = f"{rewrite_root(spark, table)}/ready-0001"
+    spark.table(table).where("day = DATE'2013-01-01'").write.parquet(ready)
+    loc = Path(table_location(spark, table).removeprefix("file:"))
+    shutil.rmtree(loc / "day=2013-01-01")
+    spark.catalog.refreshTable(table)
+    assert sorted(r.id for r in spark.table(table).collect()) == [2, 5]
+    staged = stage_files(spark, tmp_path, spec, {"fc": [(50, "C", D2)]})
+    assert load_files(spark, spec, staged) == {"fc": 1}
+    assertDataFrameEqual(
+        table_rows(spark, spec),
+        [row(1, "a", "fa", D1), row(2, "a", "fa", D2), row(3, "b", "fb", D1)]
+        + [row(4, "b", "fb", D1), row(50, "C", "fc", D2)],
+    )
+    assert not Path(ready.removeprefix("file:")).exists()

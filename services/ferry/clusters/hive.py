@@ -1,4 +1,4 @@
-"""Hive tables partitioned by business keys: DDL, the layout property, partition filters and
+"""Hive tables partitioned by business keys: DDL, the layout property, table metadata and
 the metastore calls of a per-file table (:mod:`ferry.clusters.filetable`): registering and
 dropping partitions, each as ONE statement for any number of partitions.
 """
@@ -6,14 +6,14 @@ dropping partitions, each as ONE statement for any number of partitions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ferry.clusters.filetable.journal import Catalog, Values
 from ferry.clusters.filetable.paths import partition_spec_sql
 from ferry.datasets import DatasetSpec
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 #: Table property naming the layout of a table Ferry loads (docs/hive-layout.md); a table
 #: without it is of an earlier layout and is adopted on its first load.
@@ -22,9 +22,6 @@ LAYOUT_PROPERTY = "ferry.layout"
 LAYOUT_FILES = "files-1"
 #: Most partitions in one ``ALTER TABLE … ADD/DROP PARTITION`` statement.
 PARTITIONS_PER_STATEMENT = 1000
-
-#: One partition: its values in partition-column order.
-PartitionValues = tuple[Any, ...]
 
 
 def create_table_sql(spec: DatasetSpec) -> str:
@@ -46,38 +43,6 @@ def partition_columns(spark: SparkSession, table: str) -> list[str]:
     return [c.name for c in spark.catalog.listColumns(table) if c.isPartition]
 
 
-def partition_filter(columns: Sequence[str], partitions: Sequence[PartitionValues]) -> Column:
-    """Spark predicate selecting exactly ``partitions`` (values in ``columns`` order), written so
-    Spark prunes partitions: ``c IN (…)`` for one column, an OR of ANDs for several; ``false``
-    for no partition. ``columns`` empty: ``true`` (an unpartitioned table is one partition)."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    if not columns:
-        return F.lit(True)
-    if not partitions:
-        return F.lit(False)
-    if len(columns) == 1:
-        return F.col(f"`{columns[0]}`").isin([p[0] for p in partitions])
-
-    def one(p: PartitionValues) -> Column:
-        eqs = [F.col(f"`{c}`") == F.lit(v) for c, v in zip(columns, p, strict=True)]
-        return reduce(lambda a, b: a & b, eqs)
-
-    terms = [one(p) for p in partitions]
-    return reduce(lambda a, b: a | b, terms)
-
-
-def distinct_partitions(df: DataFrame, columns: Sequence[str]) -> list[PartitionValues]:
-    """The partitions ``df``'s rows fall in, sorted (one Spark job; ``[()]`` for an unpartitioned
-    table with rows, ``[]`` without)."""
-    if not columns:
-        return [()] if not df.isEmpty() else []
-    rows = df.select(*[f"`{c}`" for c in columns]).distinct().collect()
-    return sorted((tuple(r) for r in rows), key=lambda t: tuple(str(v) for v in t))
-
-
 def table_location(spark: SparkSession, table: str) -> str:
     """The table's directory URI (``hdfs://…/ferry.db/flights``, ``file:/…``)."""
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
@@ -91,16 +56,6 @@ def count_by(df: DataFrame, column: str) -> dict[str, int]:
     """``{value: rows}`` of ``df`` grouped by ``column`` (one Spark job)."""
     rows = df.groupBy(f"`{column}`").count().collect()
     return {r[0]: int(r["count"]) for r in rows}
-
-
-def without(column: str, values: Sequence[str]) -> Callable[[DataFrame], DataFrame]:
-    """A frame transform dropping the rows whose ``column`` is in ``values``."""
-    from pyspark.sql import functions as F
-
-    def apply(df: DataFrame) -> DataFrame:
-        return df.where(~F.col(f"`{column}`").isin(list(values)) | F.col(f"`{column}`").isNull())
-
-    return apply
 
 
 def table_property(spark: SparkSession, table: str, key: str) -> str | None:

@@ -90,14 +90,14 @@ def apply(index: TableIndex, journal: Journal, name: str, catalog: Catalog) -> A
     done = Applied()
     if journal.add_partitions and catalog.columns:
         catalog.add(list(journal.add_partitions))
+    dirs = sorted({parent(dst) for g in journal.groups for _, dst in g.moves} - {""})
+    parallel(lambda d: index.fs.mkdirs(index.abs(d)), dirs)
     for group in journal.groups:
         done.deleted += sum(
             parallel(lambda p: index.fs.delete_quiet(index.abs(p), recursive=False), group.deletes)
         )
         if group.deletes and group.moves:
             failpoints.hit("filetable.removed")
-        dirs = sorted({parent(dst) for _, dst in group.moves} - {""})
-        parallel(lambda d: index.fs.mkdirs(index.abs(d)), dirs)
         moves = list(group.moves)
         # the first move alone (a test may stop the process right after it), then the rest
         for k, chunk in enumerate((moves[:1], moves[1:])):
