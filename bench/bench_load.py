@@ -293,8 +293,12 @@ def main() -> int:  # noqa: PLR0915 - one run, in the order the table reads
 def print_table(args: Any, cur: Any, new: Any, n_growth: int, transform_s: float) -> None:
     def growth(r: Any) -> str:
         s = r["growth"]["seconds"]
+        k = max(1, min(5, len(s) // 4))
+        head, tail = statistics.median(s[:k]), statistics.median(s[-k:])
         return (
-            f"{s[0]:.2f} / {statistics.median(s):.2f} / {s[-1]:.2f} (last/first {s[-1] / s[0]:.2f})"
+            f"{s[0]:.2f} / {statistics.median(s):.2f} / {s[-1]:.2f} (last/first "
+            f"{s[-1] / s[0]:.2f}); first {k} / last {k}: {head:.2f} / {tail:.2f} "
+            f"({tail / head:.2f})"
         )
 
     def files(r: Any, part: str) -> str:

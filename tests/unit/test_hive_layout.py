@@ -292,3 +292,34 @@ def test_entries_name_every_data_file_with_its_rows(spark, unique_db, tmp_path):
         None,
     )
     assert [r.ferry_source_path for r in table_rows(spark, spec)] == ["tiny/e.csv"] * 3
+
+
+def test_every_row_carries_its_exact_nas_name_and_an_older_table_gains_the_column(
+    spark, unique_db, tmp_path
+):
+    """``ferry_source_path`` is the manifest's NAS name byte for byte (``:`` and non-ASCII kept,
+    not the HDFS-safe name), written by transform into the data files; a table made before the
+    column existed gets it (its earlier rows NULL there), is adopted, and keeps its rows."""
+    spec = tiny_spec(unique_db)
+    table = spec.hive.full_name
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {unique_db}")
+    spark.sql(
+        f"CREATE TABLE {table} (id INT, kind STRING, ferry_file_id STRING) "
+        f"PARTITIONED BY (day DATE) STORED AS PARQUET"
+    )
+    spark.sql(f"INSERT INTO {table} PARTITION (day='2013-01-01') VALUES (1, 'old', 'o')")
+    names = {"a": "tiny/orders_2024-05-01T12:30.csv", "b": "tiny/été [1].csv"}
+    staged = stage_files(
+        spark, tmp_path, spec, {"a": [(2, "a", D1), (3, "a", D2)], "b": [(4, "b", D2)]}, names
+    )
+    assert load_files(spark, spec, staged) == {"a": 2, "b": 1}
+    assert spark.table(table).columns == ["id", "kind", "ferry_file_id", "ferry_source_path", "day"]
+    assertDataFrameEqual(
+        table_rows(spark, spec),
+        [
+            row(1, "old", "o", D1),
+            row(2, "a", "a", D1, names["a"]),
+            row(3, "a", "a", D2, names["a"]),
+            row(4, "b", "b", D2, names["b"]),
+        ],
+    )

@@ -299,3 +299,33 @@ def test_adoption_first_finishes_a_rewrite_the_earlier_layout_left_half_done(
         + [row(4, "b", "fb", D1), row(50, "C", "fc", D2)],
     )
     assert not Path(ready.removeprefix("file:")).exists()
+
+
+@pytest.mark.parametrize("groups", [2, 6])
+def test_a_merge_writes_one_file_per_group_without_the_dropped_files_rows(spark, tmp_path, groups):
+    """Few groups: a job each, no shuffle; many: one shuffled job. Either way one output file
+    per group, rows of ``drop_ids`` left out, rows without a file id kept."""
+    from ferry.clusters.filetable.merge import merge_groups
+
+    schema = "id int, ferry_file_id string"
+    paths: dict[int, list[str]] = {}
+    for g in range(groups):
+        for i in range(3):
+            out = tmp_path / f"in-{g}-{i}"
+            fid = None if i == 2 else f"f{g}{i}"
+            spark.createDataFrame([(g * 10 + i, fid)], schema).coalesce(1).write.parquet(str(out))
+            part = next(p for p in out.iterdir() if p.name.endswith(".parquet"))
+            paths.setdefault(g, []).append(str(part))
+    from pyspark.sql.types import StructType
+
+    merged = merge_groups(
+        spark,
+        StructType.fromDDL(schema),
+        paths,
+        str(tmp_path / "out"),
+        drop_ids={"f00", "f11"},
+    )
+    assert {g: m.rows for g, m in merged.items()} == {g: 3 - (g in (0, 1)) for g in range(groups)}
+    got = {tuple(r) for r in spark.read.parquet(*[m.path for m in merged.values()]).collect()}
+    want = {(g * 10 + i, None if i == 2 else f"f{g}{i}") for g in range(groups) for i in range(3)}
+    assert got == want - {(0, "f00"), (11, "f11")}

@@ -1,10 +1,12 @@
 """The Spark side of compaction and of removing a file's rows from a compacted file: data files
 read by path, grouped, each group written as ONE new Parquet file into a scratch directory.
 
-One Spark job for any number of groups: the rows of each input file carry the number of their
-group (from ``_metadata.file_path``), are repartitioned by it and written ``partitionBy`` it,
-so each group becomes one task and one file. Rows of ``drop_ids`` (files being replaced or
-removed) are left out; rows without a file id are kept.
+A few groups (the compaction of one partition, usually one group) are each written by a job of
+their own, one task, no shuffle; many groups (``ferry compact`` over many partitions) by one job:
+the rows of each input file carry the number of their group (from ``_metadata.file_path``), are
+repartitioned by it and written ``partitionBy`` it, so each group becomes one task and one file.
+Rows of ``drop_ids`` (files being replaced or removed) are left out; rows without a file id are
+kept.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ if TYPE_CHECKING:
 
 #: The column numbering the groups of a merge (it names the output directories, not stored).
 GROUP_COLUMN = "ferry_merge_group"
+#: Up to this many groups, each is merged by a job of its own that reads only its files and
+#: writes them as one task (``coalesce(1)``: no shuffle); more groups share one shuffled job.
+FEW_GROUPS = 4
 
 
 @dataclass(frozen=True)
@@ -66,12 +71,22 @@ def merge_groups(
     sc = spark.sparkContext
     sc.setJobDescription(description)
     try:
-        (
-            df.repartition(F.col(GROUP_COLUMN))
-            .write.partitionBy(GROUP_COLUMN)
-            .mode("errorifexists")
-            .parquet(scratch)
-        )
+        if len(groups) <= FEW_GROUPS:  # a job per group, without a shuffle
+            for g in groups:
+                (
+                    df.where(F.col(GROUP_COLUMN) == F.lit(g))
+                    .drop(GROUP_COLUMN)
+                    .coalesce(1)
+                    .write.mode("errorifexists")
+                    .parquet(f"{scratch}/{GROUP_COLUMN}={g}")
+                )
+        else:
+            (
+                df.repartition(F.col(GROUP_COLUMN))
+                .write.partitionBy(GROUP_COLUMN)
+                .mode("errorifexists")
+                .parquet(scratch)
+            )
     finally:
         sc.setJobDescription(None)  # type: ignore[arg-type]
     fs = HadoopFileSystem(spark)
