@@ -311,7 +311,8 @@ def print_table(args: Any, cur: Any, new: Any, n_growth: int, transform_s: float
     out.add_column("per-file", justify="right")
     out.add_row(
         f"(a) growth: {n_growth} files × {args.growth_rows} rows into one partition, "
-        f"batches of {args.growth_batch}: s per batch first / median / last",
+        f"batches of {args.growth_batch}: s per batch first / median / last; medians of the "
+        "first and last few",
         growth(cur),
         growth(new),
     )
