@@ -139,8 +139,9 @@ def test_a_jdbc_client_sees_the_table_as_defined_with_exact_values(first_run, pi
 
 def test_a_file_spanning_300_days_loads_in_one_rewrite_of_300_partitions(first_run, pipeline):  # type: ignore[no-untyped-def]
     """One file whose rows fall on 300 days (the first flight of each of the year's first 300
-    days): its load rewrites 300 ``flight_date`` partitions at once. Spark asks the metastore for
-    them as a date range, not an IN of 300 dates, which the stack's Derby-backed metastore refuses
+    days): its load moves 300 data files into 300 ``flight_date`` partitions and registers them in
+    one metastore call; counting its rows over JDBC, Spark asks the metastore for those partitions
+    as a date range, not an IN of 300 dates, which the stack's Derby-backed metastore refuses
     ("Statement too complex", seen with 256; docs/hive-layout.md, "Partition filters"); the other
     files in those partitions keep their rows."""
     spec = load_datasets(pipeline.settings.paths.datasets_dir)["flights"]
