@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from ferry.clusters.filetable.index import TableIndex, parallel
 from ferry.clusters.filetable.model import CompactedFile, FileEntry, Journal
 from ferry.clusters.filetable.paths import parent, parse_partition_dir
-from ferry.core import failpoints
 from ferry.core.errors import TransientError
+from ferry.core.failpoints import hit
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def apply(index: TableIndex, journal: Journal, name: str, catalog: Catalog) -> A
 
     Raises:
         TransientError: an HDFS call failed (the record stays; the next attempt re-applies it).
-        failpoints.FailpointHit: a test armed a fail point with ``raise``.
+        ferry.core.failpoints.FailpointHit: a test armed a fail point with ``raise``.
     """
     done = Applied()
     if journal.add_partitions and catalog.columns:
@@ -97,7 +97,7 @@ def apply(index: TableIndex, journal: Journal, name: str, catalog: Catalog) -> A
             parallel(lambda p: index.fs.delete_quiet(index.abs(p), recursive=False), group.deletes)
         )
         if group.deletes and group.moves:
-            failpoints.hit("filetable.removed")
+            hit("filetable.removed")
         moves = list(group.moves)
         # the first move alone (a test may stop the process right after it), then the rest
         for k, chunk in enumerate((moves[:1], moves[1:])):
@@ -110,8 +110,8 @@ def apply(index: TableIndex, journal: Journal, name: str, catalog: Catalog) -> A
                     log.error("%s: cannot move %s to %s: both are gone", index.location, src, dst)
                     done.lost.append(dst)
             if k == 0 and len(moves) > 1:
-                failpoints.hit("filetable.moving")
-    failpoints.hit("filetable.applied")
+                hit("filetable.moving")
+    hit("filetable.applied")
     entries, sidecars = _without_lost(journal, set(done.lost))
     parallel(lambda kv: index.put_entry(*kv), list(entries.items()))
     parallel(lambda kv: index.put_sidecar(*kv), list(sidecars.items()))
