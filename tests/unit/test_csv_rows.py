@@ -11,16 +11,14 @@ from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 from tests.factories import dataset_spec, put
 
+from ferry.stages.transform.counts import FileCounts, file_counts, reason_code
 from ferry.stages.transform.job import run_batch
 from ferry.stages.transform.rows import (
     CORRUPT_COLUMN,
     REJECT_REASON_COLUMN,
     SOURCE_COLUMN,
-    FileCounts,
     classify,
-    file_counts,
     read_csv,
-    reason_code,
     transform,
 )
 

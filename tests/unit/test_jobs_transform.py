@@ -12,14 +12,13 @@ from tests.factories import dataset_spec, put
 
 from ferry.clusters.filetable.model import StagedMarker
 from ferry.clusters.spark_jobs import HadoopFileSystem, path_key
+from ferry.stages.transform.counts import FileCounts, file_counts
 from ferry.stages.transform.job import run_batch
 from ferry.stages.transform.rows import (
     CORRUPT_COLUMN,
     REJECT_REASON_COLUMN,
     SOURCE_COLUMN,
-    FileCounts,
     classify,
-    file_counts,
     read_csv,
     transform,
 )

@@ -10,9 +10,9 @@ from tests.factories import FS_B, extracted
 from ferry.core.errors import PermanentError, SparkJobFailed, TransientError
 from ferry.core.events import FileExtracted, FileManifest, FileTransformed
 from ferry.datasets.spec import DatasetSpec
+from ferry.stages.transform.counts import FileCounts
 from ferry.stages.transform.handlers import TransformDeps, first_line, transform_batch
 from ferry.stages.transform.job import FileResult
-from ferry.stages.transform.rows import FileCounts
 
 STAGING = f"{FS_B}/ferry/staging"
 REJECTS = f"{FS_B}/ferry/rejects"
