@@ -82,9 +82,10 @@ class DatasetSpec(Frozen):
     decimal_rounding: Literal["HALF_UP"] | None = Field(
         default=None,
         description="A decimal value with more fractional digits than its column's scale is "
-        "rejected with reason scale:<col>=<value> (case C20: never a silently different "
-        "number) unless this names the rounding mode to apply: HALF_UP (12.345 → 12.35, "
+        "rejected with reason `scale:<col>=<value>` (case C20: never a silently different "
+        "number) unless this names the rounding mode to apply: `HALF_UP` (12.345 → 12.35, "
         "-0.005 → -0.01; the mode of Spark's decimal cast; ferry.stages.transform.decimals).",
+        examples=["HALF_UP"],
     )
 
     @field_validator("name")
