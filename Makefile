@@ -128,8 +128,8 @@ bench-transform: install ## Where a transform batch spends its time (starts the 
 bench-hdfs: install ## Copy throughput B -> A over WebHDFS, direct and through the fault proxies (starts the stack)
 	$(PY) bench/bench_hdfs.py
 
-bench-load: install ## Load job on 10,000 small files: s per batch, Hive partitions, exact rows (starts hive, spark; LAYOUT=old: before)
-	$(PY) bench/bench_load.py --layout $(or $(LAYOUT),new)
+bench-load: install ## The load, copy-on-write layout beside per-file: growth of one partition, the 300 MB file on the demo year, a replay (starts hive, spark)
+	$(PY) bench/bench_load.py
 
 bench-pipeline: install ## Ferry vs one spark-submit per file, the year, big files, the floor, RSS: one table (starts the stack; PARTS=ferry,big …)
 	$(PY) bench/bench_pipeline.py $(if $(PARTS),--parts $(PARTS))

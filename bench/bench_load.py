@@ -1,345 +1,346 @@
-"""The load job on many small files, on the real stack (HDFS A, the Spark master pair, the Hive
-metastore): seconds per batch, metastore partitions, Parquet files, and exact rows per file.
+"""The load on the real stack, the copy-on-write layout beside the per-file layout, in one run
+(HDFS A, the Spark master pair, the Hive metastore, ZooKeeper for the table locks).
 
-Writes ``--files`` synthetic staged files of the ``flights`` dataset (``--rows`` rows each, every
-file's rows on one of ``--days`` days from 2013-01-01) to HDFS A as transfer leaves them
-(``<root>/incoming/flights/<file_id>/part-….parquet``, no ``ferry_file_id`` column): ONE Spark job
-partitioned by file id, then one rename per file. Then loads them into a fresh table, ``--batch``
-files per call of the load job (what the load service calls per batch), and prints:
+``current`` is the load job of :data:`BASE_COMMIT` (the commit before the per-file layout), run
+unchanged in a process of its own (bench/load_current.py, that commit's ``services/`` from
+``git archive`` first on ``PYTHONPATH``) on flat staged copies of the same rows; ``per-file`` is
+this checkout's ``load_files`` with the load service's compactor running beside it
+(``load.compact_max_files``, ``load.target_file_mb``) and its table locks. Parts:
 
-* seconds per batch: median, p95, first, last, total, files/s;
-* metastore partitions (``SHOW PARTITIONS``) and Parquet data files under the table (HDFS listing);
-* rows per file id from the table, asserted equal to ``--rows`` for every file;
-* a replay: ``--replay`` of the files loaded again (one call), and the rows per file id of the
-  whole table before and after it (asserted equal).
+(a) growth: ``--growth-files`` synthetic files of ``--growth-rows`` rows, ALL in one partition
+    (one day), loaded in batches of ``--growth-batch``: seconds per batch, first / median /
+    last, and the data files left in the partition (after the compactor is done); each layout
+    first loads 3 files one by one into a table of their own (warm-up: class loading, JIT,
+    the metastore client), so the first batch of growth is not also the process's first load;
+(b) the demo's year of daily flights files (transformed by transform's own ``run_batch`` on A),
+    in batches of ``--year-batch``, then the ``--big-mb`` MB file (the year's flights repeated,
+    bench/pipeline_parts.big_file; 3.37 M rows over 365 days at 300 MB) onto that table: its
+    load's seconds;
+(c) replay of ``--replay`` of the year's daily files in one batch: the current layout reloads
+    the same staged files; the per-file layout once as a redelivery (same transform output:
+    nothing to do) and once with a new transform output of those files (``run_batch`` again:
+    each file's data files replaced).
 
-``--layout new``: :func:`ferry.stages.load.job.load_files` (tables partitioned by the data's own
-columns; docs/hive-layout.md). ``--layout old``: the load job of commit 2e72f47
-(``ferry_file_id`` the last partition column: a partition per file and day), read with
-``git show 2e72f47:services/ferry/stages/load/job.py`` into a temporary module and run unchanged,
-given the dataset definition as that commit saw it (:class:`OldLayoutSpec`).
-
-``--order mixed`` (default) gives file ``i`` the day ``i % days``: every batch touches every day
-(the most partitions per batch). ``--order chrono`` gives the files days in arrival order.
-
-Usage: ``python bench/bench_load.py [--files 10000] [--batch 256] [--layout new|old]``.
-Needs the stack's ``hive`` and ``spark`` groups (started if they are not running). Drops its table
-and cleans its HDFS paths on exit; the (empty) database ``ferry_bench`` stays: the local stack's
-metastore fails ``DROP DATABASE`` (its ACID event listener needs BoneCP, not on its classpath).
+Every load's returned rows are checked, and at the end each table's rows per file id are
+compared with what was staged (exact). Prints one table; asserts nothing about time.
+Usage: ``python bench/bench_load.py [--growth-files 2000] [--big-mb 300] [--keep]``. Drops its
+tables and HDFS paths on exit (``--keep`` leaves them); the database ``ferry_bench`` stays.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from load_inputs import read_tree, stage_flat, stage_new, synthetic, transform, upload
+from pipeline_parts import big_file
 from rich.console import Console
 from rich.table import Table
 
-from ferry.clusters.hive import rewrite_root, table_location
-from ferry.clusters.spark_jobs import spark_type
-from ferry.datasets.fields import ColumnSpec
-from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec, load_datasets
+from ferry.clusters.hive import table_location
+from ferry.clusters.locks import TableLocks
+from ferry.datasets.spec import load_datasets
 from ferry.settings import get_settings
+from ferry.stages.load.compactor import Compactor
+from ferry.stages.load.job import load_files
+from ferry_kit.demo_data import write_demo_files
 from ferry_kit.stack.manager import Stack
 
-#: The commit whose load job ``--layout old`` runs (the last with a partition per file).
-OLD_COMMIT = "2e72f47"
-OLD_JOB_PATH = "services/ferry/stages/load/job.py"
+#: The commit whose load job is the ``current`` column (the last before the per-file layout).
+BASE_COMMIT = "33b9204"
 REPO = Path(__file__).resolve().parent.parent
-
-LoadFn = Callable[[Any, Any, Mapping[str, str]], Mapping[str, int]]
-
-
-class OldLayoutSpec:
-    """A :class:`DatasetSpec` as the load job of :data:`OLD_COMMIT` saw it: the table's data
-    columns do not include ``ferry_file_id``, which is its LAST partition column (the properties
-    of ``git show 2e72f47:services/ferry/datasets/spec.py``). Everything else is delegated."""
-
-    def __init__(self, spec: DatasetSpec) -> None:
-        self._spec = spec
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._spec, name)
-
-    @property
-    def table_data_columns(self) -> tuple[ColumnSpec, ...]:
-        parts = self._spec.hive.partition_by
-        return tuple(c for c in self._spec.all_columns if c.name not in parts)
-
-    @property
-    def table_partition_columns(self) -> tuple[ColumnSpec, ...]:
-        types = {c.name: c.type for c in self._spec.all_columns}
-        return (
-            *(ColumnSpec(name=n, type=types[n]) for n in self._spec.hive.partition_by),
-            ColumnSpec.model_construct(name=FILE_ID_COLUMN, type="string"),
-        )
-
-    @property
-    def table_columns(self) -> tuple[ColumnSpec, ...]:
-        return (*self.table_data_columns, *self.table_partition_columns)
+console = Console(soft_wrap=True)
 
 
-def old_load_files(work: Path) -> LoadFn:
-    """``load_files`` of :data:`OLD_COMMIT`, from ``git show`` into ``work``, imported by path.
+def say(text: str) -> None:
+    console.print(f"[dim]{text}", highlight=False)
 
-    Raises:
-        subprocess.CalledProcessError: git cannot show the file (not a clone with that commit).
-    """
-    source = subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{OLD_COMMIT}:{OLD_JOB_PATH}"],
+
+def base_checkout(work: Path) -> Path:
+    """``services/``, ``datasets/``, ``schemas/`` of :data:`BASE_COMMIT` under ``work``."""
+    out = work / "base"
+    out.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", BASE_COMMIT, "services", "datasets", "schemas"],
         check=True,
         capture_output=True,
-        text=True,
     ).stdout
-    path = work / "ferry_load_job_2e72f47.py"
-    path.write_text(source, encoding="utf-8")
-    module_spec = importlib.util.spec_from_file_location("ferry_load_job_2e72f47", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    fn: LoadFn = module.load_files
-    return fn
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out
 
 
-def stage_files(
-    spark: Any, spec: DatasetSpec, root: str, *, files: int, rows: int, days: int, order: str
-) -> tuple[dict[str, str], float]:
-    """Write the synthetic staged files; returns ``{file_id: staged directory}`` in file order and
-    the seconds of the Spark write (the rest is the renames)."""
-    from pyspark.sql import functions as F
+def files_per_partition(spark: Any, table: str) -> dict[str, int]:
+    """Data files per partition directory of ``table`` (a listing; the index excluded)."""
+    from ferry.clusters.spark_jobs import HadoopFileSystem
 
-    run = root.rsplit("-", 1)[-1]
-    idx = (F.col("id") / rows).cast("long")
-    j = (F.col("id") % rows).cast("int")
-    offset = idx % days if order == "mixed" else (idx * days / files).cast("long")
-    date = F.date_add(F.lit("2013-01-01").cast("date"), offset.cast("int"))
-    hour = (j + 5) % 24
-
-    def pick(values: list[str], n: Any) -> Any:
-        return F.element_at(F.array(*[F.lit(v) for v in values]), (n % len(values) + 1).cast("int"))
-
-    exprs = {
-        "year": F.year(date),
-        "month": F.month(date),
-        "day": F.dayofmonth(date),
-        "dep_time": hour * 100 + j % 60,
-        "sched_dep_time": hour * 100,
-        "dep_delay": j % 60,
-        "arr_time": ((hour + 2) % 24) * 100 + j % 60,
-        "sched_arr_time": ((hour + 2) % 24) * 100,
-        "arr_delay": j % 45 - 10,
-        "carrier": pick(["UA", "AA", "B6", "DL", "EV", "MQ"], idx),
-        "flight": (idx % 5000) + 1,
-        "tailnum": F.format_string("N%05d", idx % 100000),
-        "origin": pick(["EWR", "JFK", "LGA"], idx),
-        "dest": pick(["ATL", "ORD", "LAX", "BOS", "MCO"], idx + j),
-        "air_time": j + 60,
-        "distance": (idx % 2000) + 100,
-        "hour": hour,
-        "minute": j % 60,
-        "time_hour": F.timestamp_seconds(F.unix_date(date) * 86400 + hour * 3600),
-        "flight_date": date,
-    }
-    names = [c.name for c in spec.all_columns]
-    if sorted(names) != sorted(exprs):
-        raise SystemExit(f"the flights definition changed; this bench generates {sorted(exprs)}")
-    fid = F.format_string(f"bench{run}-%06d", idx).alias(FILE_ID_COLUMN)
-    cols = [exprs[c.name].cast(spark_type(c.type)).alias(c.name) for c in spec.all_columns]
-    gen, incoming = f"{root}/_generate", f"{root}/incoming/{spec.name}"
-    df = spark.range(files * rows).select(*cols, fid)
-    t0 = time.perf_counter()
-    df.repartition(FILE_ID_COLUMN).write.partitionBy(FILE_ID_COLUMN).parquet(gen)
-    write_s = time.perf_counter() - t0
-    jvm = spark._jvm
-    fs = jvm.org.apache.hadoop.fs.Path(root).getFileSystem(spark._jsc.hadoopConfiguration())
-    fs.mkdirs(jvm.org.apache.hadoop.fs.Path(incoming))
-    ids = [f"bench{run}-{i:06d}" for i in range(files)]
-
-    def move(file_id: str) -> None:
-        src = jvm.org.apache.hadoop.fs.Path(f"{gen}/{FILE_ID_COLUMN}={file_id}")
-        if not fs.rename(src, jvm.org.apache.hadoop.fs.Path(f"{incoming}/{file_id}")):
-            raise OSError(f"rename of {file_id}'s staged directory failed")
-
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(move, ids))
-    fs.delete(jvm.org.apache.hadoop.fs.Path(gen), True)
-    return {i: f"{incoming}/{i}" for i in ids}, write_s
+    out: dict[str, int] = {}
+    for rel in HadoopFileSystem(spark).list_files(table_location(spark, table)):
+        part = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        out[part] = out.get(part, 0) + 1
+    return out
 
 
 def rows_per_file(spark: Any, table: str) -> dict[str, int]:
-    """``{ferry_file_id: rows}`` of the whole table (one Spark job)."""
     spark.catalog.refreshTable(table)
-    rows = spark.table(table).groupBy(FILE_ID_COLUMN).count().collect()
-    return {r[0]: int(r[1]) for r in rows}
+    return {r[0]: int(r[1]) for r in spark.table(table).groupBy("ferry_file_id").count().collect()}
 
 
-def table_files(spark: Any, table: str, depth: int) -> tuple[int, int]:
-    """(``part-*`` files at the partition depth, all files) under the table's directory."""
-    jvm = spark._jvm
-    loc = jvm.org.apache.hadoop.fs.Path(table_location(spark, table))
-    fs = loc.getFileSystem(spark._jsc.hadoopConfiguration())
-    pattern = "/".join([table_location(spark, table).rstrip("/"), *["*"] * depth, "part-*"])
-    parts = fs.globStatus(jvm.org.apache.hadoop.fs.Path(pattern))
-    return len(parts), int(fs.getContentSummary(loc).getFileCount())
+def batches(files: Mapping[str, str], size: int) -> list[dict[str, str]]:
+    ids = list(files)
+    return [{f: files[f] for f in ids[k : k + size]} for k in range(0, len(ids), size)]
 
 
-def summary(counts: Mapping[str, int]) -> str:
-    values = list(counts.values()) or [0]
-    return (
-        f"{len(counts)} file ids, rows per id min {min(values)} max {max(values)}, "
-        f"total {sum(values)}"
+def run_new(spark: Any, settings: Any, spec: Any, phases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each phase's batches through this checkout's load, the compactor running beside it."""
+    locks = TableLocks(settings)
+    ld = settings.load
+    comp = Compactor(
+        lambda: spark, locks, max_files=ld.compact_max_files, target_bytes=ld.target_file_mb << 20
     )
+    out: dict[str, Any] = {}
+    try:
+        for phase in phases:
+            db, table = phase["table"].split(".")
+            pspec = spec.model_copy(
+                update={"hive": spec.hive.model_copy(update={"database": db, "table": table})}
+            )
+            seconds = []
+            for batch in phase["batches"]:
+                t0 = time.perf_counter()
+                got = load_files(spark, pspec, batch, locks=locks, on_loaded=comp.submit)
+                seconds.append(time.perf_counter() - t0)
+                want = {f: phase["rows"][f] for f in batch}
+                if dict(got) != want:
+                    raise AssertionError(f"{phase['name']}: loaded {got}, expected {want}")
+            t0 = time.perf_counter()
+            if not comp.drain(1800):
+                raise TimeoutError("the compactor did not finish within 30 minutes")
+            out[phase["name"]] = {
+                "seconds": seconds,
+                "drain_s": time.perf_counter() - t0,
+                "rows": rows_per_file(spark, phase["table"]),
+                "files": files_per_partition(spark, phase["table"]),
+                "partitions": spark.sql(f"SHOW PARTITIONS {phase['table']}").count(),
+            }
+            say(f"per-file layout: {phase['name']}: {sum(seconds):.1f}s")
+    finally:
+        comp.close()
+        locks.close()
+    return out
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+def run_current(base: Path, work: Path, settings: Any, phases: list[dict[str, Any]]) -> Any:
+    """The phases through :data:`BASE_COMMIT`'s load (bench/load_current.py, own process)."""
+    plan, out = work / "plan.json", work / "current.json"
+    plan.write_text(json.dumps({"dataset": "flights", "phases": phases}))
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(base / "services"),
+        "FERRY_VAR_DIR": str(settings.var_dir),
+        "FERRY_PATHS__DATASETS_DIR": str(settings.paths.datasets_dir),
+    }
+    script = Path(__file__).resolve().parent / "load_current.py"
+    subprocess.run([sys.executable, str(script), str(plan), str(out)], env=env, check=True)
+    return json.loads(out.read_text())
 
 
-def main() -> int:
+def main() -> int:  # noqa: PLR0915 - one run, in the order the table reads
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--files", type=int, default=10_000, help="staged files to load")
-    ap.add_argument("--rows", type=int, default=10, help="rows per file")
-    ap.add_argument("--days", type=int, default=30, help="days the files' rows fall on")
-    ap.add_argument("--batch", type=int, default=256, help="files per call of the load job")
-    ap.add_argument("--layout", choices=["new", "old"], default="new", help="which load job")
-    ap.add_argument("--order", choices=["mixed", "chrono"], default="mixed", help="file days")
-    ap.add_argument("--replay", type=int, default=100, help="files loaded again at the end")
+    ap.add_argument("--growth-files", type=int, default=2000)
+    ap.add_argument("--growth-rows", type=int, default=1000)
+    ap.add_argument("--growth-batch", type=int, default=100)
+    ap.add_argument("--year-batch", type=int, default=256)
+    ap.add_argument("--big-mb", type=int, default=300)
+    ap.add_argument("--days", type=int, default=None, help="demo days (default: the year)")
+    ap.add_argument("--replay", type=int, default=100)
+    ap.add_argument("--keep", action="store_true", help="keep the tables and HDFS paths")
     args = ap.parse_args()
-    if min(args.files, args.rows, args.days, args.batch, args.replay) < 1:
-        ap.error("--files, --rows, --days, --batch, --replay must be at least 1")
-    if args.replay > args.files:
-        ap.error("--replay must be at most --files")
-    console = Console(soft_wrap=True)
     settings = get_settings()
     t0 = time.perf_counter()
-    started = Stack(settings).up(deadline_s=300, components=["hive", "spark"])
-    console.print(
-        f"stack (hive, spark groups): {len(started)} started in {time.perf_counter() - t0:.1f}s"
-    )
-    base = load_datasets(settings.paths.datasets_dir)["flights"]
+    Stack(settings).up(deadline_s=300, components=["hive", "spark", "zookeeper"])
+    say(f"stack (hive, spark, zookeeper) up in {time.perf_counter() - t0:.1f}s")
+    spec = load_datasets(settings.paths.datasets_dir)["flights"]
     tag = uuid.uuid4().hex[:8]
-    hive = base.hive.model_copy(update={"database": "ferry_bench", "table": f"load_{tag}"})
-    spec = base.model_copy(update={"hive": hive})
-    table = spec.hive.full_name
     root = f"{settings.cluster('a').fs_url}/bench/load-{tag}"
     work = Path(tempfile.mkdtemp(prefix="ferry-bench-load-"))
-    load: LoadFn
-    job_spec: Any
-    if args.layout == "old":
-        load, job_spec = old_load_files(work), OldLayoutSpec(spec)
-        depth = len(spec.hive.partition_by) + 1
-    else:
-        from functools import partial
-
-        from ferry.stages.load.job import load_files
-
-        load = partial(load_files, target_file_mb=settings.load.target_file_mb)
-        job_spec, depth = spec, len(spec.hive.partition_by)
-
+    tables = {
+        f"{k}_{lay}": f"ferry_bench.{k}_{lay}_{tag}"
+        for k in ("warm", "growth", "year")
+        for lay in ("cur", "new")
+    }
     from ferry.clusters.spark import build_session
 
-    t0 = time.perf_counter()
     spark = build_session(settings, "ferry-bench-load", "a", hive=True)
-    console.print(f"SparkSession start: {time.perf_counter() - t0:.1f}s")
-    scratch = ""
     try:
-        t0 = time.perf_counter()
-        staged, write_s = stage_files(
-            spark,
-            spec,
-            root,
-            files=args.files,
-            rows=args.rows,
-            days=args.days,
-            order=args.order,
-        )
-        console.print(
-            f"staged {len(staged)} files x {args.rows} rows on HDFS A in "
-            f"{time.perf_counter() - t0:.1f}s (one Spark job: {write_s:.1f}s, then a rename "
-            "per file)"
-        )
-        ids = list(staged)
-        seconds: list[float] = []
-        for k in range(0, len(ids), args.batch):
-            batch = {i: staged[i] for i in ids[k : k + args.batch]}
-            t0 = time.perf_counter()
-            loaded = load(spark, job_spec, batch)
-            seconds.append(time.perf_counter() - t0)
-            if not scratch:
-                scratch = rewrite_root(spark, table)
-            wrong = {i: n for i, n in loaded.items() if n != args.rows}
-            assert set(loaded) == set(batch) and not wrong, f"batch at {k}: {wrong}"
-            console.print(
-                f"[dim]batch {len(seconds)}: {len(batch)} files in {seconds[-1]:.2f}s",
-                highlight=False,
-            )
-        partitions = spark.sql(f"SHOW PARTITIONS {table}").count()
-        data_files, all_files = table_files(spark, table, depth)
-        before = rows_per_file(spark, table)
-        assert before == dict.fromkeys(ids, args.rows), summary(before)
-        step = len(ids) // args.replay
-        again = {i: staged[i] for i in ids[::step][: args.replay]}
-        t0 = time.perf_counter()
-        replayed = load(spark, job_spec, again)
-        replay_s = time.perf_counter() - t0
-        after = rows_per_file(spark, table)
-        assert replayed == dict.fromkeys(again, args.rows), summary(replayed)
-        assert after == before, f"before: {summary(before)}; after: {summary(after)}"
-        partitions_after = spark.sql(f"SHOW PARTITIONS {table}").count()
-        files_after = table_files(spark, table, depth)[0]
+        # -- inputs ---------------------------------------------------------------------------
+        ids = [f"g{tag}-{i:06d}" for i in range(args.growth_files)]
+        df = synthetic(spark, spec, f"g{tag}", files=args.growth_files, rows=args.growth_rows)
+        growth_new = stage_new(spark, spec, df, f"{root}/growth-new", ids)
+        growth_cur = stage_flat(spark, spec, df, f"{root}/growth-cur", ids)
+        say(f"staged {len(ids)} small files twice (per-file tree, flat)")
+        warm_ids = [f"w{tag}-{i:06d}" for i in range(3)]
+        wdf = synthetic(spark, spec, f"w{tag}", files=3, rows=args.growth_rows)
+        warm = {
+            "new": stage_new(spark, spec, wdf, f"{root}/warm-new", warm_ids),
+            "cur": stage_flat(spark, spec, wdf, f"{root}/warm-cur", warm_ids),
+        }
+        demo = write_demo_files(
+            work / "nas", {"flights": spec}, datasets=["flights"], days=args.days
+        ).files
+        big = big_file(demo, work / "big" / f"flights_big{args.big_mb}mb.csv", args.big_mb * 10**6)
+        landed = upload(spark, [f.path for f in demo], f"{root}/landing/flights")
+        big_uri = next(iter(upload(spark, [big], f"{root}/landing/flights")))
+        from ferry.core.identity import derive_file_id, sha256_file
 
-        title = (
-            f"load, layout {args.layout}: {args.files} files x {args.rows} rows over {args.days} "
-            f"days ({args.order}), batches of {args.batch}"
+        year_ids = {uri: derive_file_id("flights", sha256_file(p)) for uri, p in landed.items()}
+        big_id = derive_file_id("flights", sha256_file(big))
+        year_new, year_rows, year_s = transform(spark, spec, year_ids, root, say)
+        big_new, big_rows, big_t = transform(spark, spec, {big_uri: big_id}, root, say)
+        year_cur = stage_flat(
+            spark, spec, read_tree(spark, spec, year_new), f"{root}/year-cur", list(year_new)
         )
-        out = Table(title=title)
-        for col in ("batches", "median s", "p95 s", "first s", "last s", "total s", "files/s"):
-            out.add_column(col, justify="right")
-        out.add_row(
-            str(len(seconds)),
-            f"{statistics.median(seconds):.2f}",
-            f"{pct(seconds, 0.95):.2f}",
-            f"{seconds[0]:.2f}",
-            f"{seconds[-1]:.2f}",
-            f"{sum(seconds):.1f}",
-            f"{len(ids) / sum(seconds):.1f}",
+        big_cur = stage_flat(
+            spark, spec, read_tree(spark, spec, big_new), f"{root}/big-cur", [big_id]
         )
-        console.print(out)
-        console.print(f"metastore partitions (SHOW PARTITIONS): {partitions}")
-        console.print(
-            f"Parquet data files under the table: {data_files} (all files there: {all_files})"
+        step = len(year_ids) / args.replay
+        again = [list(year_ids.values())[int(i * step)] for i in range(args.replay)]
+        rows = {**{f: args.growth_rows for f in [*ids, *warm_ids]}, **year_rows, **big_rows}
+
+        def phases(
+            layout: str, growth: Mapping[str, str], year: Mapping[str, str], bigd: Mapping[str, str]
+        ) -> list[dict[str, Any]]:
+            return [
+                # class loading, JIT, the metastore client: not what a batch of growth costs
+                {
+                    "name": "warm-up",
+                    "table": tables[f"warm_{layout}"],
+                    "batches": [{f: warm[layout][f]} for f in warm[layout]],
+                    "rows": rows,
+                },
+                {
+                    "name": "growth",
+                    "table": tables[f"growth_{layout}"],
+                    "batches": batches(growth, args.growth_batch),
+                    "rows": rows,
+                },
+                {
+                    "name": "year",
+                    "table": tables[f"year_{layout}"],
+                    "batches": batches(year, args.year_batch),
+                    "rows": rows,
+                },
+                {
+                    "name": "big",
+                    "table": tables[f"year_{layout}"],
+                    "batches": [dict(bigd)],
+                    "rows": rows,
+                },
+                {
+                    "name": "replay",
+                    "table": tables[f"year_{layout}"],
+                    "batches": [{f: year[f] for f in again}],
+                    "rows": rows,
+                },
+            ]
+
+        # -- the current layout, its own process ----------------------------------------------
+        say(f"current layout ({BASE_COMMIT}) in its own process …")
+        cur = run_current(
+            base_checkout(work), work, settings, phases("cur", growth_cur, year_cur, big_cur)
         )
-        console.print(f"rows per file id: {summary(before)}: OK (all exactly {args.rows})")
-        console.print(
-            f"replay of {len(again)} files in one call: {replay_s:.2f}s; rows per file id "
-            f"before: {summary(before)}; after: {summary(after)}; equal: OK "
-            f"(the replayed files: {summary({i: after[i] for i in again})})"
-        )
-        console.print(
-            f"after the replay: {partitions_after} partitions, {files_after} Parquet data files"
-        )
+        # -- the per-file layout ------------------------------------------------------------------
+        new = run_new(spark, settings, spec, phases("new", growth_new, year_new, big_new))
+        landing = {u: f for u, f in year_ids.items() if f in again}
+        replay_new, _, _ = transform(spark, spec, landing, f"{root}/again", say)
+        again_phase = {
+            "name": "replay",
+            "table": tables["year_new"],
+            "batches": [replay_new],
+            "rows": rows,
+        }
+        new["replay new output"] = run_new(spark, settings, spec, [again_phase])["replay"]
+        want_growth = {f: rows[f] for f in ids}
+        want_year = {f: rows[f] for f in [*year_rows, big_id]}
+        for name, res, parts in (
+            ("current", cur, ("growth", "replay")),
+            ("per-file", new, ("growth", "replay", "replay new output")),
+        ):
+            for part in parts:
+                want = want_growth if part == "growth" else want_year
+                assert res[part]["rows"] == want, f"{name} {part}: rows per file id differ"
+        print_table(args, cur, new, len(ids), year_s + big_t)
     finally:
-        t0 = time.perf_counter()
-        spark.sql(f"DROP TABLE IF EXISTS {table}")
-        jvm: Any = spark._jvm
-        fs = jvm.org.apache.hadoop.fs.Path(root).getFileSystem(spark._jsc.hadoopConfiguration())
-        for path in filter(None, (root, scratch)):
-            fs.delete(jvm.org.apache.hadoop.fs.Path(path), True)
-        console.print(f"cleaned up (table, HDFS paths) in {time.perf_counter() - t0:.1f}s")
+        if not args.keep:
+            for t in tables.values():
+                spark.sql(f"DROP TABLE IF EXISTS {t}")
+            jvm: Any = spark._jvm
+            fs = jvm.org.apache.hadoop.fs.Path(root).getFileSystem(spark._jsc.hadoopConfiguration())
+            fs.delete(jvm.org.apache.hadoop.fs.Path(root), True)
         spark.stop()
     return 0
+
+
+def print_table(args: Any, cur: Any, new: Any, n_growth: int, transform_s: float) -> None:
+    def growth(r: Any) -> str:
+        s = r["growth"]["seconds"]
+        k = max(1, min(5, len(s) // 4))
+        head, tail = statistics.median(s[:k]), statistics.median(s[-k:])
+        return (
+            f"{s[0]:.2f} / {statistics.median(s):.2f} / {s[-1]:.2f} (last/first "
+            f"{s[-1] / s[0]:.2f}); first {k} / last {k}: {head:.2f} / {tail:.2f} "
+            f"({tail / head:.2f})"
+        )
+
+    def files(r: Any, part: str) -> str:
+        f = r[part]["files"]
+        return f"{r[part]['partitions']} partitions; data files per partition max {max(f.values())}"
+
+    out = Table(title=f"load: current layout ({BASE_COMMIT}) beside the per-file layout")
+    out.add_column("")
+    out.add_column("current (copy-on-write)", justify="right")
+    out.add_column("per-file", justify="right")
+    out.add_row(
+        f"(a) growth: {n_growth} files × {args.growth_rows} rows into one partition, "
+        f"batches of {args.growth_batch}: s per batch first / median / last; medians of the "
+        "first and last few",
+        growth(cur),
+        growth(new),
+    )
+    out.add_row(
+        "(a) data files in that partition after",
+        files(cur, "growth"),
+        files(new, "growth") + f" (compactor drained in {new['growth']['drain_s']:.1f}s)",
+    )
+    out.add_row(
+        f"(b) demo: {args.days or 365} daily files, batches of {args.year_batch}, s total",
+        f"{sum(cur['year']['seconds']):.1f}",
+        f"{sum(new['year']['seconds']):.1f}",
+    )
+    out.add_row(
+        f"(b) the {args.big_mb} MB file onto that table: load s",
+        f"{cur['big']['seconds'][0]:.1f}",
+        f"{new['big']['seconds'][0]:.1f}",
+    )
+    out.add_row(
+        f"(c) replay of {args.replay} daily files in one batch, s",
+        f"{cur['replay']['seconds'][0]:.1f}",
+        f"{new['replay']['seconds'][0]:.1f} (redelivery); "
+        f"{new['replay new output']['seconds'][0]:.1f} (new transform output)",
+    )
+    out.add_row("year table after", files(cur, "replay"), files(new, "replay new output"))
+    out.add_row("rows per file id (every file)", "exact", "exact")
+    console.print(out)
+    say(f"(transform of the inputs on A, not part of the load figures: {transform_s:.1f}s)")
 
 
 if __name__ == "__main__":

@@ -114,6 +114,15 @@ class TimedFs:
     def size(self, path: str) -> int:
         return int(self._timed("size", path))
 
+    def move(self, src: str, dst: str) -> None:
+        self._timed("move", src, dst)
+
+    def list_files(self, path: str) -> dict[str, int]:
+        return dict(self._timed("list_files", path))
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        self._timed("write_bytes", path, data)
+
 
 def _chunks(path: Path, size: int = 1 << 16) -> Iterator[bytes]:
     with path.open("rb") as fh:

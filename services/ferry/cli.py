@@ -59,13 +59,13 @@ AREAS: Areas = {
             "compact",
             "ferry.ops.hive_cli",
             "compact",
-            "Rewrite a Hive table's partitions made of many small files into few.",
+            "Merge the small data files of a Hive table's partitions.",
         ),
         (
             "migrate-layout",
             "ferry.ops.hive_cli",
             "migrate_layout",
-            "Rewrite a per-file-partitioned Hive table into the current layout.",
+            "Bring a Hive table of an earlier layout into the per-file layout.",
         ),
         (
             "unload",

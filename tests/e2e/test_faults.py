@@ -11,8 +11,10 @@ the exact outcome: N files in, N loaded, 0 quarantined, each file's exact row co
 from __future__ import annotations
 
 import random
+import re
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -42,7 +44,17 @@ def rig(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[F
     # seed 31: the NameNode proxy's first draw (0.012) and the DataNode proxy's (seed 32: 0.08)
     # are below 10%, so scenario 1 resets a kept-alive connection on both (one draw per connection).
     work = tmp_path_factory.mktemp("faults")
-    with running_rig(stack, work, seed=31, extra={"kafka.session_timeout_ms": 10_000}) as r:
+    # private tables: the slices' bytes are fixed, so their file ids may have rows in the shared
+    # ferry.<dataset> tables from other runs
+    token = uuid.uuid4().hex[:8]
+    defs = work / "datasets"
+    defs.mkdir()
+    for src in stack.paths.datasets_dir.glob("*.yaml"):
+        text = src.read_text(encoding="utf-8")
+        text = re.sub(r"^  table: (\w+)$", rf"  table: \1_{token}", text, flags=re.M)
+        (defs / src.name).write_text(text, encoding="utf-8")
+    extra = {"kafka.session_timeout_ms": 10_000, "paths.datasets_dir": defs}
+    with running_rig(stack, work, seed=31, extra=extra) as r:
         yield r
 
 

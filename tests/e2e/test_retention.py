@@ -116,12 +116,15 @@ def test_each_zone_is_swept_after_its_retention_and_nothing_else(gc_pipeline):  
     fid = derive_file_id("flights", sha256_file(flights))
     wid = derive_file_id("weather", sha256_file(weather))
     # Not Ferry's to remove: another dataset's copy, another prefix's copy of the SAME file, and
-    # a temporary file of a transfer attempt running in the weather file's incoming directory.
+    # a temporary file of a transfer attempt running for another weather file. (The incoming
+    # directories of the files loaded here are consumed by their loads: their data files move
+    # into the table, docs/hive-layout.md; gc finds them gone.)
     other_prefix = paths.landing_path.replace("/landing", "-other/landing")
+    running = f"{paths.incoming_path}/weather/{uuid.uuid4().hex}"
     strays = {
         ("b", f"{paths.landing_path}/otherdataset/{uuid.uuid4().hex}/x.csv"),
         ("b", f"{other_prefix}/flights/{fid}/flights_gc.csv"),
-        ("a", temp_path_for(f"{paths.incoming_path}/weather/{wid}/part-00009.parquet")),
+        ("a", temp_path_for(f"{running}/part-00009.parquet")),
     }
     for cluster, path in strays:
         (b if cluster == "b" else a).upload_stream(path, [b"not yours"])
@@ -139,6 +142,8 @@ def test_each_zone_is_swept_after_its_retention_and_nothing_else(gc_pipeline):  
         )
         assert not outcomes.failed
         loaded = {f: outcomes.loaded[f].manifest for f in ids}
+        # each staged tree: its marker and a directory per partition (gc counts each entry)
+        staged = sum(len(b.list(urlsplit(m.uris["staging"]).path)) for m in loaded.values())
     finally:
         outcomes.close()
     assert (loaded[fid].rows_out, loaded[fid].rows_rejected) == (11, 1)
@@ -165,8 +170,8 @@ def test_each_zone_is_swept_after_its_retention_and_nothing_else(gc_pipeline):  
     wait_for(data_gone, "landing, staging and incoming swept 20 s after the loads", 120, 1)
     assert b.exists(rejects), "rejects are kept longer (60 s) than data (20 s)"
     assert all(f.exists() for f in archived), "the archive is kept 40 s"
-    # The weather file's incoming directory keeps the running attempt's temporary file.
-    assert [e.name for e in a.list(f"{paths.incoming_path}/weather/{wid}")] == [
+    # The running attempt's directory keeps its temporary file.
+    assert [e.name for e in a.list(running)] == [
         Path(path).name for cluster, path in strays if cluster == "a"
     ]
     wait_for(lambda: not any(f.exists() for f in archived), "the archive swept at 40 s", 120, 1)
@@ -177,16 +182,17 @@ def test_each_zone_is_swept_after_its_retention_and_nothing_else(gc_pipeline):  
     removed = _metrics(port, "ferry_gc_removed_files_total")
     assert removed == {
         "landing": 2.0,
-        "staging": 2.0,
-        "incoming": 2.0,
+        "staging": float(staged),
         "archive": 2.0,
         "rejects": 1.0,
     }
+    incoming = _metrics(port, "ferry_gc_copies_total", zone="incoming", outcome="gone")
+    assert incoming == {"incoming": 2.0}
     log = (p.work / "logs" / "gc.log").read_text(errors="replace")
     assert re.search(
         rf"gc: flights {fid} \(flights/flights_gc.csv\) after FileLoaded at \S+, retention 20s: "
-        r"landing removed 1 file\(s\) [\d.]+ \w+; staging removed 1 file\(s\) [\d.]+ \w+; "
-        r"incoming removed 1 file\(s\)",
+        r"landing removed 1 file\(s\) [\d.]+ \w+; staging removed \d+ file\(s\) [\d.]+ \w+; "
+        r"incoming gone",
         log,
     ), log[-3000:]
 
@@ -214,6 +220,23 @@ def test_a_replay_after_retention_is_quarantined_input_expired_at_once(gc_pipeli
             120,
             1,
         )
+        table = load_datasets(p.settings.paths.datasets_dir)["flights"].hive.full_name
+        # The load moved the file's data files into its table (consuming its incoming copy), so
+        # a replay of load finds them there and reports the file loaded again, rows unchanged.
+        done = p.ferry("replay", "load", "--file", fid)
+        assert done.returncode == 0, done.stdout + done.stderr
+        wait_for_outcomes(
+            outcomes,
+            lambda: outcomes.loaded_count.get(fid, 0) == 2,
+            "the replayed load",
+            300,
+            p.group.check_alive,
+        )
+        assert p.hive_rows(table, [fid]) == {fid: 9}
+        # Its rows removed from the table too, a replay of load has nothing to load.
+        done = p.ferry("unload", table, fid, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert p.hive_rows(table, [fid]) == {}
         for stage in inputs:
             done = p.ferry("replay", stage, "--file", fid)
             assert done.returncode == 0, done.stdout + done.stderr
@@ -253,12 +276,11 @@ def test_a_replay_after_retention_is_quarantined_input_expired_at_once(gc_pipeli
         drop_file(src, p.nas_dir / "flights" / src.name)
         wait_for_outcomes(
             outcomes,
-            lambda: outcomes.loaded_count.get(fid, 0) == 2,
+            lambda: outcomes.loaded_count.get(fid, 0) == 3,
             "the re-dropped file's load",
             300,
             p.group.check_alive,
         )
-        table = load_datasets(p.settings.paths.datasets_dir)["flights"].hive.full_name
         assert p.hive_rows(table, [fid]) == {fid: 9}
     finally:
         outcomes.close()

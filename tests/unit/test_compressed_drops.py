@@ -19,7 +19,7 @@ from ferry.core.identity import derive_file_id
 from ferry.datasets.compression import CorruptArchive, codec_of, decompress, head
 from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.handlers import extract_file
-from ferry.stages.transform.rows import FileCounts
+from ferry.stages.transform.counts import FileCounts
 from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 BIG = HEADER + b"".join(b"2013,1,%d,%d\n" % (i % 28 + 1, i) for i in range(50_000))

@@ -11,16 +11,14 @@ from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 from tests.factories import dataset_spec, put
 
+from ferry.stages.transform.counts import FileCounts, file_counts, reason_code
 from ferry.stages.transform.job import run_batch
 from ferry.stages.transform.rows import (
     CORRUPT_COLUMN,
     REJECT_REASON_COLUMN,
     SOURCE_COLUMN,
-    FileCounts,
     classify,
-    file_counts,
     read_csv,
-    reason_code,
     transform,
 )
 
@@ -160,3 +158,69 @@ def test_reason_code_strips_the_value():
     assert reason_code("type:dep_delay=a=b") == "type:dep_delay"
     assert reason_code("fields:6/5") == "fields:6/5"
     assert reason_code("null:id") == "null:id"
+
+
+LEDGER = dataset_spec(
+    "ledger",
+    {"id": "int", "amount": "decimal(10,2)", "big": "decimal(38,5)", "day": "date"},
+    hive={"database": "ferry", "table": "ledger", "partition_by": ["day"]},
+)
+LEDGER_HEADER = b"id,amount,big,day\n"
+DECIMAL_CASES = [
+    # (record, expected reject_reason or None, amount and big when valid)
+    (b"1,12.34,1.12345,2016-01-01", None, ("12.34", "1.12345")),
+    (b"2,12.345,1,2016-01-01", "scale:amount=12.345", None),  # C20: never silently 12.35
+    (b"3,123456789.12,1,2016-01-01", "overflow:amount=123456789.12", None),
+    (b"4,12.340,1.123450,2016-01-01", None, ("12.34", "1.12345")),  # trailing zeros: exact
+    (b"5,abc,1,2016-01-01", "type:amount=abc", None),
+    (b"6,1,1.123456,2016-01-01", "scale:big=1.123456", None),
+    (b"7,-0.005,1e-6,2016-01-01", "scale:amount=-0.005;scale:big=1e-6", None),
+    (
+        b"12,120e-3,0.1000000000000000000000000000000000001,2016-01-01",
+        "scale:big=0.1000000000000000000000000000000000001",
+        None,
+    ),
+    (b"8,99999999.995,1,2016-01-01", "scale:amount=99999999.995", None),
+    (
+        b"9,1.2e3,123456789012345678901234567890123.4,2016-01-01",
+        None,
+        ("1200.00", "123456789012345678901234567890123.40000"),
+    ),
+    (b"10,,1,2016-01-01", None, (None, "1.00000")),  # empty: NULL, no reason
+    (b"11,x,9,2016-02-30", "type:amount=x;date:day=2016-02-30", None),
+]
+
+
+def test_decimals_with_more_digits_than_the_scale_are_rejected_with_their_value(spark, tmp_path):
+    """C20: a value the column cannot hold exactly is a reject naming column and value, never a
+    silently rounded number; too many integer digits stay ``overflow:``."""
+    from decimal import Decimal
+
+    p = put(
+        tmp_path / "ledger.csv", LEDGER_HEADER + b"".join(r + b"\n" for r, _, _ in DECIMAL_CASES)
+    )
+    c = classify(read_csv(spark, [p], LEDGER), LEDGER).collect()
+    assert {r.id: r[REJECT_REASON_COLUMN] for r in c} == {
+        int(rec.split(b",")[0]): want for rec, want, _ in DECIMAL_CASES
+    }
+    for r in c:
+        values = next(v for rec, _, v in DECIMAL_CASES if int(rec.split(b",")[0]) == r.id)
+        if values is not None:
+            want = tuple(None if v is None else Decimal(v) for v in values)
+            assert (r.amount, r.big) == want, r.id
+
+
+def test_a_dataset_that_allows_rounding_rounds_half_up(spark, tmp_path):
+    from decimal import Decimal
+
+    spec = LEDGER.model_copy(update={"decimal_rounding": "HALF_UP"})
+    amounts = {"12.345": "12.35", "12.344": "12.34", "-0.005": "-0.01", "1.2345e1": "12.35"}
+    lines = [f"{i},{a},1,2016-01-01\n".encode() for i, a in enumerate(amounts)]
+    lines.append(b"9,99999999.995,1.0000049,2016-01-01\n")  # rounds up past the precision
+    p = put(tmp_path / "round.csv", LEDGER_HEADER + b"".join(lines))
+    c = classify(read_csv(spark, [p], spec), spec).collect()
+    got = {r.id: (r.amount, r[REJECT_REASON_COLUMN]) for r in c}
+    assert got == {
+        **{i: (Decimal(v), None) for i, v in enumerate(amounts.values())},
+        9: (None, "overflow:amount=99999999.995"),
+    }

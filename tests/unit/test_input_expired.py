@@ -166,3 +166,25 @@ def test_load_of_an_emptied_incoming_directory_is_input_expired_not_a_count_mism
     [res] = load_batch([ev], deps)
     assert isinstance(res, InputExpired)
     assert "(no data file, 5 row(s) expected)" in str(res)
+
+
+def test_load_of_a_file_with_nothing_staged_nor_loaded_is_input_expired_when_its_copy_is_gone(
+    specs: dict[str, DatasetSpec],
+) -> None:
+    """The per-file load answers a file whose incoming directory is gone and whose rows are not
+    in the table with its own ``hdfs_not_found`` (the rest of the batch loads): input_expired
+    when the incoming copy is gone, that error as it is otherwise."""
+    ok, gone, lost = (transferred("flights", i, 5) for i in (1, 2, 3))
+    nothing = PermanentError("nothing is staged", reason="hdfs_not_found")
+    job = _LoadJob(set(), {ok.file_id: 5, gone.file_id: nothing, lost.file_id: nothing})  # type: ignore[dict-item]
+
+    def missing(uri: str, rows: int | None) -> str | None:
+        return "no such directory" if gone.file_id in uri else None
+
+    deps = LoadDeps(specs, lambda: "SPARK", lambda: None, job.load_files, missing_input=missing)
+    [loaded], expired, refused = load_batch([ok, gone, lost], deps)
+    assert isinstance(loaded, FileLoaded) and loaded.file_id == ok.file_id
+    assert isinstance(expired, InputExpired)
+    assert (expired.zone, expired.uri) == ("incoming", gone.manifest.uris["incoming"])
+    assert refused is nothing
+    assert job.calls == [sorted([ok.file_id, gone.file_id, lost.file_id])]

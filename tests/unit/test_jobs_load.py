@@ -1,8 +1,11 @@
-"""Load job against a real Hive-enabled local session (Derby metastore): C12 and C13."""
+"""Load job against a real Hive-enabled local session (Derby metastore): C12, C13, staged output
+of an earlier Ferry; the per-file layout itself is in test_hive_layout.py."""
 
 from __future__ import annotations
 
 import datetime as dt
+import uuid
+from collections.abc import Mapping, Sequence
 
 import pytest
 from pyspark.sql import Row
@@ -10,15 +13,16 @@ from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 from tests.factories import dataset_spec
 
+from ferry.clusters.filetable.paths import new_generation
+from ferry.clusters.filetable.staging import file_dir, name_files, write_files
 from ferry.clusters.hive import create_table_sql
+from ferry.clusters.spark_jobs import HadoopFileSystem
 from ferry.core.errors import PermanentError
 from ferry.datasets.spec import DatasetSpec
 from ferry.stages.load.job import (
     align_to_table,
     ensure_table,
     load_files,
-    read_staged,
-    rows_loaded,
     table_schema,
 )
 
@@ -43,8 +47,50 @@ STAGED = T.StructType(
 
 
 def stage(spark, path, rows) -> str:
+    """A flat staged directory as a Ferry of the copy-on-write layout left it (no file id)."""
     spark.createDataFrame(rows, STAGED).coalesce(1).write.parquet(str(path))
     return str(path)
+
+
+def stage_files(
+    spark,
+    root,
+    spec: DatasetSpec,
+    rows: Mapping[str, Sequence[tuple]],
+    sources: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Staged directories of the per-file layout, as transform writes them and transfer copies
+    them: ``rows`` ``{file_id: [(id, kind, day), …]}`` → ``{file_id: directory}`` (one new
+    generation per call)."""
+    names = sources or {}
+    data = [(*r, fid, names.get(fid)) for fid, rs in rows.items() for r in rs]
+    schema = T.StructType(
+        [
+            *STAGED.fields,
+            T.StructField("ferry_file_id", T.StringType()),
+            T.StructField("ferry_source_path", T.StringType()),
+        ]
+    )
+    out = f"{root}/stage-{uuid.uuid4().hex[:8]}"
+    write_files(
+        spark.createDataFrame(data, schema),
+        [c.name for c in spec.table_data_columns],
+        spec.hive.partition_by,
+        out,
+    )
+    fs, gen = HadoopFileSystem(spark), new_generation()
+    for fid in rows:
+        name_files(fs, file_dir(out, fid), fid, gen)
+    return {fid: file_dir(out, fid) for fid in rows}
+
+
+def table_rows(spark, spec: DatasetSpec) -> list[Row]:
+    spark.catalog.refreshTable(spec.hive.full_name)
+    return spark.table(spec.hive.full_name).collect()
+
+
+def row(i: int, kind: str, fid: str, day: dt.date, source: str | None = None) -> Row:
+    return Row(id=i, kind=kind, ferry_file_id=fid, ferry_source_path=source, day=day)
 
 
 def test_create_table_sql_partitions_by_the_dataset_columns_only(specs):
@@ -54,7 +100,7 @@ def test_create_table_sql_partitions_by_the_dataset_columns_only(specs):
         f"CREATE TABLE IF NOT EXISTS `ferry`.`flights` ({data}, `ferry_file_id` STRING, "
         "`ferry_source_path` STRING) "
         "PARTITIONED BY (`flight_date` DATE) STORED AS PARQUET "
-        "TBLPROPERTIES ('ferry.dataset'='flights')"
+        "TBLPROPERTIES ('ferry.dataset'='flights', 'ferry.layout'='files-1')"
     )
     assert data.startswith("`year` INT, ") and data.endswith("`time_hour` TIMESTAMP")
 
@@ -67,7 +113,7 @@ def test_create_table_sql_without_partition_columns_is_unpartitioned(specs):
     assert "PARTITIONED BY" not in sql
     assert sql.endswith(
         "`obs_date` DATE, `ferry_file_id` STRING, `ferry_source_path` STRING) STORED AS PARQUET "
-        "TBLPROPERTIES ('ferry.dataset'='weather')"
+        "TBLPROPERTIES ('ferry.dataset'='weather', 'ferry.layout'='files-1')"
     )
 
 
@@ -139,52 +185,82 @@ def test_ensure_table_creates_then_detects_a_drifted_table(spark, unique_db):
 
 
 def test_load_three_times_leaves_one_copy_and_other_files_untouched(spark, unique_db, tmp_path):
-    """C13: same file loaded 3 times (retry, replay, re-drop) = one load; neighbour file intact."""
+    """C13: the same file loaded 3 times (a new transform output each time, and a redelivery of
+    the last, whose staged directory the load consumed) = one load; the neighbour file intact."""
     spec = tiny_spec(unique_db)
-    f1 = stage(spark, tmp_path / "f1", [(1, "a", D1), (2, "b", D1), (3, "c", D2)])
-    f2 = stage(spark, tmp_path / "f2", [(10, "z", D1)])
-    assert load_files(spark, spec, {"f1": f1, "f2": f2}) == {"f1": 3, "f2": 1}
+    f1_rows = [(1, "a", D1), (2, "b", D1), (3, "c", D2)]
+    first = stage_files(spark, tmp_path, spec, {"f1": f1_rows, "f2": [(10, "z", D1)]})
+    assert load_files(spark, spec, first) == {"f1": 3, "f2": 1}
     for _ in range(3):
-        assert load_files(spark, spec, {"f1": f1}) == {"f1": 3}
+        again = stage_files(spark, tmp_path, spec, {"f1": f1_rows})
+        assert load_files(spark, spec, again) == {"f1": 3}
+    assert load_files(spark, spec, again) == {"f1": 3}  # redelivered: nothing staged any more
     assertDataFrameEqual(
-        spark.table(spec.hive.full_name),
+        table_rows(spark, spec),
         [
-            Row(id=1, kind="a", ferry_file_id="f1", ferry_source_path=None, day=D1),
-            Row(id=2, kind="b", ferry_file_id="f1", ferry_source_path=None, day=D1),
-            Row(id=3, kind="c", ferry_file_id="f1", ferry_source_path=None, day=D2),
-            Row(id=10, kind="z", ferry_file_id="f2", ferry_source_path=None, day=D1),
+            row(1, "a", "f1", D1),
+            row(2, "b", "f1", D1),
+            row(3, "c", "f1", D2),
+            row(10, "z", "f2", D1),
         ],
     )
     parts = [r.partition for r in spark.sql(f"SHOW PARTITIONS {spec.hive.full_name}").collect()]
     assert sorted(parts) == ["day=2013-01-01", "day=2013-01-02"]
-    assert rows_loaded(spark, spec, ["f1", "f2", "f9"]) == {"f1": 3, "f2": 1, "f9": 0}
-
-
-def test_load_even_when_session_is_in_static_overwrite_mode(spark, unique_db, tmp_path):
-    """The load sets dynamic overwrite itself: a static-mode session would wipe other files."""
-    spec = tiny_spec(unique_db)
-    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "static")
-    f1 = stage(spark, tmp_path / "f1", [(1, "a", D1)])
-    f2 = stage(spark, tmp_path / "f2", [(2, "b", D1)])
-    load_files(spark, spec, {"f1": f1})
-    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "static")
-    load_files(spark, spec, {"f2": f2})
-    assert spark.table(spec.hive.full_name).count() == 2
 
 
 def test_staged_with_other_column_order_loads_by_name(spark, unique_db, tmp_path):
-    """C12 end to end: staged Parquet with columns (day, kind, id) lands in the right columns."""
+    """C12 on the per-file shape: a data file whose columns are in another order (and another
+    case) lands in the right columns: readers match Parquet columns by name."""
     spec = tiny_spec(unique_db)
-    p = str(tmp_path / "f3")
-    spark.createDataFrame([(D2, "q", 7)], "day date, kind string, id int").write.parquet(p)
-    assert load_files(spark, spec, {"f3": p}) == {"f3": 1}
+    d = tmp_path / "f3"
+    spark.createDataFrame(
+        [("f3", 7, "n", "q")], "ferry_file_id string, ID int, ferry_source_path string, kind string"
+    ).coalesce(1).write.parquet(str(d / "day=2013-01-02"))
+    name_files(HadoopFileSystem(spark), str(d), "f3", new_generation())
+    assert load_files(spark, spec, {"f3": str(d)}) == {"f3": 1}
+    assertDataFrameEqual(table_rows(spark, spec), [row(7, "q", "f3", D2, "n")])
+
+
+def test_staged_type_mismatch_fails_that_file_before_writing(spark, unique_db, tmp_path):
+    """C12: a data file whose column has another type than the table's: that file is refused
+    (schema_mismatch naming the file and column), nothing of it written; the others load."""
+    spec = tiny_spec(unique_db)
+    d = tmp_path / "f4"
+    spark.createDataFrame(
+        [(1, "a", "f4", None)],
+        "id bigint, kind string, ferry_file_id string, ferry_source_path string",
+    ).write.parquet(str(d / "day=2013-01-01"))
+    name_files(HadoopFileSystem(spark), str(d), "f4", new_generation())
+    ok = stage_files(spark, tmp_path, spec, {"f5": [(5, "e", D1)]})
+    got = load_files(spark, spec, {"f4": str(d), **ok})
+    err = got["f4"]
+    assert isinstance(err, PermanentError) and err.reason == "schema_mismatch"
+    assert "column 'id' has type bigint, table expects int" in str(err)
+    assert f"{d}/day=2013-01-01/ferry-f4-" in str(err)
+    assert got["f5"] == 1
+    assertDataFrameEqual(table_rows(spark, spec), [row(5, "e", "f5", D1)])
+
+
+def test_staged_by_an_earlier_ferry_is_reshaped_and_loaded(spark, unique_db, tmp_path):
+    """Flat ``part-*`` staged directories without a file id (a Ferry before the per-file
+    layout, staged before the upgrade): read by Spark, reshaped, loaded with their NAS names;
+    a later new-shape output of the same file replaces them exactly."""
+    spec = tiny_spec(unique_db)
+    old = stage(spark, tmp_path / "old", [(1, "a", D1), (2, "a", D2)])
+    (tmp_path / "empty").mkdir()
+    names = {"old": "tiny/old.csv"}
+    got = load_files(spark, spec, {"old": old, "none": str(tmp_path / "empty")}, sources=names)
+    assert got == {"old": 2, "none": 0}
     assertDataFrameEqual(
-        spark.table(spec.hive.full_name),
-        [Row(id=7, kind="q", ferry_file_id="f3", ferry_source_path=None, day=D2)],
+        table_rows(spark, spec),
+        [row(1, "a", "old", D1, names["old"]), row(2, "a", "old", D2, names["old"])],
     )
+    new = stage_files(spark, tmp_path, spec, {"old": [(3, "b", D2)]})
+    assert load_files(spark, spec, new) == {"old": 1}
+    assertDataFrameEqual(table_rows(spark, spec), [row(3, "b", "old", D2)])
 
 
-def test_staged_type_mismatch_fails_before_writing(spark, unique_db, tmp_path):
+def test_staged_type_mismatch_of_an_earlier_ferry_fails_before_writing(spark, unique_db, tmp_path):
     spec = tiny_spec(unique_db)
     p = str(tmp_path / "f4")
     spark.createDataFrame(
@@ -195,10 +271,8 @@ def test_staged_type_mismatch_fails_before_writing(spark, unique_db, tmp_path):
     assert spark.table(spec.hive.full_name).count() == 0
 
 
-def test_read_staged_empty_directory_gives_no_rows(spark, unique_db, tmp_path):
+def test_nothing_staged_and_nothing_loaded_is_hdfs_not_found(spark, unique_db, tmp_path):
     spec = tiny_spec(unique_db)
-    (tmp_path / "empty").mkdir()
-    df = read_staged(spark, spec, {"f5": str(tmp_path / "empty")})
-    assert df.columns == ["id", "kind", "day", "ferry_file_id", "ferry_source_path"]
-    assert df.count() == 0
-    assert load_files(spark, spec, {"f5": str(tmp_path / "empty")}) == {"f5": 0}
+    got = load_files(spark, spec, {"gone": str(tmp_path / "nowhere")})
+    assert isinstance(got["gone"], PermanentError) and got["gone"].reason == "hdfs_not_found"
+    assert "replay transfer" in str(got["gone"])

@@ -10,15 +10,15 @@ from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 from tests.factories import dataset_spec, put
 
+from ferry.clusters.filetable.model import StagedMarker
 from ferry.clusters.spark_jobs import HadoopFileSystem, path_key
+from ferry.stages.transform.counts import FileCounts, file_counts
 from ferry.stages.transform.job import run_batch
 from ferry.stages.transform.rows import (
     CORRUPT_COLUMN,
     REJECT_REASON_COLUMN,
     SOURCE_COLUMN,
-    FileCounts,
     classify,
-    file_counts,
     read_csv,
     transform,
 )
@@ -174,7 +174,8 @@ def test_run_batch_commits_each_file_and_classifies_empty_and_bad_header(spark, 
         put(land / "allbad.csv", HEADER + b"NA,a,2013,1,1\n"): "f6",
     }
     staging, rejects = f"file://{tmp_path}/staging", str(tmp_path / "rejects")
-    res = run_batch(spark, SPEC, files, staging_root=staging, rejects_root=rejects)
+    names = {"f1": "tiny/good one.csv", "f2": "tiny/ümlaut#2.csv", "f6": "tiny/allbad.csv"}
+    res = run_batch(spark, SPEC, files, staging_root=staging, rejects_root=rejects, sources=names)
     assert {k: (v.status, v.reason) for k, v in res.items()} == {
         "f1": ("transformed", None),
         "f2": ("transformed", None),
@@ -190,30 +191,76 @@ def test_run_batch_commits_each_file_and_classifies_empty_and_bad_header(spark, 
     assert res["f1"].staged_path == f"{staging}/tiny/f1"
     assert res["f1"].rejects_path == f"{rejects}/tiny/f1"
     assert res["f2"].rejects_path is None
+    # Staged in the shape the load moves into the table: the table's data columns with the file
+    # id and its NAS name, partitioned by the table's partition column, one file per partition.
     assertDataFrameEqual(
         spark.read.parquet(res["f1"].staged_path),
         [
-            Row(id=1, kind="a", y=2013, m=1, d=1, day=D1),
-            Row(id=2, kind="b", y=2013, m=1, d=2, day=dt.date(2013, 1, 2)),
+            Row(
+                id=1,
+                kind="a",
+                y=2013,
+                m=1,
+                d=1,
+                ferry_file_id="f1",
+                ferry_source_path=names["f1"],
+                day=D1,
+            ),
+            Row(
+                id=2,
+                kind="b",
+                y=2013,
+                m=1,
+                d=2,
+                ferry_file_id="f1",
+                ferry_source_path=names["f1"],
+                day=dt.date(2013, 1, 2),
+            ),
         ],
     )
+    marker = StagedMarker.from_json(
+        (tmp_path / "staging" / "tiny" / "f1" / "_ferry.json").read_bytes()
+    )
+    gen = marker.generation
+    assert marker == StagedMarker(
+        "f1",
+        gen,
+        (
+            f"day=2013-01-01/ferry-f1-{gen}-00000.parquet",
+            f"day=2013-01-02/ferry-f1-{gen}-00001.parquet",
+        ),
+    )
+    f1_files = sorted(
+        str(p.relative_to(tmp_path / "staging" / "tiny" / "f1"))
+        for p in (tmp_path / "staging" / "tiny" / "f1").rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    )
+    assert f1_files == ["_ferry.json", *marker.files]
     assertDataFrameEqual(
         spark.read.parquet(res["f1"].rejects_path).select(
             "id", REJECT_REASON_COLUMN, SOURCE_COLUMN
         ),
         [Row(id=9, reject_reason="not_allowed:kind", ferry_source_path=str(land / "good one.csv"))],
     )
-    # A file whose rows are all rejected still gets its (empty) staging directory; the batch's
-    # temp directory is gone (the shared `_tmp` parent, hidden from Spark readers, stays).
+    # A file whose rows are all rejected still gets its staging directory, with a marker naming
+    # no data file (its load removes its earlier rows); the batch's temp directory is gone (the
+    # shared `_tmp` parent, hidden from Spark readers, stays).
     stage_dir = tmp_path / "staging" / "tiny"
     assert sorted(p.name for p in stage_dir.iterdir()) == ["_tmp", "f1", "f2", "f6"]
-    assert list((stage_dir / "f6").iterdir()) == []
+    assert [p.name for p in (stage_dir / "f6").iterdir() if not p.name.startswith(".")] == [
+        "_ferry.json"
+    ]
+    f6 = StagedMarker.from_json((stage_dir / "f6" / "_ferry.json").read_bytes())
+    assert (f6.file_id, f6.files) == ("f6", ())
     assert list((stage_dir / "_tmp").iterdir()) == []
 
-    # Idempotent: running the batch again replaces each file's directory, never nests or doubles.
+    # Idempotent: running the batch again replaces each file's directory, never nests or doubles;
+    # the new output has a new generation, so no name of the two runs is shared.
     res2 = run_batch(spark, SPEC, files, staging_root=staging, rejects_root=rejects)
     assert res2["f1"].counts == res["f1"].counts
     assert spark.read.parquet(res2["f1"].staged_path).count() == 2
+    again = StagedMarker.from_json((stage_dir / "f1" / "_ferry.json").read_bytes())
+    assert again.generation != gen and not set(again.files) & set(marker.files)
     assert sorted(p.name for p in stage_dir.iterdir()) == ["_tmp", "f1", "f2", "f6"]
     assert sorted(p.name for p in (tmp_path / "rejects" / "tiny").iterdir()) == ["_tmp", "f1", "f6"]
 

@@ -7,7 +7,8 @@ up``, the demo, the test rigs). The kit imports the product; the product never i
 Inside the product data walks one way, floor by floor (a module imports only its own area and the
 areas of the floors below it)::
 
-    core.errors, core.identity (a file's content hash and file_id)
+    core.errors, core.identity (a file's content hash and file_id), core.failpoints (tests' crash
+    points)
     core.dismissal (the operator's FileDismissed event)
     core.events, settings
     core.wire, core.timeline, core.services, core.retry
@@ -40,6 +41,7 @@ KIT = ROOT / "services" / "kit" / "ferry_kit"
 #: Every core area, for the floors that may use all of core.
 CORE = {
     "core.errors",
+    "core.failpoints",
     "core.identity",
     "core.events",
     "core.dismissal",
@@ -59,6 +61,7 @@ ALLOWED: dict[str, set[str]] = {
     "core.errors": set(),
     "core.dismissal": {"core.errors"},
     "core.identity": set(),
+    "core.failpoints": set(),
     "core.events": {"core.errors", "core.dismissal", "core.identity"},
     "settings": {"core.errors"},
     "core.wire": {"core.errors", "core.dismissal", "core.events", "settings"},

@@ -159,3 +159,14 @@ def test_duplicate_events_of_one_file_load_it_once(specs: dict[str, DatasetSpec]
     out = load_batch([a, a], job.deps(specs))
     assert [c[2] for c in job.calls] == [{a.file_id: a.manifest.uris["incoming"]}]
     assert [[e.partition["ferry_file_id"] for e in r] for r in out] == [[a.file_id], [a.file_id]]
+
+
+def test_a_file_the_job_refused_alone_gets_its_own_reason(specs: dict[str, DatasetSpec]) -> None:
+    """The job answers one file with its PermanentError (e.g. a data file of another type, C12):
+    that file is quarantined with that reason, the others of the batch are loaded."""
+    a, b = transferred("flights", 1, 5), transferred("flights", 2, 3)
+    refused = PermanentError("column 'dep_delay' has type string", reason="schema_mismatch")
+    job = Job({a.file_id: refused, b.file_id: 3})  # type: ignore[dict-item]
+    ra, rb = load_batch([a, b], job.deps(specs))
+    assert ra is refused
+    assert [type(e) for e in rb] == [FileLoaded]

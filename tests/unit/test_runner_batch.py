@@ -22,9 +22,9 @@ from ferry.core.runtime.stage import Record, RunStats, Stage
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.spec import DatasetSpec
 from ferry.settings import Settings, get_settings
+from ferry.stages.transform.counts import FileCounts
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
 from ferry.stages.transform.job import FileResult
-from ferry.stages.transform.rows import FileCounts
 
 MAX = 3
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 from tests.factories import FS_A, FS_B, manifest
 
+from ferry.clusters.filetable.model import StagedMarker
 from ferry.clusters.hdfs.paths import is_temp_path
 from ferry.core.errors import (
     DataNodeUnreachable,
@@ -181,4 +182,75 @@ def test_missing_staging_directory_is_input_expired() -> None:
     with pytest.raises(InputExpired) as info:
         transfer_file(event(), deps)
     assert isinstance(info.value, PermanentError) and info.value.reason == "input_expired"
+    assert a.files == {}
+
+
+# -- the per-file layout's staged tree (partition directories, marker) -------------------------
+
+GEN, GEN2 = "0123456789abcdef", "fedcba9876543210"
+#: partition directories as Spark's partitionBy (and Hive) escape them: '/', '=' and '%'
+#: escaped, a space kept, NULL as Hive's default partition name (C07: names round-trip)
+TREE = {
+    f"note=a%2Fb/ferry-{FID}-{GEN}-00000.parquet": b"PAR1 slash PAR1",
+    f"note=e f/ferry-{FID}-{GEN}-00001.parquet": b"PAR1 space PAR1",
+    f"note=g%3Dh%25/ferry-{FID}-{GEN}-00002.parquet": b"PAR1 eq and percent PAR1",
+    f"note=__HIVE_DEFAULT_PARTITION__/ferry-{FID}-{GEN}-00003.parquet": b"PAR1 null PAR1",
+}
+
+
+def tree(
+    files: dict[str, bytes], gen: str = GEN, fid: str = FID
+) -> tuple[FakeHdfs, FakeHdfs, TransferDeps]:
+    b, a = FakeHdfs("b"), FakeHdfs("a")
+    b.mkdirs(STAGED)
+    for rel, data in files.items():
+        b.mkdirs(f"{STAGED}/{rel.rsplit('/', 1)[0]}")
+        b.upload_stream(f"{STAGED}/{rel}", [data])
+    b.upload_stream(f"{STAGED}/_ferry.json", [StagedMarker(fid, gen, tuple(files)).to_json()])
+    b.calls.clear()
+    return b, a, TransferDeps(b, a, "/ferry/incoming/", FS_A, RETRY, threads=1)
+
+
+def test_a_staged_tree_is_copied_with_its_partition_directories_and_marker_last() -> None:
+    b, a, deps = tree(TREE)
+    [ev] = transfer_file(event(), deps)
+    marker = StagedMarker(FID, GEN, tuple(TREE)).to_json()
+    assert a_files(a) == {
+        **{f"{INCOMING}/{rel}": data for rel, data in TREE.items()},
+        f"{INCOMING}/_ferry.json": marker,
+    }
+    creates = [p for op, p in a.calls if op == "create"]
+    assert len(creates) == 5 and "_ferry.json" in creates[-1]  # the marker last
+    assert ev.manifest.uris["incoming"] == FS_A + INCOMING
+    assert {op for op, _ in b.calls} <= {"status", "list", "open"}  # B is only read
+
+
+def test_another_generation_on_a_is_replaced_whole_and_the_same_one_is_left_alone() -> None:
+    old = {f"note=x/ferry-{FID}-{GEN2}-00000.parquet": b"PAR1 old PAR1"}
+    b, a, deps = tree(old, gen=GEN2)
+    transfer_file(event(), deps)
+    b2, _, _ = tree(TREE)
+    deps = TransferDeps(b2, a, "/ferry/incoming/", FS_A, RETRY, threads=2)
+    transfer_file(event(), deps)  # a new transform output of the same file
+    assert sorted(a_files(a)) == sorted(
+        [f"{INCOMING}/{rel}" for rel in TREE] + [f"{INCOMING}/_ferry.json"]
+    )
+    a.calls.clear()
+    transfer_file(event(), deps)  # redelivered: everything is already right
+    assert [op for op, _ in a.calls if op in ("create", "rename", "delete")] == []
+
+
+def test_an_empty_output_leaves_only_its_marker_on_a() -> None:
+    b, a, deps = tree(TREE)
+    transfer_file(event(), deps)
+    b2, _, _ = tree({}, gen=GEN2)
+    transfer_file(event(), TransferDeps(b2, a, "/ferry/incoming/", FS_A, RETRY))
+    assert a_files(a) == {f"{INCOMING}/_ferry.json": StagedMarker(FID, GEN2, ()).to_json()}
+
+
+def test_a_marker_naming_another_file_is_bad_manifest() -> None:
+    b, a, deps = tree(TREE, fid="0" * 32)
+    with pytest.raises(PermanentError) as info:
+        transfer_file(event(), deps)
+    assert info.value.reason == "bad_manifest" and "0" * 32 in str(info.value)
     assert a.files == {}

@@ -10,9 +10,9 @@ from tests.factories import FS_B, extracted
 from ferry.core.errors import PermanentError, SparkJobFailed, TransientError
 from ferry.core.events import FileExtracted, FileManifest, FileTransformed
 from ferry.datasets.spec import DatasetSpec
+from ferry.stages.transform.counts import FileCounts
 from ferry.stages.transform.handlers import TransformDeps, first_line, transform_batch
 from ferry.stages.transform.job import FileResult
-from ferry.stages.transform.rows import FileCounts
 
 STAGING = f"{FS_B}/ferry/staging"
 REJECTS = f"{FS_B}/ferry/rejects"
@@ -48,6 +48,7 @@ class Job:
         self.error = error
         self.bad = bad
         self.calls: list[tuple[Any, str, dict[str, str], str, str]] = []
+        self.sources: list[dict[str, str]] = []
         self.resets = 0
 
     def run_batch(
@@ -58,8 +59,10 @@ class Job:
         *,
         staging_root: str,
         rejects_root: str,
+        sources: dict[str, str],
     ) -> dict[str, FileResult]:
         self.calls.append((spark, spec.name, dict(files), staging_root, rejects_root))
+        self.sources.append(dict(sources))
         if self.error is not None and (self.bad is None or self.bad & set(files.values())):
             raise self.error
         return {fid: self.answers[fid] for fid in files.values()}
@@ -84,6 +87,8 @@ def test_transformed_manifest_has_uris_and_row_counts(specs: dict[str, DatasetSp
             REJECTS,
         )
     ]
+    # Each file's rows are to carry its exact NAS name (the manifest's, not the landing path).
+    assert job.sources == [{a.file_id: a.manifest.source_path, b.file_id: b.manifest.source_path}]
     [ta] = ra
     [tb] = rb
     assert isinstance(ta, FileTransformed) and isinstance(tb, FileTransformed)

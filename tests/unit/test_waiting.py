@@ -18,9 +18,9 @@ from ferry.core.runtime.processing import process_batch
 from ferry.core.runtime.stage import RunStats, Stage
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.reload import Definitions
+from ferry.stages.transform.counts import FileCounts
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
 from ferry.stages.transform.job import FileResult
-from ferry.stages.transform.rows import FileCounts
 from ferry_kit.supervise.cli import first_error_line
 
 

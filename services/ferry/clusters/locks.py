@@ -1,18 +1,19 @@
 """One writer per Hive table at a time, across processes and hosts: a ZooKeeper lock per table.
 
-A partition rewrite (:func:`ferry.clusters.hive.rewrite_partitions`) reads a partition's current
-rows and writes them back with the batch's; two rewrites of the same partition at once would each
-keep only their own view of the other rows (a lost update). Several load instances (hot standby,
-one consumer group) and the maintenance commands (``ferry compact``, ``unload``,
-``migrate-layout``) therefore take the table's lock around every rewrite. The lock is kazoo's
+A change of a table (:mod:`ferry.clusters.filetable`) reads the index entries of its files, then
+deletes and moves data files and rewrites those entries; two changes of the same files at once
+would each act on what the other is replacing (a lost update, or rows twice). Several load
+instances (hot standby, one consumer group), the load service's compactor (for its commit) and
+the maintenance commands (``ferry compact``, ``unload``, ``migrate-layout``) therefore take the
+table's lock around every change. The lock is kazoo's
 ``Lock`` recipe (ZooKeeper's documented lock: an ephemeral sequential node per contender, the
 lowest holds it), under ``<zookeeper.locks_path>/<db>.<table>``; a holder that dies loses its
 session and with it the lock, so a crashed load never blocks the table for longer than the
 ZooKeeper session timeout.
 
 Limit (as with every lease-based lock): a holder that stays alive but loses its ZooKeeper session
-mid-rewrite (a network partition longer than the session timeout) no longer holds the lock while
-it finishes; the rewrite's scratch-then-overwrite design bounds the damage to that partition set.
+mid-change (a network partition longer than the session timeout) no longer holds the lock while
+it finishes; its journal makes the next holder finish, not undo, what it wrote.
 """
 
 from __future__ import annotations

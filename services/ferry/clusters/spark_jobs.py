@@ -105,10 +105,13 @@ class FileSystemOps(Protocol):
 
     def exists(self, path: str) -> bool: ...
     def rename(self, src: str, dst: str) -> None: ...
+    def move(self, src: str, dst: str) -> None: ...
     def mkdirs(self, path: str) -> None: ...
     def delete(self, path: str, recursive: bool = True) -> None: ...
     def read_head(self, path: str, nbytes: int) -> bytes: ...
     def size(self, path: str) -> int: ...
+    def list_files(self, path: str) -> dict[str, int]: ...
+    def write_bytes(self, path: str, data: bytes) -> None: ...
 
 
 #: Most compressed bytes read for a compressed file's head: a bzip2 block is up to 900 kB
@@ -130,10 +133,16 @@ class HadoopFileSystem:
         self._conf = spark._jsc.hadoopConfiguration()
         # the class once: each package step of jvm.org.apache... is a py4j round trip
         self._path_class = jvm.org.apache.hadoop.fs.Path
+        self._filesystems: dict[str, Any] = {}  # scheme://authority → FileSystem (cached by Hadoop)
 
     def _fs_path(self, path: str) -> tuple[Any, Any]:
         p = self._path_class(path)
-        return p.getFileSystem(self._conf), p
+        m = re.match(_SCHEME_AUTHORITY, path)
+        key = m.group(0) if m else ""
+        fs = self._filesystems.get(key)
+        if fs is None:
+            fs = self._filesystems[key] = p.getFileSystem(self._conf)
+        return fs, p
 
     def exists(self, path: str) -> bool:
         fs, p = self._fs_path(path)
@@ -186,6 +195,82 @@ class HadoopFileSystem:
             return head(lambda n: bytes(stream.readNBytes(n)), codec, nbytes, raw_cap=HEAD_RAW_CAP)
         finally:
             stream.close()
+
+    # -- what the per-file table layout needs (ferry.clusters.filetable) -----------------------
+
+    def move(self, src: str, dst: str) -> None:
+        """Rename ``src`` to ``dst`` whose parent exists (one NameNode call; no ``mkdirs``).
+
+        Raises:
+            TransientError: the rename reported failure (missing source, existing target).
+        """
+        fs, s = self._fs_path(src)
+        if not fs.rename(s, self._path_class(dst)):
+            raise TransientError(f"rename {src} -> {dst} failed")
+
+    def delete_quiet(self, path: str, recursive: bool = True) -> bool:
+        """Delete ``path``; ``False`` when it did not exist (one NameNode call)."""
+        fs, p = self._fs_path(path)
+        return bool(fs.delete(p, recursive))
+
+    def read_bytes(self, path: str) -> bytes | None:
+        """The whole content of a small file; ``None`` when it does not exist (asked first: a
+        Java exception through py4j costs ~0.25 s, an ``exists`` one NameNode call)."""
+        fs, p = self._fs_path(path)
+        if not fs.exists(p):
+            return None
+        try:
+            stream = fs.open(p)
+        except Exception as exc:  # noqa: BLE001 - py4j wraps java.io.FileNotFoundException
+            if "FileNotFoundException" in str(exc):
+                return None
+            raise
+        try:
+            return bytes(stream.readAllBytes())
+        finally:
+            stream.close()
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Create (or replace) file ``path`` holding ``data`` (parents are created)."""
+        fs, p = self._fs_path(path)
+        out = fs.create(p, True)
+        try:
+            out.write(bytearray(data))
+        finally:
+            out.close()
+
+    def list_dir(self, path: str) -> list[tuple[str, bool, int]]:
+        """``(name, is directory, bytes)`` of each entry of directory ``path``, sorted by name;
+        ``[]`` when it does not exist."""
+        fs, p = self._fs_path(path)
+        try:
+            found = fs.listStatus(p)
+        except Exception as exc:  # noqa: BLE001 - py4j wraps java.io.FileNotFoundException
+            if "FileNotFoundException" in str(exc):
+                return []
+            raise
+        out = [
+            (str(st.getPath().getName()), bool(st.isDirectory()), int(st.getLen())) for st in found
+        ]
+        return sorted(out)
+
+    def list_files(self, path: str) -> dict[str, int]:
+        """Data files under directory ``path``, recursively: ``{relative path: bytes}``; names
+        starting with ``.`` or ``_`` (checksums, markers, hidden directories) are skipped at
+        every level; ``{}`` when ``path`` does not exist. One listing per directory."""
+        out: dict[str, int] = {}
+        todo = [""]
+        while todo:
+            rel = todo.pop()
+            for name, is_dir, size in self.list_dir(join_path(path, rel) if rel else path):
+                if name.startswith((".", "_")):
+                    continue
+                child = f"{rel}/{name}" if rel else name
+                if is_dir:
+                    todo.append(child)
+                else:
+                    out[child] = size
+        return out
 
 
 def _java_class(exc: BaseException) -> str | None:

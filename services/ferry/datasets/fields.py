@@ -80,9 +80,9 @@ class ColumnSpec(Frozen):
     type: str = Field(
         description="Spark SQL / Hive type: string, boolean, tinyint, smallint, int, bigint, "
         "float, double, date, timestamp or decimal(p,s) (p ≤ 38). A value that does not parse "
-        "rejects its row (`type:`, `overflow:`, `date:`, `timestamp:` reasons). Beware: a "
-        "decimal with more fraction digits than the scale is rounded half-up, not rejected "
-        "(12.345 is loaded as 12.35 into decimal(10,2)).",
+        "rejects its row (`type:`, `overflow:`, `date:`, `timestamp:` reasons); a decimal "
+        "with more fraction digits than the scale rejects its row too (`scale:`, case C20: "
+        "12.345 into decimal(10,2)) unless the dataset sets `decimal_rounding`.",
         examples=["decimal(10,2)"],
     )
 
@@ -207,7 +207,9 @@ class ValidationRules(Frozen):
     ``invalid_partition_value:<col>`` (a partition column is NULL, reported only when no other
     reason applies). Records the parser refuses
     get ``fields:<found>/<expected>``, ``type:``/``overflow:``/``date:``/``timestamp:<col>=<value>``
-    first; every reason that applies is kept (see :mod:`ferry.stages.transform.rows`).
+    first, and a decimal with more fractional digits than its scale ``scale:<col>=<value>``
+    (unless :attr:`ferry.datasets.spec.DatasetSpec.decimal_rounding`); every reason that applies
+    is kept (see :mod:`ferry.stages.transform.rows`).
     """
 
     not_null: tuple[str, ...] = Field(

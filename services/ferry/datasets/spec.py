@@ -12,16 +12,17 @@ Table layout (decided here, used by :mod:`ferry.stages.load.job` and :mod:`ferry
 the Hive table holds the parse columns and the derived columns, minus the partition columns, in
 definition order, then :data:`FILE_ID_COLUMN` (an ordinary column on every row); then the partition
 columns ``hive.partition_by`` (the data's own keys, e.g. ``flight_date``; none: an unpartitioned
-table). Loading one file again replaces exactly that file's rows (case C13, docs/field-cases.md):
-load rewrites the partitions the file's rows fall in, minus the rows of its ``ferry_file_id``, plus
-its new rows (docs/hive-layout.md). Tables of the earlier layout, where ``ferry_file_id`` was the
-last partition column, are rewritten by ``ferry migrate-layout``.
+table). Each file's rows are data files of their own in those partitions; loading one file again
+replaces exactly that file's rows, wherever they were (cases C13, C19, docs/field-cases.md;
+docs/hive-layout.md). Tables of the earlier layout, where ``ferry_file_id`` was the last partition
+column, are rewritten by ``ferry migrate-layout``.
 """
 
 from __future__ import annotations
 
 import fnmatch
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -77,6 +78,14 @@ class DatasetSpec(Frozen):
     finished: FinishedPolicy = Field(
         default_factory=FinishedPolicy,
         description="When extract may take a file (never one still being written).",
+    )
+    decimal_rounding: Literal["HALF_UP"] | None = Field(
+        default=None,
+        description="A decimal value with more fractional digits than its column's scale is "
+        "rejected with reason `scale:<col>=<value>` (case C20: never a silently different "
+        "number) unless this names the rounding mode to apply: `HALF_UP` (12.345 → 12.35, "
+        "-0.005 → -0.01; the mode of Spark's decimal cast; ferry.stages.transform.decimals).",
+        examples=["HALF_UP"],
     )
 
     @field_validator("name")

@@ -1,41 +1,49 @@
 """Hive table maintenance (``ferry compact``, ``ferry migrate-layout``, ``ferry unload``): the
-Spark side. Every rewrite goes through :func:`ferry.clusters.hive.rewrite_partitions`
-(materialize first, then one dynamic-partition ``INSERT OVERWRITE``), like the load itself.
+Spark side, over the per-file layout (:mod:`ferry.clusters.filetable`, docs/hive-layout.md).
 
-Each command holds the table's ZooKeeper lock (:mod:`ferry.clusters.locks`) from its first read to
-its last write when given ``locks`` (the CLI always gives it), so it can run while the load service
-runs: the load's rewrites of the table wait for it, and it waits for them.
+Each command holds the table's ZooKeeper lock (:mod:`ferry.clusters.locks`) while it changes
+the table when given ``locks`` (the CLI always gives it), so it can run while the load service
+runs: the load waits for it, and it waits for the load. Every change goes through the table's
+journal, like a load's, so a crash of a command is finished by the next change of the table.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ferry.clusters.filetable.adopt import adopt
+from ferry.clusters.filetable.compaction import CompactReport
+from ferry.clusters.filetable.compaction import compact as compact_partitions
+from ferry.clusters.filetable.footers import read_footers
+from ferry.clusters.filetable.index import TableIndex, parallel
+from ferry.clusters.filetable.journal import Catalog, commit, roll_forward
+from ferry.clusters.filetable.paths import join, new_generation, partition_dir
+from ferry.clusters.filetable.replace import NewFiles, plan
+from ferry.clusters.filetable.staging import file_dir, name_files, write_files
 from ferry.clusters.hive import (
-    PartitionValues,
+    LAYOUT_FILES,
+    LAYOUT_PROPERTY,
+    catalog,
     count_by,
     create_table_sql,
-    distinct_partitions,
     partition_columns,
-    partition_filter,
-    rewrite_partitions,
-    without,
+    table_location,
+    table_property,
 )
+from ferry.clusters.spark_jobs import HadoopFileSystem
 from ferry.core.errors import FerryError
 from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from ferry.clusters.locks import TableLocks
-
-#: Partitions rewritten by one ``INSERT OVERWRITE`` of a compaction.
-COMPACT_CHUNK = 50
 
 
 class LayoutError(FerryError):
@@ -76,45 +84,37 @@ def parse_partition(spec: DatasetSpec, text: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class PartitionFiles:
-    """One partition's data files: how many, their total bytes."""
+class Table:
+    """A per-file table ready to change: its index, metastore catalog and data columns."""
 
-    files: int
-    bytes: int
+    name: str
+    index: TableIndex
+    catalog: Catalog
+    data: StructType
 
 
-def partition_files(
-    spark: SparkSession, table: str, where: Column | None = None
-) -> dict[PartitionValues, PartitionFiles]:
-    """Data files per partition (values in partition-column order; ``()`` unpartitioned) among
-    the partitions ``where`` selects (all when ``None``). One Spark job reading no column data."""
-    from pyspark.sql import functions as F
+def _open(spark: SparkSession, spec: DatasetSpec, target_file_bytes: int) -> Table:
+    """The table of ``spec`` (adopted if it has the copy-on-write layout). Under the lock."""
+    from pyspark.sql.types import StructType
 
-    cols = partition_columns(spark, table)
-    df = spark.table(table)
-    if where is not None:
-        df = df.where(where)
-    files = (
-        df.select(
-            *[F.col(f"`{c}`") for c in cols],
-            F.col("_metadata.file_path").alias("_f"),
-            F.col("_metadata.file_size").alias("_s"),
+    name = spec.hive.full_name
+    pcols = tuple(spec.hive.partition_by)
+    if partition_columns(spark, name) != list(pcols):
+        raise LayoutError(
+            f"{name} has partition columns {partition_columns(spark, name)}, the dataset "
+            f"{list(pcols)}: run `ferry migrate-layout {name}`"
         )
-        .distinct()
-        .groupBy(*[f"`{c}`" for c in cols])
-        .agg(F.count("_f").alias("n"), F.sum("_s").alias("b"))
-        .collect()
-    )
-    return {tuple(r[c] for c in cols): PartitionFiles(int(r["n"]), int(r["b"])) for r in files}
+    index = TableIndex(HadoopFileSystem(spark), table_location(spark, name))
+    cat = catalog(spark, name, pcols)
+    adopt(spark, name, index, cat, target_file_bytes=target_file_bytes)
+    roll_forward(index, cat)
+    data = StructType([f for f in spark.table(name).schema.fields if f.name not in pcols])
+    return Table(name, index, cat, data)
 
 
-@dataclass(frozen=True)
-class CompactReport:
-    """Per rewritten partition: files before → after; rows before = after is checked."""
-
-    before: dict[PartitionValues, PartitionFiles] = field(default_factory=dict)
-    after: dict[PartitionValues, PartitionFiles] = field(default_factory=dict)
-    rows: int = 0
+def _held(locks: TableLocks | None, spec: DatasetSpec) -> AbstractContextManager[None]:
+    """The table's lock for the command, or nothing when ``locks`` is None."""
+    return locks.hold(spec.hive.full_name) if locks is not None else contextlib.nullcontext()
 
 
 def compact(
@@ -122,56 +122,55 @@ def compact(
     spec: DatasetSpec,
     partitions: Sequence[Mapping[str, str]] = (),
     *,
+    max_files: int,
     target_file_bytes: int,
     locks: TableLocks | None = None,
 ) -> CompactReport:
-    """Rewrite the partitions ``partitions`` (all when empty) whose file count exceeds
-    ``ceil(bytes / target_file_bytes)`` into about that many files, :data:`COMPACT_CHUNK`
-    partitions per ``INSERT OVERWRITE``. Rows are unchanged (counted per file id before and
-    after).
-
-    Raises:
-        LayoutError: the rows per file id of a rewritten chunk differ afterwards (cannot happen
-            unless something else wrote the table meanwhile: pass ``locks`` when a load may run).
-    """
+    """Merge the smallest data files of each partition (the given ones, or all) holding more
+    than ``max_files`` into files of at most ``target_file_bytes`` (``max_files=1``: every
+    partition's small files), as the load service's compactor does; rows are unchanged and
+    every file id's entry follows (:mod:`ferry.clusters.filetable.compaction`)."""
     with _held(locks, spec):
-        return _compact(spark, spec, partitions, target_file_bytes)
+        t = _open(spark, spec, target_file_bytes)
+    cols = list(spec.hive.partition_by)
+    if partitions:
+        dirs = [partition_dir(cols, [p[c] for c in cols]) for p in partitions]
+    elif cols:
+        dirs = [r[0] for r in spark.sql(f"SHOW PARTITIONS {t.name}").collect()]
+    else:
+        dirs = [""]
+    return compact_partitions(
+        spark,
+        t.index,
+        t.catalog,
+        t.data,
+        dirs,
+        max_files=max_files,
+        target_bytes=target_file_bytes,
+        lock=lambda: _held(locks, spec),
+    )
 
 
-def _compact(
+def unload(
     spark: SparkSession,
     spec: DatasetSpec,
-    partitions: Sequence[Mapping[str, str]],
+    file_ids: Sequence[str],
+    *,
     target_file_bytes: int,
-) -> CompactReport:
-    table = spec.hive.full_name
-    spark.catalog.refreshTable(table)
-    cols = list(spec.hive.partition_by)
-    chosen = [tuple(p[c] for c in cols) for p in partitions]
-    where = partition_filter(cols, chosen) if chosen else None
-    stats = partition_files(spark, table, where)
-    todo = sorted(
-        (p for p, s in stats.items() if s.files > max(1, math.ceil(s.bytes / target_file_bytes))),
-        key=lambda t: tuple(str(v) for v in t),
-    )
-    rows = 0
-    for i in range(0, len(todo), COMPACT_CHUNK):
-        chunk = todo[i : i + COMPACT_CHUNK]
-        sel = partition_filter(cols, chunk)
-        before = count_by(spark.table(table).where(sel), FILE_ID_COLUMN)
-        rewrite_partitions(
-            spark,
-            table,
-            spark.table(table).where(sel),
-            target_file_bytes=target_file_bytes,
-            description=f"ferry compact {table}: {len(chunk)} partition(s)",
-        )
-        after = count_by(spark.table(table).where(sel), FILE_ID_COLUMN)
-        if before != after:
-            raise LayoutError(f"compact {table}: rows per file id changed: {before} → {after}")
-        rows += sum(after.values())
-    done = partition_files(spark, table, partition_filter(cols, todo)) if todo else {}
-    return CompactReport({p: stats[p] for p in todo}, done, rows)
+    locks: TableLocks | None = None,
+) -> dict[str, int]:
+    """Remove every row of ``file_ids`` from the dataset's table, found through the index (no
+    scan): their own data files are deleted, compacted files holding their rows rewritten
+    without them; partitions left empty are dropped. Returns ``{file_id: rows removed}``."""
+    with _held(locks, spec):
+        t = _open(spark, spec, target_file_bytes)
+        entries = t.index.entries(file_ids)
+        removed = {fid: (e.rows if e is not None else 0) for fid, e in entries.items()}
+        known = {fid: None for fid, e in entries.items() if e is not None}
+        if known:
+            p = plan(spark, t.index, t.catalog.columns, t.data, known, entries, op="unload")
+            commit(t.index, p.journal, t.catalog)
+    return removed
 
 
 def _renamed(spec: DatasetSpec, table: str) -> DatasetSpec:
@@ -180,13 +179,15 @@ def _renamed(spec: DatasetSpec, table: str) -> DatasetSpec:
 
 @dataclass(frozen=True)
 class MigrationReport:
-    """Rows per file id in the old table and in the migrated one (equal, or nothing swapped),
-    the partitions before → after, and the name the old table was kept under (``None``: dropped)."""
+    """Rows per file id before and after (equal, or nothing swapped), partitions before →
+    after, the name the old table was kept under (``None``: dropped or migrated in place), and
+    ``in_place`` (a copy-on-write table adopted without rewriting a row)."""
 
     rows: dict[str, int]
     partitions_before: int
     partitions_after: int
     old_table: str | None
+    in_place: bool = False
 
 
 def migrate_layout(
@@ -198,15 +199,19 @@ def migrate_layout(
     check: Callable[[dict[str, int]], dict[str, int]] | None = None,
     locks: TableLocks | None = None,
 ) -> MigrationReport:
-    """Rewrite the dataset's table from the old per-file layout (``ferry_file_id`` its last
-    partition column) into the current one: a new table ``<table>__ferry_new`` is filled from the
-    old one; if its rows per file id equal the old table's, the old table is renamed
-    ``<table>__ferry_old`` (dropped with ``drop_old``) and the new one takes the table's name.
-    ``check`` (tests only) may replace the after-counts before the comparison.
+    """Bring the dataset's table into the per-file layout (docs/hive-layout.md, "Migration"):
+
+    - copy-on-write layout (partitioned by the dataset's keys, no layout property): adopted in
+      place, no row rewritten (:mod:`ferry.clusters.filetable.adopt`; a load does it too);
+    - per-file-partition layout (``ferry_file_id`` its last partition column): a new table
+      ``<table>__ferry_new`` is filled in the per-file layout (one Spark job, then each file's
+      data files moved in); if its rows per file id equal the old table's, the old table is
+      renamed ``<table>__ferry_old`` (dropped with ``drop_old``) and the new one takes the name.
+      ``check`` (tests only) may replace the after-counts before the comparison.
 
     Raises:
-        LayoutError: the table is not in the old layout, ``<table>__ferry_old`` exists, or the
-            counts differ (then the new table is dropped and the old one left as it was).
+        LayoutError: the table is in neither layout (or already migrated), ``<table>__ferry_old``
+            exists, or the counts differ (then the new table is dropped, the old one untouched).
     """
     with _held(locks, spec):
         return _migrate(spark, spec, target_file_bytes, drop_old, check)
@@ -221,11 +226,19 @@ def _migrate(
 ) -> MigrationReport:
     db, name = spec.hive.database, spec.hive.table
     table = spec.hive.full_name
+    parts = partition_columns(spark, table)
+    if parts == list(spec.hive.partition_by):
+        if table_property(spark, table, LAYOUT_PROPERTY) == LAYOUT_FILES:
+            raise LayoutError(f"{table} is in the per-file layout already")
+        t = _open(spark, spec, target_file_bytes)
+        n = spark.sql(f"SHOW PARTITIONS {table}").count() if parts else 0
+        ids = count_by(spark.table(table), FILE_ID_COLUMN)
+        got = {fid: e.rows for fid, e in t.index.entries(ids).items() if e is not None}
+        return MigrationReport(got, n, n, None, in_place=True)
     old_parts = [*spec.hive.partition_by, FILE_ID_COLUMN]
-    if partition_columns(spark, table) != old_parts:
+    if parts != old_parts:
         raise LayoutError(
-            f"{table} is not in the old layout (partition columns "
-            f"{partition_columns(spark, table)}, expected {old_parts})"
+            f"{table} is not in the old layout (partition columns {parts}, expected {old_parts})"
         )
     new, old = _renamed(spec, f"{name}__ferry_new"), _renamed(spec, f"{name}__ferry_old")
     if spark.catalog.tableExists(old.hive.full_name):
@@ -234,7 +247,7 @@ def _migrate(
     spark.sql(create_table_sql(new))
     from pyspark.sql import functions as F
 
-    source: DataFrame = spark.table(table)
+    source = spark.table(table)
     have = {f.name.lower() for f in source.schema.fields}
     # A column the old table never had (ferry_source_path, added later) migrates as NULL.
     columns = [
@@ -242,14 +255,7 @@ def _migrate(
         for c in spec.table_columns
     ]
     before = count_by(source, FILE_ID_COLUMN)
-    rewrite_partitions(
-        spark,
-        new.hive.full_name,
-        source.select(*columns),
-        target_file_bytes=target_file_bytes,
-        description=f"ferry migrate-layout {table}",
-    )
-    after = count_by(spark.table(new.hive.full_name), FILE_ID_COLUMN)
+    after = _fill(spark, new, source.select(*columns), list(before))
     if check is not None:
         after = check(after)
     if before != after:
@@ -258,7 +264,7 @@ def _migrate(
         diff = {k: v for k, v in diff.items() if v[0] != v[1]}
         raise LayoutError(f"migrate-layout {table} refused: rows per file id differ {diff}")
     n_before = spark.sql(f"SHOW PARTITIONS {table}").count()
-    n_after = len(distinct_partitions(spark.table(new.hive.full_name), spec.hive.partition_by))
+    n_after = spark.sql(f"SHOW PARTITIONS {new.hive.full_name}").count() if parts[:-1] else 1
     spark.sql(f"ALTER TABLE {table} RENAME TO `{db}`.`{old.hive.table}`")
     spark.sql(f"ALTER TABLE {new.hive.full_name} RENAME TO `{db}`.`{name}`")
     if drop_old:
@@ -266,52 +272,34 @@ def _migrate(
     return MigrationReport(after, n_before, n_after, None if drop_old else old.hive.full_name)
 
 
-def unload(
-    spark: SparkSession,
-    spec: DatasetSpec,
-    file_ids: Sequence[str],
-    *,
-    target_file_bytes: int,
-    locks: TableLocks | None = None,
+def _fill(
+    spark: SparkSession, spec: DatasetSpec, rows: DataFrame, file_ids: list[str]
 ) -> dict[str, int]:
-    """Remove every row of ``file_ids`` from the dataset's table (the new layout's replacement
-    for dropping a file's partition): the partitions holding them are rewritten without them;
-    partitions left empty are dropped. Returns ``{file_id: rows removed}``. ``locks``: hold the
-    table's lock throughout (when a load may run)."""
-    with _held(locks, spec):
-        return _unload(spark, spec, file_ids, target_file_bytes)
+    """Fill the (new, empty) table of ``spec`` with ``rows`` (a frame of its columns) in the
+    per-file layout; returns the rows per file id its index records."""
+    from pyspark.sql.types import StructType
 
-
-def _held(locks: TableLocks | None, spec: DatasetSpec) -> AbstractContextManager[None]:
-    """The table's lock for the whole maintenance command, or nothing when ``locks`` is None."""
-    return locks.hold(spec.hive.full_name) if locks is not None else contextlib.nullcontext()
-
-
-def _unload(
-    spark: SparkSession, spec: DatasetSpec, file_ids: Sequence[str], target_file_bytes: int
-) -> dict[str, int]:
-    table = spec.hive.full_name
-    spark.catalog.refreshTable(table)
-    cols = list(spec.hive.partition_by)
-    ids = list(file_ids)
-    from pyspark.sql import functions as F
-
-    mine = spark.table(table).where(F.col(FILE_ID_COLUMN).isin(ids))
-    removed = {fid: 0 for fid in ids} | count_by(mine, FILE_ID_COLUMN)
-    touched = distinct_partitions(mine, cols)
-    if not touched:
-        return removed
-    rest = without(FILE_ID_COLUMN, ids)(spark.table(table).where(partition_filter(cols, touched)))
-    left = set(distinct_partitions(rest, cols))
-    rewrite_partitions(
-        spark, table, rest, target_file_bytes=target_file_bytes, description=f"ferry unload {table}"
-    )
-    for p in touched:
-        if p in left:
-            continue
-        if not cols:
-            spark.sql(f"TRUNCATE TABLE {table}")
-            continue
-        spec_sql = ", ".join(f"`{c}`='{v}'" for c, v in zip(cols, p, strict=True))
-        spark.sql(f"ALTER TABLE {table} DROP IF EXISTS PARTITION ({spec_sql})")
-    return removed
+    name = spec.hive.full_name
+    pcols = tuple(spec.hive.partition_by)
+    fs = HadoopFileSystem(spark)
+    index = TableIndex(fs, table_location(spark, name))
+    cat = catalog(spark, name, pcols)
+    scratch = index.new_scratch()
+    write_files(rows, [c.name for c in spec.table_data_columns], pcols, scratch)
+    gen = new_generation()
+    markers = parallel(lambda f: name_files(fs, file_dir(scratch, f), f, gen), file_ids)
+    paths = [join(file_dir(scratch, m.file_id), rel) for m in markers for rel in m.files]
+    footers = read_footers(spark, paths)
+    changes: dict[str, NewFiles | None] = {
+        m.file_id: NewFiles(
+            m.file_id,
+            gen,
+            file_dir(scratch, m.file_id),
+            {rel: footers[join(file_dir(scratch, m.file_id), rel)].rows for rel in m.files},
+        )
+        for m in markers
+    }
+    data = StructType([f for f in spark.table(name).schema.fields if f.name not in pcols])
+    p = plan(spark, index, pcols, data, changes, dict.fromkeys(file_ids), op="migrate")
+    commit(index, dataclasses.replace(p.journal, cleanup=(*p.journal.cleanup, scratch)), cat)
+    return {fid: e.rows for fid, e in index.entries(file_ids).items() if e is not None}

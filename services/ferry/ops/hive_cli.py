@@ -1,6 +1,6 @@
 """``ferry compact``, ``ferry migrate-layout``, ``ferry unload``: Hive table maintenance (see
 :mod:`ferry.ops.compact` and docs/hive-layout.md). Each builds a Hive-enabled Spark session on
-cluster A; stop the load service first."""
+cluster A and holds the table's lock while it changes the table (the load service may run)."""
 
 from __future__ import annotations
 
@@ -48,10 +48,16 @@ def _target(settings: Any) -> int:
 def compact(
     table: str = _TABLE,
     partition: list[str] = _PARTITION,
+    max_files: int | None = typer.Option(
+        None,
+        "--max-files",
+        help="Compact partitions holding more data files than this (default "
+        "load.compact_max_files; 1: merge every partition's small files).",
+    ),
     master: str | None = _MASTER,
 ) -> None:
-    """Rewrite a table's partitions that hold more files than their size needs (all partitions,
-    or the given ones) into files of about load.target_file_mb; rows are unchanged."""
+    """Merge the small data files of a table's partitions (all, or the given ones) that hold
+    more than --max-files into files of about load.target_file_mb; rows are unchanged."""
     from ferry.ops.compact import compact as run
     from ferry.ops.compact import parse_partition
 
@@ -61,17 +67,16 @@ def compact(
         spark,
         spec,
         [parse_partition(spec, p) for p in partition],
+        max_files=max_files or settings.load.compact_max_files,
         target_file_bytes=_target(settings),
         locks=TableLocks(settings),
     )
-    out = Table(title=f"compact {spec.hive.full_name}: {report.rows} rows rewritten")
-    for col in ("partition", "files before", "files after", "bytes before"):
+    title = f"compact {spec.hive.full_name}: {report.rows} rows merged"
+    out = Table(title=title + (f" (not committed: {report.skipped})" if report.skipped else ""))
+    for col in ("partition", "files before", "files after"):
         out.add_column(col, justify="left" if col == "partition" else "right")
-    for p, s in report.before.items():
-        after = report.after.get(p)
-        out.add_row(
-            "/".join(map(str, p)), str(s.files), str(after.files if after else 0), str(s.bytes)
-        )
+    for p, n in report.before.items():
+        out.add_row(p, str(n), str(report.after.get(p, n)))
     literal_console().print(out)
 
 
@@ -82,8 +87,9 @@ def migrate_layout(
     ),
     master: str | None = _MASTER,
 ) -> None:
-    """Rewrite a table of the old per-file layout (ferry_file_id a partition column) into the
-    current one; swaps only if the rows per file id are equal before and after."""
+    """Bring a table of an earlier layout into the per-file one: a copy-on-write table is indexed
+    in place; a per-file-partition table (ferry_file_id a partition column) is copied into a new
+    table, swapped only if the rows per file id are equal before and after."""
     from ferry.ops.compact import migrate_layout as run
 
     settings, spark = _session(master)
@@ -96,10 +102,10 @@ def migrate_layout(
         locks=TableLocks(settings),
     )
     console = literal_console()
+    how = "indexed in place, no row rewritten" if report.in_place else "equal before and after"
     console.print(
         f"{spec.hive.full_name}: {len(report.rows)} file id(s), {sum(report.rows.values())} rows, "
-        f"equal before and after; partitions {report.partitions_before} → "
-        f"{report.partitions_after}"
+        f"{how}; partitions {report.partitions_before} → {report.partitions_after}"
     )
     if report.old_table:
         console.print(f"old table kept as {report.old_table}: DROP TABLE it once checked")
@@ -110,8 +116,8 @@ def unload(
     file_ids: list[str] = _FILE_IDS,
     master: str | None = _MASTER,
 ) -> None:
-    """Remove every row of the given file ids from a table (rewrites the partitions holding
-    them), e.g. before re-dropping a corrected file under the same name."""
+    """Remove every row of the given file ids from a table (deletes their data files, found
+    through the table's index), e.g. before re-dropping a corrected file under the same name."""
     from ferry.ops.compact import unload as run
 
     settings, spark = _session(master)

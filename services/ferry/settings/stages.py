@@ -149,7 +149,21 @@ class LoadSettings(BatchSettings):
         default=128,
         ge=1,
         description=(
-            "Size the Parquet files load writes into a Hive partition aim at, MiB: a batch's rows "
-            "of one partition go into ceil(partition size / this) files (docs/hive-layout.md)."
+            "Size compaction's merged Parquet files aim at, MiB: files under this size are merged "
+            "into files of at most this size (docs/hive-layout.md, Compaction)."
         ),
+    )
+    compact_max_files: int = Field(
+        default=32,
+        ge=2,
+        description=(
+            "Most data files a Hive partition keeps: load moves each file's rows in as files of "
+            "their own; when a partition it touched holds more, the service's compactor (a "
+            "background thread) merges its smallest files until about half this many are left "
+            "(docs/hive-layout.md, Compaction)."
+        ),
+    )
+    compact: bool = Field(
+        default=True,
+        description="Run the compactor in the load service (false: only `ferry compact`).",
     )

@@ -1,16 +1,19 @@
 """load's batch handler: transferred files on A → the dataset's Hive table → ``FileLoaded``.
 
-One Spark job per dataset per batch (:func:`ferry.stages.load.job.load_files`): rows are matched
-to the table by name in table order, a mismatch fails before writing (case C12), and the
-partitions the batch's rows fall in are rewritten as their other files' rows plus the batch's, so
-loading a file again (retry, replay, re-drop) leaves one copy of its rows and other files' rows
-untouched (case C13). ``FileLoaded.partition`` is ``{"ferry_file_id": …}``: the column value that
-selects the file's rows (a data column since docs/hive-layout.md, no longer a Hive partition).
+One call per dataset per batch (:func:`ferry.stages.load.job.load_files`): each file's staged
+data files are checked against the table by name (a mismatch fails that file before anything is
+written, case C12) and moved into the table's partitions after every data file of its
+``file_id`` already there was removed, so loading a file again (retry, replay, re-drop, a new
+output after a definition change) leaves exactly its new rows, and other files' rows untouched
+(cases C13, C19; docs/hive-layout.md). ``FileLoaded.partition`` is ``{"ferry_file_id": …}``: the
+column value that selects the file's rows (a data column, not a Hive partition).
 
-Reconciliation: the rows of the file found in the table after the write must equal the
-manifest's ``rows_out``; otherwise the file is quarantined with ``row_count_mismatch``. A file
-whose incoming copy is gone (a replay or a release after its retention) is quarantined at once as
-``input_expired``, and the rest of its batch is loaded without it.
+Reconciliation: the rows of the data files the load moved in (their Parquet footers) must equal
+the manifest's ``rows_out``; otherwise the file is quarantined with ``row_count_mismatch``. A
+file the job refused alone (its :class:`PermanentError`) is quarantined with that reason. A file
+whose incoming copy is gone and whose rows are not in the table either (a replay or a release
+after the copy's retention) is quarantined at once as ``input_expired``, and the rest of its batch
+is loaded without it.
 """
 
 from __future__ import annotations
@@ -39,8 +42,8 @@ class LoadDeps:
     spark: Callable[[], Any]
     reset_spark: Callable[[], None]
     #: (spark, spec, {file_id: incoming dir URI}, sources={file_id: NAS source_path})
-    #: → {file_id: rows now in the table}
-    load_files: Callable[..., Mapping[str, int]]
+    #: → {file_id: rows now in the table, or the PermanentError of that file}
+    load_files: Callable[..., Mapping[str, int | PermanentError]]
     #: (incoming dir URI, rows_out) → why that input cannot be read (gone, no data file), or
     #: None; asked only after a failed job or a count that does not reconcile
     missing_input: Callable[[str, int | None], str | None] = lambda uri, rows: None
@@ -69,10 +72,10 @@ def _load_group(
     """Load the events ``idx`` of one dataset with one job; put each one's result in ``results``
     (``version``: the definition version the manifests record).
 
-    A failed job, or a file whose rows do not reconcile, first asks ``deps.missing_input`` which
-    inputs are gone (a replay or release after the incoming copy's retention): those get
-    :class:`~ferry.core.errors.InputExpired` at once and, after a failed job, the others are
-    loaded again without them (one more job).
+    A failed job, a file with nothing staged nor loaded, or a file whose rows do not reconcile,
+    first asks ``deps.missing_input`` which inputs are gone (a replay or release after the
+    incoming copy's retention): those get :class:`~ferry.core.errors.InputExpired` at once and,
+    after a failed job, the others are loaded again without them (one more job).
     """
     files = {events[i].file_id: events[i].manifest.uris["incoming"] for i in idx}
     sources = {events[i].file_id: events[i].manifest.source_path for i in idx}
@@ -98,6 +101,11 @@ def _load_group(
     for i in idx:
         ev = events[i]
         got = loaded.get(ev.file_id, 0)
+        if isinstance(got, PermanentError):
+            # nothing staged and nothing in the table: its input expired, or was lost
+            gone = _expired(events, [i], deps) if got.reason == "hdfs_not_found" else {}
+            results[i] = gone.get(i) or got
+            continue
         want = ev.manifest.rows_out
         if want is not None and got != want:
             results[i] = _expired(events, [i], deps).get(i) or PermanentError(

@@ -1,48 +1,56 @@
-"""Load job (Spark on cluster A, Hive-enabled session): staged Parquet of files → Hive table.
+"""Load job (cluster A, Hive-enabled session): each file's staged data files moved into the
+dataset's Hive table (docs/hive-layout.md). A load costs what it brings, not the size of the
+partitions it lands in.
 
 Order of calls (what :func:`load_files` does)::
 
-    ensure_table(spark, spec)                    (CREATE DATABASE/TABLE IF NOT EXISTS, then check)
-    df = read_staged(spark, spec, files, sources) (one scan; adds ferry_file_id and
-                                                  ferry_source_path per file)
-    aligned = align_to_table(df, table_schema)   (by name, table order; C12: fail before writing)
-    touched = partitions of the new rows         (one small job)
-    rewrite_partitions(table, kept ∪ new)        (ferry.clusters.hive: materialize, then ONE
-                                                  dynamic-partition INSERT OVERWRITE: C13)
-    rows_loaded(spark, spec, file_ids, touched)  (reconcile from the table itself)
+    staged = read_markers + with_footers      (markers and Parquet footers of the new data
+                                               files: rows and schema; driver threads, no Spark)
+    with the table's lock:
+        ensure_table(spark, spec)             (CREATE … IF NOT EXISTS, columns checked: C12)
+        adopt(…)                              (a table of the earlier layout, once)
+        roll_forward(index, catalog)          (finish what a crashed load left: redo journal)
+        entries = index.entries(files)        (where each file's rows are now)
+        per file: unchanged (same generation, its data files there) → nothing to do;
+                  else → its new data files: footers checked against the table by name (C12)
+        reshape(…)                            (staged by an earlier Ferry: Spark, only then)
+        plan(…) → commit(…)                   (ONE journal: old data files of each file deleted
+                                               wherever they lie, new ones moved in, ONE
+                                               ADD PARTITION call, index records written)
+    rows per file = rows of the data files it moved (footers), reconciled with rows_out
 
-Layout and idempotency per file (case C13, docs/field-cases.md; docs/hive-layout.md): the table is
-partitioned by the dataset's own partition columns only, ``ferry_file_id`` is an ordinary column.
-A batch rewrites only the partitions its new rows fall in; each becomes its current rows minus the
-rows of the batch's file ids, plus the batch's rows. Loading a file N times leaves one copy; other
-files' rows and other partitions stay as they were. Limitation (as with the earlier
-partition-per-file layout): rows of a re-loaded ``file_id`` in a partition its new rows do not
-reach (impossible for unchanged content and definition) stay; ``ferry unload`` removes them.
-One load per table at a time (see :mod:`ferry.clusters.hive`).
+Loading a file again (retry, replay, redelivery, a new transform output after the dataset's
+definition changed) removes every data file of its ``file_id`` first, also when the new output
+is empty or lands in other partitions (case C19). Other files' data files are not touched
+(case C13), except a compacted file holding rows of this file too, which is rewritten without
+them. Staged directories are consumed: their data files move into the table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from ferry.clusters.hive import (
-    PartitionValues,
-    create_table_sql,
-    distinct_partitions,
-    partition_filter,
-    rewrite_partitions,
-    without,
-)
-from ferry.clusters.spark_jobs import (
-    check_file_id,
-    escape_glob,
-    path_key,
-    source_key_column,
-    struct_for,
-)
+from ferry.clusters.filetable.adopt import adopt
+from ferry.clusters.filetable.index import TableIndex, parallel
+from ferry.clusters.filetable.journal import commit, roll_forward
+from ferry.clusters.filetable.model import FileEntry
+from ferry.clusters.filetable.replace import NewFiles, plan
+from ferry.clusters.hive import catalog, create_table_sql, table_location
+from ferry.clusters.spark_jobs import HadoopFileSystem, struct_for
 from ferry.core.errors import PermanentError
-from ferry.datasets.spec import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
+from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
+from ferry.stages.load.staged import (
+    Staged,
+    check_schema,
+    read_legacy,
+    read_markers,
+    reshape,
+    with_footers,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -50,13 +58,14 @@ if TYPE_CHECKING:
 
     from ferry.clusters.locks import TableLocks
 
-#: Default size a Parquet file written by the load aims at (``load.target_file_mb``), MiB.
+log = logging.getLogger(__name__)
+
+#: Default size compaction's merged files aim at (``load.target_file_mb``), MiB.
 DEFAULT_TARGET_FILE_MB = 128
 
-
-def staged_schema(spec: DatasetSpec) -> StructType:
-    """Schema of a staged Parquet file: :attr:`DatasetSpec.all_columns` in order."""
-    return struct_for(spec.all_columns)
+#: Called after a batch committed: (spec, table location, partition directories that received
+#: data files) — the load service's compactor looks at those partitions.
+OnLoaded = Callable[[DatasetSpec, str, tuple[str, ...]], None]
 
 
 def table_schema(spec: DatasetSpec) -> StructType:
@@ -67,25 +76,9 @@ def table_schema(spec: DatasetSpec) -> StructType:
 def schema_differences(actual: StructType, expected: StructType) -> list[str]:
     """Differences between two schemas matched BY NAME (case-insensitive, as Hive), ignoring
     nullability; empty if they match. Each item names the column."""
-    have = {f.name.lower(): f for f in actual.fields}
-    want = {f.name.lower(): f for f in expected.fields}
-    out = [
-        f"missing column {n!r} ({f.dataType.simpleString()})"
-        for n, f in want.items()
-        if n not in have
-    ]
-    out += [
-        f"unexpected column {n!r} ({f.dataType.simpleString()})"
-        for n, f in have.items()
-        if n not in want
-    ]
-    for n, f in want.items():
-        if n in have and have[n].dataType.simpleString() != f.dataType.simpleString():
-            out.append(
-                f"column {n!r} has type {have[n].dataType.simpleString()}, "
-                f"table expects {f.dataType.simpleString()}"
-            )
-    return out
+    from ferry.clusters.filetable.footers import schema_problems
+
+    return schema_problems(actual, {f.name: f.dataType.simpleString() for f in expected.fields})
 
 
 def table_evolution(
@@ -154,10 +147,8 @@ def ensure_table(spark: SparkSession, spec: DatasetSpec) -> StructType:
 
 def align_to_table(df: DataFrame, schema: StructType, *, table: str = "the table") -> DataFrame:
     """``df`` with its columns matched BY NAME to ``schema`` and selected in ``schema``'s order,
-    renamed to the table's spelling (case C12, docs/field-cases.md: ``insertInto`` matches by
-    position).
-
-    Types must be equal (no implicit cast); nullability is ignored. Nothing is written.
+    renamed to the table's spelling (case C12, docs/field-cases.md). Types must be equal (no
+    implicit cast); nullability is ignored. Nothing is written.
 
     Raises:
         PermanentError(reason="schema_mismatch"): a column is missing, extra, or of another type;
@@ -174,113 +165,127 @@ def align_to_table(df: DataFrame, schema: StructType, *, table: str = "the table
     return df.select(*[F.col(f"`{by_lower[f.name.lower()]}`").alias(f.name) for f in schema.fields])
 
 
-def read_staged(
-    spark: SparkSession,
-    spec: DatasetSpec,
-    files: Mapping[str, str],
-    sources: Mapping[str, str] | None = None,
-) -> DataFrame:
-    """Rows of several staged files (``{file_id: staged directory}``) in one scan, with the
-    columns ``ferry_file_id`` and ``ferry_source_path`` (strings) last: the file id, and its NAS
-    name from ``sources`` (``{file_id: manifest source_path}``; NULL for a file not in it). The
-    Parquet schema is read from the files (merged), so
-    :func:`align_to_table` sees what was really staged; a batch of only empty directories (files
-    whose rows were all rejected) yields an empty frame of :func:`staged_schema`.
-
-    Raises:
-        ValueError: no files, or a bad ``file_id``.
-        pyspark.errors.AnalysisException: a directory does not exist.
-    """
-    from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
-
-    if not files:
-        raise ValueError("read_staged needs at least one file")
-    for fid in files:
-        check_file_id(fid)
-    dirs = [p.rstrip("/") for p in files.values()]
-    try:
-        df = spark.read.option("mergeSchema", "true").parquet(*[escape_glob(d) for d in dirs])
-    except AnalysisException as exc:
-        if "UNABLE_TO_INFER_SCHEMA" not in str(exc):
-            raise
-        empty = spark.createDataFrame([], staged_schema(spec))
-        return empty.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string")).withColumn(
-            SOURCE_PATH_COLUMN, F.lit(None).cast("string")
-        )
-    pairs = [x for fid, d in files.items() for x in (F.lit(path_key(d)), F.lit(fid))]
-    parent = F.regexp_replace(source_key_column(F.col("_metadata.file_path")), "/[^/]*$", "")
-    df = df.withColumn(FILE_ID_COLUMN, F.create_map(*pairs)[parent])
-    known = {fid: path for fid, path in (sources or {}).items() if fid in files}
-    if not known:
-        return df.withColumn(SOURCE_PATH_COLUMN, F.lit(None).cast("string"))
-    names = [x for fid, path in known.items() for x in (F.lit(fid), F.lit(path))]
-    return df.withColumn(SOURCE_PATH_COLUMN, F.create_map(*names)[F.col(FILE_ID_COLUMN)])
-
-
-def rows_loaded(
-    spark: SparkSession,
-    spec: DatasetSpec,
-    file_ids: Iterable[str],
-    partitions: Sequence[PartitionValues] | None = None,
-) -> dict[str, int]:
-    """Rows of each file now in the Hive table, ``{file_id: rows}`` (0 for a file without rows),
-    counted by a filter on the ``ferry_file_id`` column; ``partitions`` (values in
-    ``hive.partition_by`` order) restricts the scan to those partitions (pruned), ``None`` scans
-    the whole table."""
-    from pyspark.sql import functions as F
-
-    ids = list(file_ids)
-    out = dict.fromkeys(ids, 0)
-    df = spark.table(spec.hive.full_name).where(F.col(FILE_ID_COLUMN).isin(ids))
-    if partitions is not None:
-        df = df.where(partition_filter(spec.hive.partition_by, partitions))
-    rows = df.groupBy(FILE_ID_COLUMN).count().collect()
-    out |= {r[FILE_ID_COLUMN]: int(r["count"]) for r in rows}
-    return out
-
-
 def load_files(
     spark: SparkSession,
     spec: DatasetSpec,
     files: Mapping[str, str],
     *,
-    target_file_mb: float = DEFAULT_TARGET_FILE_MB,
     locks: TableLocks | None = None,
     sources: Mapping[str, str] | None = None,
-) -> dict[str, int]:
-    """Load staged files (``{file_id: directory on cluster A}``) into the dataset's Hive table,
-    each row carrying its ``ferry_file_id`` and ``ferry_source_path`` (``sources``: ``{file_id:
-    the manifest's source_path}``, the exact NAS name; NULL without it);
-    the load service's one call. Idempotent per file (C13): the partitions the files' rows fall in
-    are rewritten as (their rows minus these files' rows) plus these files' rows, in files of about
-    ``target_file_mb`` MiB, holding the table's lock (``locks``) while rewriting. Returns
-    ``{file_id: rows in the table}`` read back from the rewritten partitions after the write.
+    target_file_mb: float = DEFAULT_TARGET_FILE_MB,
+    on_loaded: OnLoaded | None = None,
+) -> dict[str, int | PermanentError]:
+    """Load staged files (``{file_id: incoming directory URI on cluster A}``) into the dataset's
+    Hive table, holding the table's lock (``locks``) while it changes; the load service's one
+    call. ``sources`` (``{file_id: the manifest's source_path}``) fills ``ferry_source_path`` of
+    files staged by an earlier Ferry (transform writes it into the data files now);
+    ``target_file_mb`` sizes the files of an adopted table's unfinished rewrite.
+
+    Returns ``{file_id: rows of the file now in the table}`` (from the footers of the data files
+    it moved, or of its entry when it was loaded already), or the file's
+    :class:`PermanentError`: ``schema_mismatch`` (a data file's columns differ from the table's:
+    nothing of that file written, C12), ``hdfs_not_found`` (nothing staged and nothing loaded).
 
     Raises:
-        PermanentError(reason="schema_mismatch"): staged columns or the table do not match the
-            definition, or the table has the old per-file layout (nothing written).
+        PermanentError(reason="schema_mismatch"): the table does not match the definition, or
+            an earlier Ferry's staged rows do not (nothing written).
         ValueError: empty ``files`` or a bad ``file_id``.
-        pyspark errors, OSError: the Spark job failed (retry: the load is idempotent, and the
-            next load of the table first completes a rewrite this one left half done).
+        TransientError, pyspark errors: HDFS or Spark failed; retry (a change half applied is
+            finished by the next load of the table before anything else).
     """
-    schema = ensure_table(spark, spec)
+    from pyspark.sql.types import StructType
+
+    if not files:
+        raise ValueError("load_files needs at least one file")
     table = spec.hive.full_name
-    spark.catalog.refreshTable(table)  # the session's file listing may predate other writers
-    new = align_to_table(read_staged(spark, spec, files, sources), schema, table=table)
-    pcols = list(spec.hive.partition_by)
-    touched = distinct_partitions(new, pcols)
-    if touched:
-        kept = without(FILE_ID_COLUMN, list(files))(
-            spark.table(table).where(partition_filter(pcols, touched))
-        )
-        rewrite_partitions(
-            spark,
-            table,
-            kept.unionByName(new),
-            target_file_bytes=int(target_file_mb * 1024 * 1024),
-            description=f"ferry load {spec.name}: {len(files)} file(s), "
-            f"{len(touched)} partition(s) of {table}",
-            locks=locks,
-        )
-    return rows_loaded(spark, spec, files, touched)
+    fs = HadoopFileSystem(spark)
+    staged = with_footers(spark, read_markers(fs, files))
+    with locks.hold(table) if locks is not None else contextlib.nullcontext():
+        schema = ensure_table(spark, spec)
+        pcols = tuple(spec.hive.partition_by)
+        data = [f for f in schema.fields if f.name not in pcols]
+        location = table_location(spark, table)
+        index = TableIndex(fs, location)
+        cat = catalog(spark, table, pcols)
+        adopt(spark, table, index, cat, target_file_bytes=int(target_file_mb * 1024 * 1024))
+        if roll_forward(index, cat) or any(s.unreadable for s in staged.values()):
+            # a load that crashed was just finished (it may have moved these files' data files
+            # in and consumed their staged directories): look at what is staged again
+            staged = with_footers(spark, read_markers(fs, files))
+        entries = index.entries(files)
+        out: dict[str, int | PermanentError] = {}
+        changes: dict[str, NewFiles] = {}
+        legacy: dict[str, str] = {}
+        expected = {f.name: f.dataType.simpleString() for f in data}
+        for fid, s in staged.items():
+            entry = entries[fid]
+            if (
+                s.marker is not None
+                and entry is not None
+                and (entry.generation == s.marker.generation and _present(index, entry.paths))
+            ):
+                out[fid] = entry.rows  # loaded already (a redelivery): nothing to do
+                fs.delete_quiet(s.directory)
+            elif not s.exists:
+                out[fid] = _nothing_staged(fid, s, entry, index)
+            elif s.unreadable is not None:
+                out[fid] = s.unreadable
+            elif s.legacy:
+                legacy[fid] = s.directory
+            elif (err := check_schema(s, expected, table)) is not None:
+                out[fid] = err
+            else:
+                changes[fid] = s.new_files((sources or {}).get(fid))
+        extra: list[str] = []
+        if legacy:
+            scratch = index.new_scratch()
+            changes |= _reshaped(spark, spec, schema, scratch, legacy, sources)
+            extra = [*legacy.values(), scratch]
+        if not changes:
+            return out
+        p = plan(spark, index, pcols, StructType(data), changes, entries, op="load")
+        journal = dataclasses.replace(p.journal, cleanup=(*p.journal.cleanup, *extra))
+        applied = commit(index, journal, cat)
+    lost = set(applied.lost)
+    for fid, new in changes.items():
+        out[fid] = new.rows - sum(n for rel, n in new.files.items() if rel in lost)
+    if on_loaded is not None and p.touched:
+        on_loaded(spec, location, p.touched)
+    return out
+
+
+def _present(index: TableIndex, paths: set[str]) -> bool:
+    """True when every data file in ``paths`` (relative) exists."""
+    return all(parallel(lambda p: index.fs.exists(index.abs(p)), sorted(paths)))
+
+
+def _nothing_staged(
+    fid: str, s: Staged, entry: FileEntry | None, index: TableIndex
+) -> int | PermanentError:
+    """A file whose incoming directory is gone: loaded already (its directory was consumed),
+    or lost."""
+    if entry is not None and _present(index, entry.paths):
+        return entry.rows
+    what = "its data files are missing from the table and " if entry is not None else ""
+    return PermanentError(
+        f"{fid}: {what}nothing is staged at {s.directory}: replay transfer for this file",
+        reason="hdfs_not_found",
+    )
+
+
+def _reshaped(
+    spark: SparkSession,
+    spec: DatasetSpec,
+    schema: StructType,
+    scratch: str,
+    legacy: Mapping[str, str],
+    sources: Mapping[str, str] | None,
+) -> dict[str, NewFiles]:
+    """Staged directories of an earlier Ferry, rewritten into the per-file shape in the
+    table's scratch (one Spark job); raises ``schema_mismatch`` before writing (C12)."""
+    aligned = align_to_table(
+        read_legacy(spark, spec, legacy, sources), schema, table=spec.hive.full_name
+    )
+    log.info("load %s: reshaping %d file(s) staged by an earlier Ferry", spec.name, len(legacy))
+    done = reshape(spark, spec, aligned, list(legacy), scratch)
+    return {fid: s.new_files((sources or {}).get(fid)) for fid, s in done.items()}

@@ -1,5 +1,6 @@
-"""The load service: ``FileTransferred`` batches → Hive on cluster A (Spark, Hive metastore) →
-``FileLoaded``. One long-lived Hive-enabled SparkSession; one Spark job per batch and dataset.
+"""The load service: ``FileTransferred`` batches → Hive on cluster A (HDFS renames, the Hive
+metastore) → ``FileLoaded``. One long-lived Hive-enabled SparkSession (Spark jobs only for
+compaction and for rows staged by an earlier Ferry) and a background compactor.
 
 Dataset definitions are reloaded while it runs (:class:`ferry.datasets.reload.Definitions`); a
 file whose definition is invalid waits in the waiting room (:mod:`ferry.core.runtime.waiting`)."""
@@ -24,6 +25,7 @@ from ferry.core.wire.avro import default_codec
 from ferry.datasets.reload import Definitions
 from ferry.lineage.observer import lineage_observer
 from ferry.settings import Settings, get_settings
+from ferry.stages.load.compactor import Compactor
 from ferry.stages.load.handlers import LoadDeps, load_batch
 
 
@@ -33,9 +35,25 @@ def build(settings: Settings | None = None) -> StageRunner:
 
     settings = settings or get_settings()
     holder = SparkHolder(settings, "ferry-load", "a", hive=True)
-    # Several load instances (and the maintenance commands) may rewrite one table: one at a time.
+    # Several load instances (and the maintenance commands) may change one table: one at a time.
     locks = TableLocks(settings)
-    job = partial(load_files, target_file_mb=settings.load.target_file_mb, locks=locks)
+    ld = settings.load
+    compactor = (
+        Compactor(
+            holder.get,
+            locks,
+            max_files=ld.compact_max_files,
+            target_bytes=ld.target_file_mb * 1024 * 1024,
+        )
+        if ld.compact
+        else None
+    )
+    job = partial(
+        load_files,
+        target_file_mb=ld.target_file_mb,
+        locks=locks,
+        on_loaded=compactor.submit if compactor is not None else None,
+    )
     sweep_dead(datasets_status_path(settings, "load").parent)  # files of killed processes
     definitions = Definitions(
         settings.paths.datasets_dir,
@@ -63,7 +81,10 @@ def build(settings: Settings | None = None) -> StageRunner:
 
 def missing_input(hdfs_a: HdfsPort, uri: str, rows_out: int | None) -> str | None:
     """Why the incoming directory ``uri`` on cluster A cannot be loaded: ``"no such directory"``,
-    ``"no data file, N row(s) expected"``, or ``None`` (it looks whole). One LISTSTATUS.
+    ``"no data file, N row(s) expected"``, or ``None`` (it looks whole). One LISTSTATUS. A staged
+    tree (transform's marker and partition directories, docs/hive-layout.md) counts its
+    partition directories; the load consumes the directory, so ``"no such directory"`` also
+    follows a completed load (the caller asks only when the table lacks the file's rows).
 
     Raises:
         TransientError: cluster A did not answer (the batch is retried as it would be anyway).
@@ -72,7 +93,7 @@ def missing_input(hdfs_a: HdfsPort, uri: str, rows_out: int | None) -> str | Non
         entries = hdfs_a.list(urlsplit(uri).path)
     except HdfsPathNotFound:
         return "no such directory"
-    data = [e for e in entries if e.is_file and not e.name.startswith((".", "_"))]
+    data = [e for e in entries if not e.name.startswith((".", "_"))]
     if not data and (rows_out or 0) > 0:
         return f"no data file, {rows_out} row(s) expected"
     return None

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ferry.clusters.spark_jobs import spark_type
+from ferry.clusters.spark_jobs import spark_type, struct_for
 from ferry.datasets.spec import DatasetSpec
 from ferry.stages.transform.rows import SOURCE_COLUMN, classify, csv_schema
 
@@ -73,10 +73,11 @@ def _problems(spark: SparkSession, spec: DatasetSpec) -> list[str]:
     from pyspark.sql import functions as F
 
     df = spark.createDataFrame([], csv_schema(spec)).withColumn(SOURCE_COLUMN, F.lit(""))
+    typed = spark.createDataFrame([], struct_for(spec.columns))  # decimals are text in csv_schema
     problems: list[str] = []
     for i, d in enumerate(spec.derived):
         try:
-            _ = df.select(F.expr(d.expr).try_cast(spark_type(d.type)).alias(d.name)).schema
+            _ = typed.select(F.expr(d.expr).try_cast(spark_type(d.type)).alias(d.name)).schema
         except AnalysisException as exc:
             problems.append(f"derived.{i} ({d.name}): expr {d.expr!r}: {_first_line(exc)}")
     if problems:

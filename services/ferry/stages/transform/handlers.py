@@ -40,7 +40,8 @@ from ferry.datasets.spec import DatasetSpec
 
 log = logging.getLogger(__name__)
 
-#: (spark, spec, {landing uri: file_id}, staging_root, rejects_root) → {file_id: FileResult}
+#: (spark, spec, {landing uri: file_id}, staging_root, rejects_root, sources={file_id: NAS
+#: source_path}) → {file_id: FileResult}
 RunBatch = Callable[..., Mapping[str, Any]]
 
 
@@ -133,6 +134,7 @@ def _run_isolating(
     while queue:
         part = queue.popleft()
         files = {ev.manifest.uris["landing"]: ev.file_id for ev in part}
+        sources = {ev.file_id: ev.manifest.source_path for ev in part}
         try:
             spark = deps.spark()
         except (ConfigError, StackError):
@@ -149,6 +151,7 @@ def _run_isolating(
                 files,
                 staging_root=deps.staging_root,
                 rejects_root=deps.rejects_root,
+                sources=sources,
             )
         except (ConfigError, StackError):
             raise

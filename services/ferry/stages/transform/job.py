@@ -1,7 +1,10 @@
 """Transform job (Spark on cluster B): landed CSV files → per-file Parquet in staging + rejects.
 
 One Spark application serves many batches; one batch of files of ONE dataset is read by one CSV
-scan (no JVM and no job per file). Order of calls (what :func:`run_batch` does)::
+scan (no JVM and no job per file). Each file is staged in the shape the load moves into the Hive
+table as it is (docs/hive-layout.md): partitioned by the table's partition columns, with
+``ferry_file_id`` and ``ferry_source_path``, under ``<staging>/<dataset>/<file_id>/``.
+Order of calls (what :func:`run_batch` does)::
 
     heads  → classify_empty / check_header      (pure Python, per file, on the first 64 KiB)
     df     = read_csv(spark, paths, spec)         (PERMISSIVE, corrupt-record column, source path;
@@ -25,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from ferry.clusters.filetable.paths import new_generation
+from ferry.clusters.filetable.staging import file_dir, name_files, write_files
 from ferry.clusters.spark_jobs import (
     FileSystemOps,
     HadoopFileSystem,
@@ -36,12 +41,11 @@ from ferry.clusters.spark_jobs import (
 from ferry.core.errors import HdfsPathNotFound, InputExpired
 from ferry.datasets.compression import CorruptArchive
 from ferry.datasets.precheck import HEAD_BYTES, check_header, classify_empty
-from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
+from ferry.datasets.spec import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
+from ferry.stages.transform.counts import FileCounts, file_counts
 from ferry.stages.transform.rows import (
     SOURCE_COLUMN,
-    FileCounts,
     classify,
-    file_counts,
     split,
 )
 from ferry.stages.transform.splits import parallel_paths, read_batch
@@ -66,8 +70,9 @@ DRIVER_THREADS = 4
 class FileResult:
     """Outcome of one file of a batch.
 
-    status ``transformed``: ``staged_path`` holds its valid rows as Parquet (an empty directory
-    when ``rows_out == 0``); ``rejects_path`` its rejected rows, or ``None`` if there are none.
+    status ``transformed``: ``staged_path`` holds its valid rows as Parquet, partitioned by the
+    table's partition columns, with the marker ``_ferry.json`` (listing no file when
+    ``rows_out == 0``); ``rejects_path`` its rejected rows, or ``None`` if there are none.
     status ``empty``: no data row (``reason`` = ``zero_bytes``/``blank``/``header_only``, C11);
     nothing written. status ``failed``: quarantine with ``reason`` (``header_mismatch``, or
     ``input_expired`` when the landing copy is gone) and ``message``; nothing written.
@@ -97,15 +102,21 @@ def write_batch(
     rejects_root: str,
     fs: FileSystemOps,
     counts: Mapping[str, FileCounts],
+    sources: Mapping[str, str] | None = None,
     batch_id: str | None = None,
 ) -> dict[str, FileResult]:
     """Write a batch's valid rows and rejects, then commit each file by rename.
 
-    ``files`` maps each source path (as given to :func:`read_csv`) to its ``file_id``. Valid rows
-    are written once for the whole batch to ``<staging_root>/<dataset>/_tmp/<batch_id>``,
-    partitioned by ``ferry_file_id`` (one Parquet part per file), and each partition directory is
-    renamed to :func:`staged_path` (an existing one is replaced, see
-    :func:`ferry.clusters.spark_jobs.commit_dir`). Rejects likewise to
+    ``files`` maps each source path (as given to :func:`read_csv`) to its ``file_id``;
+    ``sources`` maps a ``file_id`` to its NAS name (the manifest's ``source_path``, written into
+    every valid row's ``ferry_source_path``; NULL without it). Valid rows are written once for the
+    whole batch to ``<staging_root>/<dataset>/_tmp/<batch_id>`` in the per-file shape the load
+    moves into the table (:mod:`ferry.clusters.filetable.staging`): per file, partitioned by the
+    table's partition columns, the table's data columns with ``ferry_file_id`` and
+    ``ferry_source_path``, files named ``ferry-<file_id>-<generation>-<n>.parquet`` (one
+    generation per batch: two transform runs of a file never share a name) and the marker
+    ``_ferry.json``; then each file's directory is renamed to :func:`staged_path` (an existing one
+    is replaced, see :func:`ferry.clusters.spark_jobs.commit_dir`). Rejects likewise to
     ``<rejects_root>/<dataset>/<file_id>``. Only the batch's own temp directories are deleted.
     Two Spark jobs. Returns ``{file_id: FileResult}``.
 
@@ -116,23 +127,27 @@ def write_batch(
     from pyspark.sql import functions as F
 
     batch_id = batch_id or uuid.uuid4().hex
+    generation = new_generation()
     for fid in files.values():
         check_file_id(fid)
     pairs = [x for p, fid in files.items() for x in (F.lit(path_key(p)), F.lit(fid))]
     file_id = F.create_map(*pairs)[F.col(SOURCE_COLUMN)]
+    names = [x for fid, name in (sources or {}).items() for x in (F.lit(fid), F.lit(name))]
+    nas_name = F.create_map(*names)[F.col(FILE_ID_COLUMN)] if names else F.lit(None)
     valid, rejects = split(classified, spec)
     tmp_valid = join_path(staging_root, spec.name, "_tmp", batch_id)
     tmp_rej = join_path(rejects_root, spec.name, "_tmp", batch_id)
     sc = classified.sparkSession.sparkContext
     try:
         sc.setJobDescription(f"ferry transform {spec.name}: stage {len(files)} file(s)")
-        (
-            valid.withColumn(FILE_ID_COLUMN, file_id)
-            .drop(SOURCE_COLUMN)
-            .repartition(FILE_ID_COLUMN)
-            .write.partitionBy(FILE_ID_COLUMN)
-            .mode("errorifexists")
-            .parquet(tmp_valid)
+        staged = valid.withColumn(FILE_ID_COLUMN, file_id).withColumn(
+            SOURCE_PATH_COLUMN, nas_name.cast("string")
+        )
+        write_files(
+            staged,
+            [c.name for c in spec.table_data_columns],
+            spec.hive.partition_by,
+            tmp_valid,
         )
         if any(c.rows_rejected for c in counts.values()):
             sc.setJobDescription(f"ferry transform {spec.name}: rejects of {len(files)} file(s)")
@@ -146,9 +161,8 @@ def write_batch(
 
         def commit(path: str, fid: str) -> FileResult:
             c = counts[path]
-            part = join_path(tmp_valid, f"{FILE_ID_COLUMN}={fid}")
-            if not fs.exists(part):
-                fs.mkdirs(part)
+            part = file_dir(tmp_valid, fid)
+            name_files(fs, part, fid, generation)
             final = staged_path(staging_root, spec.name, fid)
             commit_dir(fs, part, final)
             rej_final = join_path(rejects_root, spec.name, fid)
@@ -182,11 +196,14 @@ def run_batch(
     *,
     staging_root: str,
     rejects_root: str,
+    sources: Mapping[str, str] | None = None,
     fs: FileSystemOps | None = None,
 ) -> dict[str, FileResult]:
     """Transform one batch of landed files of one dataset; the transform service's one call.
 
-    ``files``: ``{landing path: file_id}`` (raw absolute paths or URIs, see :func:`read_csv`).
+    ``files``: ``{landing path: file_id}`` (raw absolute paths or URIs, see :func:`read_csv`);
+    ``sources``: ``{file_id: NAS name}`` (the manifests' ``source_path``, see
+    :func:`write_batch`).
     Empty files (C11), files with a wrong header and files whose landing copy is gone (reason
     ``input_expired``: removed by its retention) are classified without Spark and not read;
     the rest are read by one scan, classified, cached while the per-file counts and the two
@@ -270,6 +287,7 @@ def run_batch(
             rejects_root=rejects_root,
             fs=fs,
             counts=counts,
+            sources=sources,
         )
     finally:
         classified.unpersist()

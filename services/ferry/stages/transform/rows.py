@@ -13,6 +13,9 @@ in this order)::
     malformed                   the parser refused the record for no reason listed here
     type:<col>=<value>          not a value of the column's type (``abc``, ``-4.7`` in an int)
     overflow:<col>=<value>      an integer (or decimal) too large for the column's type
+    scale:<col>=<value>         a decimal with more fractional digits than the column's scale
+                                (unless the dataset's ``decimal_rounding`` allows rounding;
+                                :mod:`ferry.stages.transform.decimals`)
     date:<col>=<value>          not a valid date (``2016-02-30``)
     timestamp:<col>=<value>     not a valid timestamp
     null:<col>  range:<col>  not_allowed:<col>
@@ -24,8 +27,8 @@ in this order)::
 ``<value>`` is the field's text, at most :data:`VALUE_CHARS` characters (then ``…``), with
 control characters (line breaks) and ``;`` shown as ``?``. A column with a value error is not
 also reported as ``null:<col>``. The *code* of a reason is
-its text before ``=`` (``type:dep_delay``): :func:`file_counts` counts rows per code, so the
-counts stay few whatever the values.
+its text before ``=`` (``type:dep_delay``): :func:`ferry.stages.transform.counts.file_counts`
+counts rows per code, so the counts stay few whatever the values.
 
 Everything is a Spark SQL expression (no Python per row); the reasons of a value error are
 computed only for the records the CSV parser flagged (:data:`CORRUPT_COLUMN` not NULL).
@@ -33,8 +36,7 @@ computed only for the records the CSV parser flagged (:data:`CORRUPT_COLUMN` not
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ferry.clusters.spark_jobs import (
@@ -44,8 +46,11 @@ from ferry.clusters.spark_jobs import (
     spark_type,
     struct_for,
 )
-from ferry.datasets.fields import CsvOptions
+from ferry.datasets.fields import ColumnSpec, CsvOptions
 from ferry.datasets.spec import DatasetSpec
+from ferry.stages.transform.decimals import decimals, raw_column
+from ferry.stages.transform.decimals import problems as decimal_problems
+from ferry.stages.transform.decimals import typed as decimal_values
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -82,10 +87,14 @@ def reader_options(o: CsvOptions) -> dict[str, str]:
 
 
 def csv_schema(spec: DatasetSpec) -> StructType:
-    """Parse schema: the definition's columns in order, then :data:`CORRUPT_COLUMN` (string)."""
+    """Parse schema: the definition's columns in order (decimal columns as text, converted by
+    :func:`classify`, see :mod:`ferry.stages.transform.decimals`), then :data:`CORRUPT_COLUMN`."""
     from pyspark.sql import types as T
 
-    schema = struct_for(spec.columns)
+    text = {c.name for c, _, _ in decimals(spec)}
+    schema = struct_for(
+        [c if c.name not in text else ColumnSpec(name=c.name, type="string") for c in spec.columns]
+    )
     return schema.add(T.StructField(CORRUPT_COLUMN, T.StringType(), True))
 
 
@@ -219,7 +228,14 @@ def _checks(spec: DatasetSpec) -> Column:
     # Every parse column, strings too: a query then always reads all of them, so Spark's CSV
     # column pruning never narrows what the parser checks (it compares a record's field count
     # only with the columns a query reads).
+    dec = decimal_problems(spec)
     for i, col in enumerate(spec.columns):
+        if col.name in dec:  # read as text: refused here, not by the parser
+            failed, kind = dec[col.name]
+            value_error[col.name] = failed
+            shown = _shown(F.col(raw_column(col.name)))
+            checks.append((failed, F.concat(kind, F.lit(f":{col.name}="), shown)))
+            continue
         token = tokens.getField(f"c{i}")
         failed = flagged & token.isNotNull() & F.col(col.name).isNull()
         value_error[col.name] = failed
@@ -301,13 +317,18 @@ def classify(df: DataFrame, spec: DatasetSpec) -> DataFrame:
     step, each reading the columns of the one before: the derived columns, the field count, the
     flagged record's fields, the value and rule reasons, the joined reason (the helper columns
     are dropped). Written as one expression, the reason held 768 copies of ``from_csv`` for
-    flights (see :func:`_helpers`; docs/operations.md, "Query planning").
+    flights (see :func:`_helpers`; docs/operations.md, "Query planning"). Decimal columns,
+    read as text, are converted first (:mod:`ferry.stages.transform.decimals`).
     """
+    from pyspark.sql import functions as F
+
     derived, helpers, reasons = _expressions(spec)
-    out = df.withColumns(derived) if derived else df
+    raws = {raw_column(c.name): F.col(c.name) for c, _, _ in decimals(spec)}
+    out = df.withColumns(raws).withColumns(decimal_values(spec)) if raws else df
+    out = out.withColumns(derived) if derived else out
     for name, expr in helpers.items():  # one projection each: each reads the one before
         out = out.withColumn(name, expr)
-    return out.withColumn(REJECT_REASON_COLUMN, reasons).drop(*helpers)
+    return out.withColumn(REJECT_REASON_COLUMN, reasons).drop(*helpers, *raws)
 
 
 def split(classified: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFrame]:
@@ -332,69 +353,3 @@ def split(classified: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFram
 def transform(df: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFrame]:
     """The pure transform, tested on a few rows: ``split(classify(df, spec), spec)``."""
     return split(classify(df, spec), spec)
-
-
-def reason_code(reason: str) -> str:
-    """The code of one reason: its text before ``=`` (``type:y=abc`` → ``type:y``)."""
-    return reason.split("=", 1)[0]
-
-
-@dataclass(frozen=True)
-class FileCounts:
-    """Rows of one source file: ``rows_in = rows_out + rows_rejected``.
-
-    ``reject_reasons``: rejected rows per reason code (:func:`reason_code`); a row with several
-    reasons counts once under each, so the values may sum to more than ``rows_rejected``.
-    """
-
-    rows_in: int = 0
-    rows_out: int = 0
-    rows_rejected: int = 0
-    reject_reasons: Mapping[str, int] = field(default_factory=dict)
-
-
-def file_counts(df: DataFrame, paths: Sequence[str]) -> dict[str, FileCounts]:
-    """Per-file counts from a frame with :data:`SOURCE_COLUMN` and :data:`REJECT_REASON_COLUMN`
-    (a :func:`classify` output, or ``valid.unionByName(rejects, allowMissingColumns=True)``).
-
-    Keyed by the exact strings of ``paths``; a path with no row (header-only file) maps to all
-    zeros. One Spark job (one aggregation over the files and the reason codes of each row).
-
-    Raises:
-        ValueError: the frame holds rows of a file not in ``paths`` (attribution failed).
-    """
-    from pyspark.sql import functions as F
-
-    by_key = {path_key(p): p for p in paths}
-    codes = F.transform(
-        F.split(F.col(REJECT_REASON_COLUMN), REASON_SEPARATOR),
-        lambda r: F.regexp_extract(r, "^[^=]*", 0),
-    )
-    rows = (
-        df.groupBy(F.col(SOURCE_COLUMN), codes.alias("codes"))
-        .agg(F.count(F.lit(1)).alias("n"))
-        .collect()
-    )
-    acc: dict[str, dict[str, int]] = {p: {} for p in paths}
-    rows_in = dict.fromkeys(paths, 0)
-    rejected = dict.fromkeys(paths, 0)
-    for r in rows:
-        key = r[SOURCE_COLUMN]
-        if key not in by_key:
-            raise ValueError(f"rows attributed to {key!r}, which is none of the batch's paths")
-        p, n = by_key[key], int(r["n"])
-        rows_in[p] += n
-        if r["codes"] is None:
-            continue
-        rejected[p] += n
-        for code in r["codes"]:
-            acc[p][code] = acc[p].get(code, 0) + n
-    return {
-        p: FileCounts(
-            rows_in=rows_in[p],
-            rows_out=rows_in[p] - rejected[p],
-            rows_rejected=rejected[p],
-            reject_reasons=acc[p],
-        )
-        for p in paths
-    }

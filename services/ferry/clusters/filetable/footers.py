@@ -1,0 +1,125 @@
+"""Parquet footers read from the driver: a data file's row count and Spark schema without a
+Spark job (parquet-hadoop's ``ParquetFileReader``, in pyspark's jars).
+
+The schema is the one Spark wrote into the footer's key-value metadata
+(``org.apache.spark.sql.parquet.row.metadata``: a ``StructType`` as JSON); a file written by
+another tool is converted from its Parquet schema by Spark's own converter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ferry.core.errors import PermanentError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+#: Footer key under which Spark writes the row schema (Spark's ``ParquetReadSupport``).
+SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"
+
+#: Driver threads reading footers: each read is a NameNode and a DataNode round trip (latency,
+#: not CPU), so they overlap well.
+FOOTER_THREADS = 8
+
+
+@dataclass(frozen=True)
+class Footer:
+    """One data file: its rows and its schema (Spark types, file column order)."""
+
+    path: str
+    rows: int
+    schema: StructType
+
+
+def read_footer(spark: SparkSession, path: str) -> Footer:
+    """Rows and schema of Parquet file ``path`` (any URI the session's Hadoop can read).
+
+    Raises:
+        PermanentError(reason="hdfs_not_found"): the file does not exist.
+        PermanentError(reason="schema_mismatch"): not a Parquet file.
+    """
+    from pyspark.sql.types import StructType
+
+    jvm: Any = spark._jvm
+    conf = spark._jsc.hadoopConfiguration()
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    try:
+        reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+            jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hpath, conf)
+        )
+    except Exception as exc:  # noqa: BLE001 - py4j wraps the Java exception
+        text = str(exc)
+        if "FileNotFoundException" in text:
+            raise PermanentError(
+                f"staged data file {path} does not exist (replay transfer for this file)",
+                reason="hdfs_not_found",
+            ) from exc
+        raise PermanentError(
+            f"{path} is not a readable Parquet file: {text.splitlines()[0][:300]}",
+            reason="schema_mismatch",
+        ) from exc
+    try:
+        meta = reader.getFooter().getFileMetaData()
+        rows = int(reader.getRecordCount())
+        text = meta.getKeyValueMetaData().get(SPARK_SCHEMA_KEY)
+        if text is None:
+            sql_conf = spark._jsparkSession.sessionState().conf()
+            converter = jvm.org.apache.spark.sql.execution.datasources.parquet
+            text = (
+                converter.ParquetToSparkSchemaConverter(sql_conf).convert(meta.getSchema()).json()
+            )
+    finally:
+        reader.close()
+    return Footer(path, rows, StructType.fromJson(json.loads(str(text))))
+
+
+def read_footers(spark: SparkSession, paths: Sequence[str]) -> dict[str, Footer]:
+    """:func:`read_footer` of each path, :data:`FOOTER_THREADS` at a time: ``{path: Footer}``.
+
+    Raises:
+        PermanentError: as :func:`read_footer`, for the first path that failed.
+    """
+    got = read_footers_or_errors(spark, paths)
+    for value in got.values():
+        if isinstance(value, PermanentError):
+            raise value
+    return {p: f for p, f in got.items() if isinstance(f, Footer)}
+
+
+def read_footers_or_errors(
+    spark: SparkSession, paths: Sequence[str]
+) -> dict[str, Footer | PermanentError]:
+    """:func:`read_footers`, with each path's :class:`PermanentError` in place of its footer."""
+
+    def one(path: str) -> Footer | PermanentError:
+        try:
+            return read_footer(spark, path)
+        except PermanentError as exc:
+            return exc
+
+    if not paths:
+        return {}
+    with ThreadPoolExecutor(min(FOOTER_THREADS, len(paths)), "ferry-footer") as pool:
+        return dict(zip(paths, pool.map(one, paths), strict=True))
+
+
+def schema_problems(schema: StructType, expected: Mapping[str, str]) -> list[str]:
+    """How a data file's columns differ from ``expected`` (``{name: type}``, the table's data
+    columns), matched BY NAME, case-insensitive as Hive, nullability ignored (case C12). Each
+    problem names the column; empty when they match."""
+    have = {f.name.lower(): f.dataType.simpleString() for f in schema.fields}
+    want = {k.lower(): v for k, v in expected.items()}
+    out = [f"missing column {n!r} ({t})" for n, t in want.items() if n not in have]
+    out += [f"unexpected column {n!r} ({t})" for n, t in have.items() if n not in want]
+    out += [
+        f"column {n!r} has type {have[n]}, table expects {t}"
+        for n, t in want.items()
+        if n in have and have[n] != t
+    ]
+    return out

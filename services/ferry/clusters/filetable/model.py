@@ -1,0 +1,198 @@
+"""What the per-file layout records: the staging marker, index entries, compaction sidecars and
+journal records (docs/hive-layout.md). Plain dataclasses with explicit JSON at the boundary.
+
+Paths in entries, sidecars and journals are relative to the table's location (``c=v/name``),
+so a table whose directory moves (``ALTER TABLE … RENAME`` of a managed table) keeps a valid
+index. A journal's move sources are absolute (they lie outside the table: incoming, scratch).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Version written into every record; a reader refuses a newer one.
+FORMAT = 1
+
+
+class IndexFormatError(ValueError):
+    """A record is not JSON of the expected shape or has a newer format (the path is named)."""
+
+
+def _load(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexFormatError(f"{what}: not JSON: {exc}") from exc
+    if not isinstance(obj, dict) or int(obj.get("format", 0)) > FORMAT:
+        raise IndexFormatError(f"{what}: not a record of format <= {FORMAT}")
+    return obj
+
+
+def _dump(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps({"format": FORMAT, **obj}, sort_keys=True, ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True)
+class StagedMarker:
+    """``_ferry.json`` of a staged directory, written by transform after its data files:
+    ``files`` are the data files relative to the directory (``c=v/ferry-<id>-<gen>-<n>.parquet``),
+    ``generation`` is new for every transform run of the file. An empty ``files`` is a file
+    whose rows were all rejected (its load removes the file's earlier rows)."""
+
+    file_id: str
+    generation: str
+    files: tuple[str, ...] = ()
+
+    def to_json(self) -> bytes:
+        return _dump({**asdict(self), "files": list(self.files)})
+
+    @classmethod
+    def from_json(cls, data: bytes, what: str = "staging marker") -> StagedMarker:
+        o = _load(data, what)
+        try:
+            return cls(str(o["file_id"]), str(o["generation"]), tuple(map(str, o["files"])))
+        except (KeyError, TypeError) as exc:
+            raise IndexFormatError(f"{what}: missing {exc}") from exc
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """Where one file's rows are: its own data files and the compacted files holding some of
+    them, each with the rows of this file in it. ``generation`` is the transform output loaded
+    (``adopted`` for rows found in a table of the earlier layout)."""
+
+    file_id: str
+    generation: str
+    files: Mapping[str, int] = field(default_factory=dict)
+    compacted: Mapping[str, int] = field(default_factory=dict)
+    source_path: str | None = None
+
+    @property
+    def rows(self) -> int:
+        """Rows of the file in the table."""
+        return sum(self.files.values()) + sum(self.compacted.values())
+
+    @property
+    def paths(self) -> set[str]:
+        """Every data file holding rows of the file."""
+        return {*self.files, *self.compacted}
+
+    def to_json(self) -> bytes:
+        return _dump({**asdict(self), "files": dict(self.files), "compacted": dict(self.compacted)})
+
+    @classmethod
+    def from_json(cls, data: bytes, what: str = "index entry") -> FileEntry:
+        o = _load(data, what)
+        try:
+            return cls(
+                str(o["file_id"]),
+                str(o["generation"]),
+                {str(k): int(v) for k, v in o["files"].items()},
+                {str(k): int(v) for k, v in o["compacted"].items()},
+                o.get("source_path"),
+            )
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise IndexFormatError(f"{what}: bad entry: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class CompactedFile:
+    """Sidecar of a data file holding rows of several files: ``members`` ``{file_id: rows}``."""
+
+    path: str
+    members: Mapping[str, int]
+
+    @property
+    def rows(self) -> int:
+        return sum(self.members.values())
+
+    def to_json(self) -> bytes:
+        return _dump({"path": self.path, "members": dict(self.members)})
+
+    @classmethod
+    def from_json(cls, data: bytes, what: str = "sidecar") -> CompactedFile:
+        o = _load(data, what)
+        try:
+            return cls(str(o["path"]), {str(k): int(v) for k, v in o["members"].items()})
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise IndexFormatError(f"{what}: bad sidecar: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Group:
+    """One step readers may see: ``deletes`` (data files, relative) go first, then ``moves``
+    (``(absolute source, relative destination)``). Old rows of a file are deleted in a group no
+    later than the one moving its new rows in, so a reader never sees a row twice."""
+
+    deletes: tuple[str, ...] = ()
+    moves: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Journal:
+    """A change of the table, written before any of it is done and deleted after all of it is:
+    applying it again from the start finishes what a crash interrupted (every step is
+    idempotent). ``entries``/``sidecars``: the index records to write (``None``: to remove),
+    keyed by file id / compacted data path; ``add_partitions``: partition values to register
+    (one metastore call) before anything moves; ``drop_if_empty``: partition directories whose
+    partition is dropped when no data file is left in them; ``cleanup``: absolute directories
+    deleted at the end (scratch outputs, emptied staged directories)."""
+
+    op: str
+    groups: tuple[Group, ...] = ()
+    add_partitions: tuple[tuple[str | None, ...], ...] = ()
+    entries: Mapping[str, FileEntry | None] = field(default_factory=dict)
+    sidecars: Mapping[str, CompactedFile | None] = field(default_factory=dict)
+    drop_if_empty: tuple[str, ...] = ()
+    cleanup: tuple[str, ...] = ()
+
+    def to_json(self) -> bytes:
+        return _dump(
+            {
+                "op": self.op,
+                "groups": [
+                    {"deletes": list(g.deletes), "moves": [list(m) for m in g.moves]}
+                    for g in self.groups
+                ],
+                "add_partitions": [list(p) for p in self.add_partitions],
+                "entries": {
+                    k: None if v is None else json.loads(v.to_json())
+                    for k, v in self.entries.items()
+                },
+                "sidecars": {
+                    k: None if v is None else json.loads(v.to_json())
+                    for k, v in self.sidecars.items()
+                },
+                "drop_if_empty": list(self.drop_if_empty),
+                "cleanup": list(self.cleanup),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes, what: str = "journal") -> Journal:
+        o = _load(data, what)
+
+        def sub(v: Any, kind: type[FileEntry] | type[CompactedFile]) -> Any:
+            return None if v is None else kind.from_json(json.dumps(v).encode(), what)
+
+        try:
+            return cls(
+                str(o["op"]),
+                tuple(
+                    Group(
+                        tuple(g["deletes"]),
+                        tuple((str(s), str(d)) for s, d in g["moves"]),
+                    )
+                    for g in o["groups"]
+                ),
+                tuple(tuple(p) for p in o["add_partitions"]),
+                {k: sub(v, FileEntry) for k, v in o["entries"].items()},
+                {k: sub(v, CompactedFile) for k, v in o["sidecars"].items()},
+                tuple(o["drop_if_empty"]),
+                tuple(o["cleanup"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IndexFormatError(f"{what}: bad journal: {exc}") from exc

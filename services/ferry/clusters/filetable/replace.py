@@ -1,0 +1,168 @@
+"""Loading, replacing and removing files' rows in a per-file table: the plan of one change as a
+:class:`~ferry.clusters.filetable.model.Journal` (applied by :mod:`.journal`).
+
+For each file of the change (:func:`plan`):
+
+- every data file its index entry names is removed, wherever it lies: its own files are
+  deleted; a compacted file holding some of its rows is rewritten without them (one Spark job
+  for all such files, :mod:`.merge`), or deleted when no other file's rows are in it, and the
+  other members' entries and the sidecar follow;
+- its new data files (:class:`NewFiles`; none for a file whose rows were all rejected, or for
+  ``ferry unload``) are moved into their partition directories, keeping their relative path
+  (``c=v/ferry-<id>-<generation>-<n>.parquet``), and the partitions they need are registered.
+
+Groups are ordered so that a reader never sees a row twice: compacted files are rewritten
+first (old rows out), then each file's own old files are deleted and its new ones moved in.
+Partitions left without data files are dropped. Costs: a metastore call, a rename per new data
+file and a delete per old one, plus a Spark job only when compacted files hold the old rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ferry.clusters.filetable.index import TableIndex
+from ferry.clusters.filetable.merge import merge_groups
+from ferry.clusters.filetable.model import CompactedFile, FileEntry, Group, Journal
+from ferry.clusters.filetable.paths import (
+    compacted_file_name,
+    join,
+    new_generation,
+    parent,
+    parse_partition_dir,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+
+@dataclass(frozen=True)
+class NewFiles:
+    """One file's output ready to move in: ``files`` ``{path relative to source_dir: rows}``,
+    each moved to the same path relative to the table. ``source_dir`` is deleted once the change
+    is applied (an incoming directory, or a scratch directory of a reshape)."""
+
+    file_id: str
+    generation: str
+    source_dir: str
+    files: Mapping[str, int] = field(default_factory=dict)
+    source_path: str | None = None
+
+    @property
+    def rows(self) -> int:
+        return sum(self.files.values())
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A change ready to commit, and what it will leave per file (``{file_id: rows}``)."""
+
+    journal: Journal
+    rows: dict[str, int]
+    touched: tuple[str, ...]  #: partition directories receiving data files
+
+
+def plan(
+    spark: SparkSession,
+    index: TableIndex,
+    columns: tuple[str, ...],
+    schema: StructType,
+    changes: Mapping[str, NewFiles | None],
+    entries: Mapping[str, FileEntry | None],
+    *,
+    op: str,
+) -> Plan:
+    """The journal replacing each file of ``changes`` (``None``: removing it) given its current
+    ``entries``; ``columns`` are the table's partition columns, ``schema`` its data columns (to
+    rewrite compacted files). Call under the table's lock, after
+    :func:`~ferry.clusters.filetable.journal.roll_forward`.
+
+    Raises:
+        ferry.clusters.filetable.model.IndexFormatError: a record of the index is unreadable.
+        RuntimeError: a compacted file's rows after the rewrite differ from its sidecar.
+        pyspark errors: the rewrite of compacted files failed (nothing changed).
+    """
+    ids = set(changes)
+    compacted = sorted({p for e in entries.values() if e is not None for p in e.compacted})
+    sidecars = index.sidecars(compacted)
+    entries_out: dict[str, FileEntry | None] = {}
+    sidecars_out: dict[str, CompactedFile | None] = {}
+    first: list[Group] = []
+    others: dict[str, FileEntry] = {}
+    cleanup: list[str] = []
+    rewrite: dict[int, list[str]] = {}
+    keep: dict[int, tuple[str, dict[str, int]]] = {}
+    for k, path in enumerate(compacted):
+        sc = sidecars[path] or CompactedFile(path, {})
+        rest = {fid: n for fid, n in sc.members.items() if fid not in ids}
+        sidecars_out[path] = None
+        if rest:
+            rewrite[k] = [index.abs(path)]
+            keep[k] = (path, rest)
+        else:
+            first.append(Group(deletes=(path,)))
+    if rewrite:
+        scratch = index.new_scratch()
+        cleanup.append(scratch)
+        merged = merge_groups(
+            spark, schema, rewrite, scratch, drop_ids=ids, description=f"ferry {op}: compacted"
+        )
+        gen = new_generation()
+        others = {
+            fid: e
+            for fid, e in index.entries(
+                {m for _, rest in keep.values() for m in rest if m and m not in ids}
+            ).items()
+            if e is not None
+        }
+        for k, (path, rest) in keep.items():
+            out = merged.get(k)
+            if out is None or out.rows != sum(rest.values()):
+                raise RuntimeError(
+                    f"{index.location}: compacted file {path} rewritten without {len(ids)} "
+                    f"file(s) holds {out.rows if out else 0} rows, its sidecar says "
+                    f"{sum(rest.values())}"
+                )
+            new = join(parent(path), compacted_file_name(gen, k)).lstrip("/")
+            first.append(Group(deletes=(path,), moves=((out.path, new),)))
+            sidecars_out[new] = CompactedFile(new, rest)
+            for fid, n in rest.items():
+                e = others.get(fid)
+                if e is not None:
+                    comp = {p: r for p, r in e.compacted.items() if p != path} | {new: n}
+                    others[fid] = FileEntry(e.file_id, e.generation, e.files, comp, e.source_path)
+    entries_out.update(others)
+    groups: list[Group] = []
+    rows: dict[str, int] = {}
+    added: set[str] = set()
+    removed_dirs: set[str] = {parent(p) for p in compacted}
+    for fid, change in changes.items():
+        old = entries.get(fid)
+        deletes = tuple(sorted(old.files)) if old is not None else ()
+        removed_dirs |= {parent(p) for p in deletes}
+        if change is None:
+            groups.append(Group(deletes=deletes))
+            entries_out[fid] = None
+            rows[fid] = 0
+            continue
+        moves = tuple((join(change.source_dir, rel), rel) for rel in sorted(change.files))
+        added |= {parent(rel) for rel in change.files}
+        groups.append(Group(deletes=deletes, moves=moves))
+        entries_out[fid] = FileEntry(
+            fid, change.generation, dict(change.files), {}, change.source_path
+        )
+        rows[fid] = change.rows
+        cleanup.append(change.source_dir)
+    journal = Journal(
+        op,
+        groups=tuple(g for g in (*first, *groups) if g.deletes or g.moves),
+        add_partitions=tuple(parse_partition_dir(columns, d) for d in sorted(added) if columns),
+        entries=entries_out,
+        sidecars=sidecars_out,
+        drop_if_empty=tuple(sorted(removed_dirs - added - {""})) if columns else (),
+        cleanup=tuple(cleanup),
+    )
+    return Plan(journal, rows, tuple(sorted(added)))

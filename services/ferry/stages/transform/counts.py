@@ -1,0 +1,80 @@
+"""Per-file counts of the transform: ``rows_in = rows_out + rows_rejected`` and the rejected rows
+per reason code (:mod:`ferry.stages.transform.rows` gives each row its reasons)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ferry.clusters.spark_jobs import path_key
+from ferry.stages.transform.rows import REASON_SEPARATOR, REJECT_REASON_COLUMN, SOURCE_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+def reason_code(reason: str) -> str:
+    """The code of one reason: its text before ``=`` (``type:y=abc`` → ``type:y``)."""
+    return reason.split("=", 1)[0]
+
+
+@dataclass(frozen=True)
+class FileCounts:
+    """Rows of one source file: ``rows_in = rows_out + rows_rejected``.
+
+    ``reject_reasons``: rejected rows per reason code (:func:`reason_code`); a row with several
+    reasons counts once under each, so the values may sum to more than ``rows_rejected``.
+    """
+
+    rows_in: int = 0
+    rows_out: int = 0
+    rows_rejected: int = 0
+    reject_reasons: Mapping[str, int] = field(default_factory=dict)
+
+
+def file_counts(df: DataFrame, paths: Sequence[str]) -> dict[str, FileCounts]:
+    """Per-file counts from a frame with :data:`SOURCE_COLUMN` and :data:`REJECT_REASON_COLUMN`
+    (a :func:`classify` output, or ``valid.unionByName(rejects, allowMissingColumns=True)``).
+
+    Keyed by the exact strings of ``paths``; a path with no row (header-only file) maps to all
+    zeros. One Spark job (one aggregation over the files and the reason codes of each row).
+
+    Raises:
+        ValueError: the frame holds rows of a file not in ``paths`` (attribution failed).
+    """
+    from pyspark.sql import functions as F
+
+    by_key = {path_key(p): p for p in paths}
+    codes = F.transform(
+        F.split(F.col(REJECT_REASON_COLUMN), REASON_SEPARATOR),
+        lambda r: F.regexp_extract(r, "^[^=]*", 0),
+    )
+    rows = (
+        df.groupBy(F.col(SOURCE_COLUMN), codes.alias("codes"))
+        .agg(F.count(F.lit(1)).alias("n"))
+        .collect()
+    )
+    acc: dict[str, dict[str, int]] = {p: {} for p in paths}
+    rows_in = dict.fromkeys(paths, 0)
+    rejected = dict.fromkeys(paths, 0)
+    for r in rows:
+        key = r[SOURCE_COLUMN]
+        if key not in by_key:
+            raise ValueError(f"rows attributed to {key!r}, which is none of the batch's paths")
+        p, n = by_key[key], int(r["n"])
+        rows_in[p] += n
+        if r["codes"] is None:
+            continue
+        rejected[p] += n
+        for code in r["codes"]:
+            acc[p][code] = acc[p].get(code, 0) + n
+    return {
+        p: FileCounts(
+            rows_in=rows_in[p],
+            rows_out=rows_in[p] - rejected[p],
+            rows_rejected=rejected[p],
+            reject_reasons=acc[p],
+        )
+        for p in paths
+    }
