@@ -130,8 +130,7 @@ def lone_part(
 ) -> None:
     """``count`` files no run loaded before, each dropped alone on the idle pipeline."""
     say(f"ferry: {count} lone files on the idle pipeline …")
-    nas = settings.paths.nas_dir
-    nas.mkdir(parents=True, exist_ok=True)  # the local share (extract does not create it)
+    (nas := settings.paths.nas_dir).mkdir(parents=True, exist_ok=True)  # extract won't make it
     flights = [f for f in demo if f.dataset == "flights"]
     lone: list[float] = []
     per_hop: dict[str, list[float]] = {}
@@ -302,8 +301,7 @@ def main() -> int:
     rss.start()
     base: BaselineResult | None = None
     group: ServiceGroup | None = None
-    nas = settings.paths.nas_dir
-    nas.mkdir(parents=True, exist_ok=True)  # the local share (extract does not create it)
+    (nas := settings.paths.nas_dir).mkdir(parents=True, exist_ok=True)  # extract won't make it
     ferry_s: dict[str, float] = {}  # Ferry's wall seconds per file set, for the peers' ratios
     try:
         if "baseline" in parts:
