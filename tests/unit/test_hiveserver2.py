@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ferry.clusters.hiveserver2 import (
@@ -14,7 +16,7 @@ from ferry.clusters.hiveserver2 import (
     jdbc_url,
     rows_by_file,
 )
-from ferry.settings import get_settings
+from ferry.settings import Settings, get_settings
 
 
 def test_values_read_as_the_jdbc_driver_gives_them():
@@ -115,3 +117,66 @@ def test_rows_by_file_refuses_anything_but_identifiers_before_connecting(table, 
 
 def test_rows_by_file_of_no_ids_asks_nothing():
     assert rows_by_file(get_settings(), "ferry.flights", []) == {}
+
+
+class _Cursor:
+    """An impyla cursor whose first ``fail`` executions fail as ``error`` says."""
+
+    def __init__(self, fail: int, error: str) -> None:
+        self.fail, self.error, self.calls = fail, error, 0
+        self.description: list[tuple[Any, ...]] | None = None
+
+    def execute(self, sql: str) -> None:
+        from impala.error import OperationalError
+
+        self.calls += 1
+        if self.calls <= self.fail:
+            raise OperationalError(self.error)
+        self.description = [("n", "BIGINT", None, None, None, None, None)]
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return [(7,)]
+
+
+GONE = (
+    "org.apache.hive.service.cli.HiveSQLException: Error running query: "
+    "[FAILED_READ_FILE.FILE_NOT_EXIST] Encountered error while reading file hdfs://a/t/p=1/"
+    "ferry-x-0.parquet. File does not exist. It is possible the underlying files have been updated."
+)
+
+
+@pytest.mark.parametrize(
+    ("fail", "error", "expected", "calls"),
+    [
+        (2, GONE, [("7",)], 3),  # a load or compaction changed the table twice: third run reads
+        (3, GONE, "FilesChanged", 3),  # still changing: refused after the last attempt
+        (1, "ParseException: syntax error", "HiveQueryError", 1),  # not retried
+    ],
+)
+def test_a_statement_that_read_a_deleted_data_file_is_run_again(
+    monkeypatch: pytest.MonkeyPatch, fail: int, error: str, expected: Any, calls: int
+) -> None:
+    import impala.dbapi
+
+    from ferry.clusters import hiveserver2
+
+    cursor = _Cursor(fail, error)
+
+    class _Conn:
+        def cursor(self) -> _Cursor:
+            return cursor
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(impala.dbapi, "connect", lambda **kw: _Conn())
+    no_wait = hiveserver2.wait_fixed(0)
+    monkeypatch.setattr(hiveserver2, "wait_fixed", lambda _s: no_wait)
+    if isinstance(expected, list):
+        [result] = hiveserver2.query(Settings(), "SELECT count(*) FROM t")
+        assert list(result.rows) == expected
+    else:
+        with pytest.raises(hiveserver2.HiveQueryError) as exc:
+            hiveserver2.query(Settings(), "SELECT count(*) FROM t")
+        assert type(exc.value).__name__ == expected
+    assert cursor.calls == calls

@@ -29,6 +29,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
 from ferry.core.errors import PermanentError, TransientError
 from ferry.settings import Settings
 
@@ -140,12 +142,16 @@ def query(settings: Settings, *statements: str, database: str = "default") -> li
     """Run ``statements`` in order in one HiveServer2 session; one :class:`Result` per statement
     that returns rows (DDL/DML return none).
 
+    A statement that read a data file deleted after the server listed it (a load or compaction
+    changed the table under it: :class:`FilesChanged`) is run again, :data:`READ_ATTEMPTS`
+    times at most, 1 s apart.
+
     Raises:
         HiveServer2Unavailable: no connection, or no answer within ``query_timeout_s``.
-        HiveQueryError: the server refused a statement (the message names it and its first line).
+        HiveQueryError: the server refused a statement (the message names it and its first line);
+            FilesChanged after the last attempt.
     """
     from impala.dbapi import connect
-    from impala.error import DatabaseError
     from impala.error import Error as ImpylaError
     from thrift.Thrift import TException
 
@@ -167,20 +173,54 @@ def query(settings: Settings, *statements: str, database: str = "default") -> li
     try:
         cursor = conn.cursor()
         for sql in statements:
-            try:
-                cursor.execute(sql)
-                if cursor.description is None:
-                    continue
-                columns = tuple(_column(d) for d in cursor.description)
-                rows = tuple(tuple(jdbc_text(v) for v in row) for row in cursor.fetchall())
-            except DatabaseError as exc:  # the server answered: the statement failed
-                raise HiveQueryError(f"HiveServer2 {where}: {_first_line(exc)}") from exc
-            except (OSError, TException, ImpylaError) as exc:  # timeout, reset: server went away
-                raise HiveServer2Unavailable(f"HiveServer2 {where}: {_first_line(exc)}") from exc
-            results.append(Result(columns, rows))
+            result = Retrying(
+                retry=retry_if_exception_type(FilesChanged),
+                stop=stop_after_attempt(READ_ATTEMPTS),
+                wait=wait_fixed(1.0),
+                reraise=True,
+            )(_execute, cursor, sql, where)
+            if result is not None:
+                results.append(result)
     finally:
         conn.close()
     return results
+
+
+#: Attempts of a statement that read a data file deleted after the server listed it.
+READ_ATTEMPTS = 3
+
+
+class FilesChanged(HiveQueryError):
+    """A statement listed a data file that a load or compaction deleted before it was read
+    (Spark's ``FAILED_READ_FILE.FILE_NOT_EXIST``, "the underlying files have been updated"):
+    the table changed under the query, and a new run lists the new state
+    (docs/hive-layout.md, "What a reader sees while a file is replaced")."""
+
+
+def _files_changed(exc: BaseException) -> bool:
+    text = str(exc)
+    return "FILE_NOT_EXIST" in text and "underlying files have been updated" in text
+
+
+def _execute(cursor: Any, sql: str, where: str) -> Result | None:
+    """Run one statement on an impyla cursor; its rows, or None for DDL/DML (errors as
+    :func:`query`'s)."""
+    from impala.error import DatabaseError
+    from impala.error import Error as ImpylaError
+    from thrift.Thrift import TException
+
+    try:
+        cursor.execute(sql)
+        if cursor.description is None:
+            return None
+        columns = tuple(_column(d) for d in cursor.description)
+        rows = tuple(tuple(jdbc_text(v) for v in row) for row in cursor.fetchall())
+    except DatabaseError as exc:  # the server answered: the statement failed
+        message = f"HiveServer2 {where}: {_first_line(exc)}"
+        raise (FilesChanged if _files_changed(exc) else HiveQueryError)(message) from exc
+    except (OSError, TException, ImpylaError) as exc:  # timeout, reset: the server went away
+        raise HiveServer2Unavailable(f"HiveServer2 {where}: {_first_line(exc)}") from exc
+    return Result(columns, rows)
 
 
 def _column(description: Sequence[Any]) -> Column:
