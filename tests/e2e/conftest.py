@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -36,6 +37,19 @@ class Pipeline:
     def ferry(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run the ``ferry`` CLI as an operator would, with this pipeline's settings."""
         return run_cli(self.env, *args, timeout=timeout)
+
+
+def private_definitions(stack: Settings, work: Path, token: str) -> Path:
+    """A copy of the stack's dataset definitions in ``work/datasets`` whose tables are private
+    (``ferry.<table>_<token>``): sample files have fixed bytes, hence fixed file ids, whose rows
+    other runs may have left in the shared tables. Returns the directory."""
+    defs = work / "datasets"
+    defs.mkdir()
+    for src in stack.paths.datasets_dir.glob("*.yaml"):
+        text = src.read_text(encoding="utf-8")
+        text = re.sub(r"^  table: (\w+)$", rf"  table: \1_{token}", text, flags=re.M)
+        (defs / src.name).write_text(text, encoding="utf-8")
+    return defs
 
 
 def start_pipeline(stack: Settings, work: Path, extra: Mapping[str, Any] | None = None) -> Pipeline:

@@ -11,7 +11,6 @@ not in quarantine, and releases it once the expression is fixed.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from ferry.datasets.registry import definition_version
 from ferry.datasets.spec import load_datasets
 from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import Outcomes, drop_file
-from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
+from tests.e2e.conftest import Pipeline, private_definitions, start_pipeline, stop_pipeline
 from tests.e2e.scenario import wait_for_outcomes
 
 pytestmark = pytest.mark.e2e
@@ -37,12 +36,7 @@ REPO_DATASETS = Path(__file__).resolve().parents[2] / "datasets"
 def two(stack, tmp_path_factory) -> Iterator[tuple[Pipeline, Path, str]]:  # type: ignore[no-untyped-def]
     work = tmp_path_factory.mktemp("datasets")
     token = uuid.uuid4().hex[:8]
-    defs = work / "datasets"
-    defs.mkdir()
-    for src in stack.paths.datasets_dir.glob("*.yaml"):
-        text = src.read_text(encoding="utf-8")
-        text = re.sub(r"^  table: (\w+)$", rf"  table: \1_{token}", text, flags=re.M)
-        (defs / src.name).write_text(text, encoding="utf-8")
+    defs = private_definitions(stack, work, token)
     weather = defs / "weather.yaml"
     text = weather.read_text(encoding="utf-8")
     assert "{name: temp, type: double}" in text

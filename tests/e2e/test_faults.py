@@ -11,7 +11,6 @@ the exact outcome: N files in, N loaded, 0 quarantined, each file's exact row co
 from __future__ import annotations
 
 import random
-import re
 import signal
 import time
 import uuid
@@ -29,6 +28,7 @@ from ferry_kit.testing.chaos import (
     running_rig,
     wait_failover,
 )
+from tests.e2e.conftest import private_definitions
 
 pytestmark = pytest.mark.e2e
 
@@ -47,12 +47,7 @@ def rig(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[F
     # private tables: the slices' bytes are fixed, so their file ids may have rows in the shared
     # ferry.<dataset> tables from other runs
     token = uuid.uuid4().hex[:8]
-    defs = work / "datasets"
-    defs.mkdir()
-    for src in stack.paths.datasets_dir.glob("*.yaml"):
-        text = src.read_text(encoding="utf-8")
-        text = re.sub(r"^  table: (\w+)$", rf"  table: \1_{token}", text, flags=re.M)
-        (defs / src.name).write_text(text, encoding="utf-8")
+    defs = private_definitions(stack, work, token)
     extra = {"kafka.session_timeout_ms": 10_000, "paths.datasets_dir": defs}
     with running_rig(stack, work, seed=31, extra=extra) as r:
         yield r

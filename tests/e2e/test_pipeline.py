@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from ferry.core.wire.avro import default_codec
 from ferry.datasets.spec import load_datasets
 from ferry_kit.demo_data import csv_lines, daily_frames, write_csv
 from ferry_kit.pipeline import drop_file
-from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
+from tests.e2e.conftest import Pipeline, private_definitions, start_pipeline, stop_pipeline
 from tests.e2e.scenario import assert_scenario, run_pipeline_scenario, wait_for_outcomes
 
 pytestmark = pytest.mark.e2e
@@ -31,12 +30,7 @@ def pipeline(stack, tmp_path_factory) -> Iterator[Pipeline]:  # type: ignore[no-
     files (same file ids) written by other runs, other checkouts and other layouts."""
     work = tmp_path_factory.mktemp("e2e")
     token = uuid.uuid4().hex[:8]
-    defs = work / "datasets"
-    defs.mkdir()
-    for src in stack.paths.datasets_dir.glob("*.yaml"):
-        text = src.read_text(encoding="utf-8")
-        text = re.sub(r"^  table: (\w+)$", rf"  table: \1_{token}", text, flags=re.M)
-        (defs / src.name).write_text(text, encoding="utf-8")
+    defs = private_definitions(stack, work, token)
     p = start_pipeline(stack, work, {"paths.datasets_dir": defs})
     try:
         yield p

@@ -22,7 +22,7 @@ from ferry.datasets.spec import load_datasets
 from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import Outcomes, drop_file
 from ferry_kit.testing.waiting import wait_for
-from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
+from tests.e2e.conftest import Pipeline, private_definitions, start_pipeline, stop_pipeline
 from tests.e2e.scenario import wait_for_outcomes
 
 pytestmark = pytest.mark.e2e
@@ -48,12 +48,9 @@ def free_port() -> int:
 def gc_pipeline(stack, tmp_path_factory) -> Iterator[tuple[Pipeline, int]]:  # type: ignore[no-untyped-def]
     work = tmp_path_factory.mktemp("retention")
     token = uuid.uuid4().hex[:8]
-    defs = work / "datasets"  # private tables: ferry.flights_<token>, ferry.weather_<token>
-    defs.mkdir()
-    for src in stack.paths.datasets_dir.glob("*.yaml"):
-        text = src.read_text(encoding="utf-8")
-        text = re.sub(r"^  table: (\w+)$", rf"  table: \1_{token}", text, flags=re.M)
-        (defs / src.name).write_text(text, encoding="utf-8")
+    defs = private_definitions(
+        stack, work, token
+    )  # private tables: ferry.flights_<token>, ferry.weather_<token>
     port = free_port()
     extra = {f"retention.{zone}": keep for zone, keep in KEEP.items()} | {
         "retention.interval_s": 2,
