@@ -280,7 +280,7 @@ def test_resets_then_silence_on_cluster_a_while_transfer_runs(compose, capsys) -
     time.sleep(60)  # the fault's length (the 60 s), not a wait for a condition
     resets = undo()
     undo = cluster_a_rules(["-j", "DROP"], source)
-    time.sleep(60)
+    time.sleep(60)  # the DROP fault's length, not a wait for a condition
     dropped = undo()
     lifted = time.time()
     settle_and_report(
@@ -317,7 +317,7 @@ def fault_window(
     t0 = time.time()
     apply()
     try:
-        time.sleep(45)
+        time.sleep(45)  # the disconnection's length, not a wait for a condition
     finally:
         lift()
     lifted = time.time()

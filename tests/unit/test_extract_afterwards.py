@@ -60,7 +60,7 @@ def settle(svc: ExtractService, until: int = 50) -> None:
     for _ in range(until):
         if svc.run_once():
             return
-        time.sleep(0.02)
+        time.sleep(0.02)  # between polls of a bounded loop (until × 20 ms), not a hope
     raise AssertionError("nothing was handled")
 
 
