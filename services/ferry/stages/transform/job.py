@@ -240,34 +240,22 @@ def run_batch(
     with ThreadPoolExecutor(DRIVER_THREADS, thread_name_prefix="ferry-head") as pool:
         checks = list(pool.map(precheck, files))
     for (path, fid), (kind, problem) in zip(files.items(), checks, strict=True):
-        if kind == GONE:
-            results[fid] = FileResult(
-                file_id=fid,
-                source_path=path,
-                status="failed",
-                reason=InputExpired.reason,
-                message=f"{path}: no such file",
-            )
-            continue
-        if kind == CORRUPT:
-            results[fid] = FileResult(
-                file_id=fid,
-                source_path=path,
-                status="failed",
-                reason="corrupt_archive",
-                message=f"{path}: {problem}",
-            )
-            continue
-        if kind is not None:
+        if kind is not None and kind not in (GONE, CORRUPT):
             results[fid] = FileResult(file_id=fid, source_path=path, status="empty", reason=kind)
             continue
-        if problem is not None:
+        failure = {
+            GONE: (InputExpired.reason, "no such file"),
+            CORRUPT: ("corrupt_archive", problem),
+            None: ("header_mismatch", problem),
+        }[kind]
+        if failure[1] is not None:
+            reason, why = failure
             results[fid] = FileResult(
                 file_id=fid,
                 source_path=path,
                 status="failed",
-                reason="header_mismatch",
-                message=f"{path}: {problem}",
+                reason=reason,
+                message=f"{path}: {why}",
             )
             continue
         to_read[path] = fid
