@@ -27,7 +27,14 @@ from ferry.datasets.spec import DatasetSpec
 from ferry.lineage.events import EventBuilder
 from ferry.lineage.naming import Names, hdfs
 from ferry.lineage.observer import LineageObserver
-from ferry_kit.testing.lineage_spec import FERRY_SCHEMAS, errors, registry, spec_dir
+from ferry_kit.testing.lineage_spec import (
+    FERRY_SCHEMAS,
+    client_schema_urls,
+    errors,
+    registry,
+    schemas,
+    spec_dir,
+)
 
 FID = "0123456789abcdef0123456789abcdef"
 B = "hdfs://127.0.0.1:18020"
@@ -194,13 +201,7 @@ def test_hdfs_names_follow_the_naming_spec() -> None:
 def test_every_event_is_valid_against_the_openlineage_schemas(
     seen: tuple[LineageObserver, Captured],
 ) -> None:
-    where = spec_dir(REPO_ROOT)
-    if not (where / "OpenLineage.json").is_file():
-        pytest.skip(
-            f"no OpenLineage spec schemas at {where} (OpenLineage repository, spec/ at the "
-            "client's tag; set OPENLINEAGE_SPEC_DIR)"
-        )
-    reg = registry(where, FERRY_SCHEMAS)
+    reg = registry(spec_dir(REPO_ROOT), FERRY_SCHEMAS)
     obs, cap = seen
     every_kind(obs)
     assert len(cap.events) == 16
@@ -209,10 +210,7 @@ def test_every_event_is_valid_against_the_openlineage_schemas(
 
 def test_an_invalid_event_is_caught(seen: tuple[LineageObserver, Captured]) -> None:
     """The validation can fail: a bad run id and a facet missing a required field."""
-    where = spec_dir(REPO_ROOT)
-    if not (where / "OpenLineage.json").is_file():
-        pytest.skip(f"no OpenLineage spec schemas at {where}")
-    reg = registry(where, FERRY_SCHEMAS)
+    reg = registry(spec_dir(REPO_ROOT), FERRY_SCHEMAS)
     obs, cap = seen
     every_kind(obs)
     bad = cap.events[10]
@@ -221,3 +219,16 @@ def test_an_invalid_event_is_caught(seen: tuple[LineageObserver, Captured]) -> N
     bad["run"]["facets"]["ferry"]["rowsIn"] = -1
     found = errors(bad, reg)
     assert len(found) == 3, found
+
+
+def test_the_vendored_spec_is_the_one_the_client_names() -> None:
+    """One vendored schema for each schema URL the installed client writes, stored at its URL's
+    path, and nothing else: a client upgrade that names a new facet version fails here until
+    its schema is vendored."""
+    where = spec_dir(REPO_ROOT)
+    found = schemas(where)
+    assert set(found) == client_schema_urls()
+    assert len(found) == 39
+    for uri in found:
+        assert (where / uri.removeprefix("https://openlineage.io/spec/")).is_file(), uri
+    assert "https://openlineage.io/spec/2-0-2/OpenLineage.json" in found

@@ -3,17 +3,22 @@
 checks a facet only as a ``BaseFacet``).
 
 The schema files are not shipped by the OpenLineage Python client (``openlineage-python`` 1.54.0
-holds the generated model and the schema URLs, no JSON). They are the ``spec/`` directory of the
-OpenLineage repository at the client's release tag (``spec/OpenLineage.json`` and
-``spec/facets/*.json``, ``$id`` ``https://openlineage.io/spec/2-0-2/OpenLineage.json`` and
-``https://openlineage.io/spec/facets/<version>/<Name>.json``), looked up in
-:func:`spec_dir`. Ferry's own facet schemas (``ferry/lineage/schemas``) are always added.
+holds the generated model and the schema URLs, no JSON), nor by its Java client on Maven Central.
+They are vendored, unmodified, under ``tests/vendor/openlineage-spec`` (its README names the
+repository, commits and licence), laid out as their ``$id`` URLs below
+``https://openlineage.io/spec/``: one file for each schema URL the client names
+(:func:`client_schema_urls`), so the events are checked against the very versions the client
+writes into ``_schemaURL``. Ferry's own facet schemas (``ferry/lineage/schemas``) are always added.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import os
+import pkgutil
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,23 +34,51 @@ CLIENT_VERSION = "1.54.0"
 #: Ferry's own facet schemas (package data).
 FERRY_SCHEMAS = Path(ferry.lineage.__file__).parent / "schemas"
 
+#: A schema URL in the client's generated sources.
+SCHEMA_URL = re.compile(r"https://openlineage\.io/spec/[\w./-]+?\.json")
+
 
 def spec_dir(root: Path) -> Path:
-    """Where the spec's schema files are: ``OPENLINEAGE_SPEC_DIR``, else
-    ``<root>/../shared/openlineage-spec/<CLIENT_VERSION>`` (shared/ beside the checkout)."""
+    """Where the spec's schema files are: ``OPENLINEAGE_SPEC_DIR`` if set, else the vendored copy
+    ``<root>/tests/vendor/openlineage-spec`` (``root``: the checkout)."""
     env = os.environ.get("OPENLINEAGE_SPEC_DIR")
-    return Path(env) if env else root.parent / "shared" / "openlineage-spec" / CLIENT_VERSION
+    return Path(env) if env else root / "tests" / "vendor" / "openlineage-spec"
 
 
-def registry(*dirs: Path) -> Registry:
-    """Every ``*.json`` schema under ``dirs``, by its ``$id``."""
-    resources = []
+def client_schema_urls() -> set[str]:
+    """Every schema URL (``https://openlineage.io/spec/…json``, fragment dropped) the installed
+    OpenLineage Python client's generated model names: the core ``RunEvent`` schema and each
+    facet's ``_schemaURL``."""
+    import openlineage.client.generated as generated
+
+    urls: set[str] = set()
+    for mod in pkgutil.iter_modules(generated.__path__):
+        module = importlib.import_module(f"{generated.__name__}.{mod.name}")
+        urls |= set(SCHEMA_URL.findall(inspect.getsource(module)))
+    return urls
+
+
+def schemas(*dirs: Path) -> dict[str, dict[str, Any]]:
+    """Every ``*.json`` schema under ``dirs`` that has an ``$id``, by that ``$id``."""
+    out: dict[str, dict[str, Any]] = {}
     for d in dirs:
         for path in sorted(d.rglob("*.json")):
             doc = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(doc, dict) and "$id" in doc:
-                resources.append((doc["$id"], Resource.from_contents(doc)))
-    return Registry().with_resources(resources)
+                out[doc["$id"]] = doc
+    return out
+
+
+def schema_ids(*dirs: Path) -> set[str]:
+    """The ``$id`` of every schema under ``dirs``."""
+    return set(schemas(*dirs))
+
+
+def registry(*dirs: Path) -> Registry:
+    """Every ``*.json`` schema under ``dirs``, by its ``$id``."""
+    return Registry().with_resources(
+        (uri, Resource.from_contents(doc)) for uri, doc in schemas(*dirs).items()
+    )
 
 
 def facets(event: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -78,4 +111,14 @@ def errors(event: Mapping[str, Any], reg: Registry) -> list[str]:
     return out
 
 
-__all__ = ["CLIENT_VERSION", "FERRY_SCHEMAS", "errors", "facets", "registry", "spec_dir"]
+__all__ = [
+    "CLIENT_VERSION",
+    "FERRY_SCHEMAS",
+    "client_schema_urls",
+    "errors",
+    "facets",
+    "registry",
+    "schema_ids",
+    "schemas",
+    "spec_dir",
+]
