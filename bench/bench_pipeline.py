@@ -8,9 +8,10 @@ Parts (``--parts``, comma separated; default all, in this order):
   the same dataset definitions and job code); seconds per file, extrapolated to 729 files;
 * ``ferry``: the four stage services on the same sample, then on all 729 files (dropped the
   demo's way), wall time, files/min, per-hop median/p95, ratio to the baseline; then
-  ``--lone`` single files each dropped on the idle, warm pipeline: drop → Hive p50/p95;
+  ``--lone`` single files each dropped on the idle, warm pipeline, by rename and then written in
+  place: drop → Hive p50/p95 (bench/pipeline_variants.py);
 * ``big``: files of ``--big-mb`` MB (the year's flights repeated) through the services, per hop
-  seconds and MB/s;
+  seconds and MB/s; the ``--gz-mb`` one also gzipped (dataset ``flights_gz``);
 * ``stream``: the first big file landed by extract's handler (WebHDFS, sha256) and copied B → A by
   transfer's copy, beside ``hdfs dfs -put`` and ``-cp`` of the same file (the stack's Hadoop jars);
 * ``peer``: what a data engineer would write instead (bench/peers.py): a Structured Streaming job
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import pickle
 import signal
 import statistics
@@ -48,10 +50,10 @@ from pipeline_parts import (
     big_file,
     floor,
     fs_shell,
-    pct,
     run_baseline,
     run_ferry,
 )
+from pipeline_variants import definitions_with_gz, gz_part, lone_part
 from rich.console import Console
 from rich.table import Table
 
@@ -83,14 +85,6 @@ def guard(part: str, rows: list[tuple[str, ...]]) -> Iterator[None]:
         rows.append((part, "FAILED", "", f"{type(exc).__name__}: {str(exc)[:90]}", ""))
 
 
-def lone_file(src: Path, dest: Path) -> Path:
-    """``src`` without its last data row at ``dest``: a file no earlier run loaded (own id)."""
-    lines = src.read_bytes().splitlines(keepends=True)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_bytes(b"".join(lines[:-1]))
-    return dest
-
-
 def baseline_part(
     settings: Settings, sample: list[Any], work: Path, rows: list[tuple[str, ...]]
 ) -> BaselineResult:
@@ -118,43 +112,6 @@ def baseline_part(
         )
     )
     return base
-
-
-def lone_part(
-    settings: Settings,
-    demo: list[Any],
-    work: Path,
-    count: int,
-    group: ServiceGroup,
-    rows: list[tuple[str, ...]],
-) -> None:
-    """``count`` files no run loaded before, each dropped alone on the idle pipeline."""
-    say(f"ferry: {count} lone files on the idle pipeline …")
-    (nas := settings.paths.nas_dir).mkdir(parents=True, exist_ok=True)  # extract won't make it
-    flights = [f for f in demo if f.dataset == "flights"]
-    lone: list[float] = []
-    per_hop: dict[str, list[float]] = {}
-    for i, f in enumerate(flights[:count]):
-        src = lone_file(f.path, work / "lone" / f"flights_lone_{i}_{uuid.uuid4().hex[:6]}.csv")
-        r = run_ferry(
-            settings, [("flights", src, nas / "flights" / src.name)], 120, group, slow_every=0
-        )
-        lone.append(r.hops["drop → loaded"][0] if r.hops["drop → loaded"] else float("nan"))
-        hops = ", ".join(f"{h} {v[0]:.1f}" for h, v in r.latencies.items())
-        say(f"lone {src.name}: {lone[-1]:.1f}s ({hops})")
-        for hop, (med, _) in r.latencies.items():
-            per_hop.setdefault(hop, []).append(med)
-    rows.append(
-        (
-            "ferry",
-            f"one file NAS → Hive, idle warm pipeline (×{len(lone)})",
-            f"p50 {pct(lone, 0.5):.1f}",
-            f"p95 {pct(lone, 0.95):.1f}, max {max(lone):.1f}",
-            "target p50 < 8, p95 < 12",
-        )
-    )
-    for hop, vals in per_hop.items():
-        rows.append(("ferry", f"  lone: {hop} (median)", f"{statistics.median(vals):.1f}", "", ""))
 
 
 def floor_part(
@@ -273,6 +230,7 @@ def main() -> int:
     ap.add_argument("--year", type=int, default=YEAR, help="files of the full Ferry run (<=729)")
     ap.add_argument("--big-mb", default="300,1000", help="sizes of the big files, MB")
     ap.add_argument("--lone", type=int, default=5, help="single files dropped on the idle pipeline")
+    ap.add_argument("--gz-mb", type=int, default=300, help="the big file also dropped gzipped")
     ap.add_argument("--keep-up", action="store_true", help="leave the stack running")
     ap.add_argument("--work", default="", help="work directory (default var_dir/bench-pipeline)")
     args = ap.parse_args()
@@ -282,9 +240,13 @@ def main() -> int:
     if unknown := set(parts) - set(PARTS):
         ap.error(f"unknown parts {sorted(unknown)}; known: {PARTS}")
     big_mb = [int(x) for x in args.big_mb.split(",") if x]
+    work = Path(args.work) if args.work else get_settings().var_dir / "bench-pipeline"
+    if "big" in parts and args.gz_mb in big_mb:  # before settings are read: services see it too
+        defs = definitions_with_gz(get_settings().paths.datasets_dir, work / "datasets")
+        os.environ["FERRY_PATHS__DATASETS_DIR"] = str(defs)
+        get_settings.cache_clear()
     settings = get_settings()
     specs = load_datasets(settings.paths.datasets_dir)
-    work = Path(args.work) if args.work else settings.var_dir / "bench-pipeline"
     work.mkdir(parents=True, exist_ok=True)
     t_all = time.monotonic()
     say("writing the demo's daily files …")
@@ -335,8 +297,9 @@ def main() -> int:
                     rows.append(("ferry", label + failed, f"{r.wall_s:.1f}", rate, ratio))
                     ferry_s[label] = r.wall_s
                     _hop_rows(rows, r, "ferry")
-            with guard("lone", rows):
-                lone_part(settings, demo, work, args.lone, group, rows)
+            for in_place in (False, True):
+                with guard("lone", rows):
+                    lone_part(settings, demo, work, args.lone, group, rows, say, in_place=in_place)
         if "big" in parts:
             assert group is not None
             for path, m in zip(bigs, big_mb, strict=True):
@@ -348,6 +311,10 @@ def main() -> int:
                     rows.append(("big", f"{m} MB file NAS → Hive", f"{r.wall_s:.1f}", rate, ""))
                     ferry_s[f"{m} MB file"] = r.wall_s
                     _hop_rows(rows, r, "big", mb=r.nbytes / 1e6)
+            if args.gz_mb in big_mb:
+                with guard("big", rows):
+                    big = bigs[big_mb.index(args.gz_mb)]
+                    gz_part(settings, big, args.gz_mb, group, rows, ferry_s, say)
     finally:
         if group is not None:
             group.stop()
