@@ -17,6 +17,7 @@ from ferry.clusters.hive import table_location
 from ferry.clusters.spark import session_conf
 from ferry.clusters.spark_jobs import HadoopFileSystem
 from ferry.core import failpoints
+from ferry.core.errors import PermanentError
 from ferry.settings import Settings
 from ferry.stages.load.job import load_files
 
@@ -323,3 +324,21 @@ def test_every_row_carries_its_exact_nas_name_and_an_older_table_gains_the_colum
             row(4, "b", "b", D2, names["b"]),
         ],
     )
+
+
+def test_a_table_of_a_layout_this_ferry_does_not_know_is_refused_and_left_as_it_is(
+    spark, unique_db, tmp_path
+):
+    """A table a newer Ferry wrote (``ferry.layout`` another value than files-1) is neither
+    adopted nor loaded into: the batch fails as schema_mismatch and no data file changes."""
+    spec = tiny_spec(unique_db)
+    load_files(spark, spec, stage_files(spark, tmp_path, spec, {"a": [(1, "a", D1)]}))
+    table = spec.hive.full_name
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('ferry.layout'='files-9')")
+    before = data_files(spark, spec)
+    staged = stage_files(spark, tmp_path, spec, {"b": [(2, "b", D1)]})
+    with pytest.raises(PermanentError, match=r"ferry.layout='files-9' is a layout") as err:
+        load_files(spark, spec, staged)
+    assert err.value.reason == "schema_mismatch"
+    assert data_files(spark, spec) == before
+    assertDataFrameEqual(table_rows(spark, spec), [row(1, "a", "a", D1)])

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ferry.clusters.filetable.journal import Catalog, Values
 from ferry.clusters.filetable.paths import partition_spec_sql
+from ferry.core.errors import PermanentError
 from ferry.datasets.spec import DatasetSpec
 
 if TYPE_CHECKING:
@@ -56,6 +57,26 @@ def count_by(df: DataFrame, column: str) -> dict[str, int]:
     """``{value: rows}`` of ``df`` grouped by ``column`` (one Spark job)."""
     rows = df.groupBy(f"`{column}`").count().collect()
     return {r[0]: int(r["count"]) for r in rows}
+
+
+def has_per_file_layout(table: str, layout: str | None) -> bool:
+    """Whether ``table``, whose ``ferry.layout`` property is ``layout``, has the per-file layout
+    (``True``) or an earlier one with no property (``False``: adopt it).
+
+    Raises:
+        PermanentError(reason="schema_mismatch"): any other value: a layout this Ferry does not
+            know, written by a newer one; adopting or rewriting it would corrupt the table, so
+            nothing is done to it.
+    """
+    if layout is None:
+        return False
+    if layout == LAYOUT_FILES:
+        return True
+    raise PermanentError(
+        f"{table}: table property {LAYOUT_PROPERTY}={layout!r} is a layout this Ferry does not "
+        f"know (it writes {LAYOUT_FILES!r}): a newer Ferry wrote it; load it with that version",
+        reason="schema_mismatch",
+    )
 
 
 def table_property(spark: SparkSession, table: str, key: str) -> str | None:

@@ -26,11 +26,11 @@ from ferry.clusters.filetable.paths import join, new_generation, partition_dir
 from ferry.clusters.filetable.replace import NewFiles, plan
 from ferry.clusters.filetable.staging import file_dir, name_files, write_files
 from ferry.clusters.hive import (
-    LAYOUT_FILES,
     LAYOUT_PROPERTY,
     catalog,
     count_by,
     create_table_sql,
+    has_per_file_layout,
     partition_columns,
     table_location,
     table_property,
@@ -228,7 +228,7 @@ def _migrate(
     table = spec.hive.full_name
     parts = partition_columns(spark, table)
     if parts == list(spec.hive.partition_by):
-        if table_property(spark, table, LAYOUT_PROPERTY) == LAYOUT_FILES:
+        if has_per_file_layout(table, table_property(spark, table, LAYOUT_PROPERTY)):
             raise LayoutError(f"{table} is in the per-file layout already")
         t = _open(spark, spec, target_file_bytes)
         n = spark.sql(f"SHOW PARTITIONS {table}").count() if parts else 0

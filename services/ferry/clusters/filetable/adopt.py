@@ -20,7 +20,12 @@ from ferry.clusters.filetable.index import TableIndex
 from ferry.clusters.filetable.journal import Catalog, commit, roll_forward
 from ferry.clusters.filetable.legacy import recover_rewrites
 from ferry.clusters.filetable.model import CompactedFile, FileEntry, Journal
-from ferry.clusters.hive import LAYOUT_FILES, LAYOUT_PROPERTY, table_property
+from ferry.clusters.hive import (
+    LAYOUT_FILES,
+    LAYOUT_PROPERTY,
+    has_per_file_layout,
+    table_property,
+)
 from ferry.clusters.spark_jobs import path_key, source_key_column
 from ferry.core.errors import PermanentError
 from ferry.datasets.spec import FILE_ID_COLUMN
@@ -56,11 +61,12 @@ def adopt(
     ``None`` when it has. Call under the table's lock.
 
     Raises:
-        PermanentError(reason="schema_mismatch"): a data file lies outside the table's
-            directory (a partition with its own location): it could not be indexed.
+        PermanentError(reason="schema_mismatch"): the table has a layout this Ferry does not
+            know (:func:`~ferry.clusters.hive.has_per_file_layout`), or a data file lies outside
+            the table's directory (a partition with its own location): it could not be indexed.
         pyspark errors: a Spark job failed (nothing is marked adopted; call again).
     """
-    if table_property(spark, table, LAYOUT_PROPERTY) == LAYOUT_FILES:
+    if has_per_file_layout(table, table_property(spark, table, LAYOUT_PROPERTY)):
         return None
     from pyspark.sql import functions as F
 
