@@ -31,6 +31,28 @@ class TransferSettings(Frozen):
         default=10.0,
         description="Longest single backoff of transfer, s: resumes within this after A is back.",
     )
+    parallel_files: int = Field(
+        default=4,
+        ge=1,
+        description=(
+            "Files copied at once by one transfer instance (each file's data files are copied "
+            "4 at a time besides). A small file's copy is a dozen WebHDFS round trips waiting on "
+            "the NameNodes and DataNodes, not on this host's CPU: one at a time, transfer "
+            "carried 1.5 small files/s on the busy 2-core machine of the long soak and fell "
+            "behind transform (docs/operations.md, 'Long soak')."
+        ),
+    )
+    batch_size: int = Field(
+        default=32,
+        ge=1,
+        description=(
+            "Most files taken from the topic for one round of parallel copies; the round "
+            "gathers at most batch_wait_s after its first file (a lone file starts at once)."
+        ),
+    )
+    batch_wait_s: float = Field(
+        default=0.5, ge=0, description="Longest a round gathers files after its first one, s."
+    )
 
 
 class ExtractSettings(Frozen):

@@ -38,6 +38,7 @@ import requests
 from hdfs.client import Client as _CliClient
 from hdfs.client import _to_error
 from hdfs.util import HdfsError as _CliError
+from requests.adapters import HTTPAdapter
 
 from ferry.clusters.hdfs.errors import classify
 from ferry.clusters.hdfs.paths import FileStatus, normalize_path
@@ -129,6 +130,21 @@ class _Client(_CliClient):
         raise HdfsUnavailable(f"more than {_MAX_REDIRECTS} WebHDFS redirects, last to {url}")
 
 
+#: Connections kept per NameNode/DataNode address: transfer runs ``transfer.parallel_files``
+#: files at once, each copying up to 4 data files (requests keeps 10 by default and drops the
+#: rest with a warning).
+POOL_CONNECTIONS = 32
+
+
+def _pooled_session() -> requests.Session:
+    """A ``requests.Session`` keeping :data:`POOL_CONNECTIONS` connections per host."""
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_maxsize=POOL_CONNECTIONS)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
 class WebHdfs(HdfsPort):
     """:class:`HdfsPort` over WebHDFS for one cluster.
 
@@ -156,7 +172,7 @@ class WebHdfs(HdfsPort):
         self.name = name
         self.cluster = cluster
         self.timeout = (retry.connect_timeout_s, retry.read_timeout_s)
-        self._session = session or requests.Session()
+        self._session = session or _pooled_session()
         if auth is not None:
             self._session.auth = auth
         self._client = _Client(

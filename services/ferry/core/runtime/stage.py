@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -202,6 +203,34 @@ def one_by_one(handler: Handler) -> BatchHandler:
     return each
 
 
+def in_parallel(handler: Handler, threads: int) -> BatchHandler:
+    """A :data:`BatchHandler` calling the plain ``handler`` on up to ``threads`` events at once
+    (a thread pool per batch); results in the events' order, each settled as in
+    :func:`one_by_one`. For handlers that wait on the network, not the CPU (transfer's copies),
+    and whose dependencies may be used from several threads. ConfigError and StackError are
+    raised once every running call has returned.
+
+    Raises:
+        ValueError: ``threads`` < 1.
+    """
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+
+    def call(event: Any, deps: Any) -> BatchResult:
+        try:
+            return list(handler(event, deps))
+        except Exception as exc:  # noqa: BLE001 - settle: a bug quarantines this file only
+            return settle(exc)
+
+    def each(events: Sequence[Any], deps: Any) -> list[BatchResult]:
+        if threads == 1 or len(events) <= 1:
+            return [call(event, deps) for event in events]
+        with ThreadPoolExecutor(min(threads, len(events)), "ferry-file") as pool:
+            return list(pool.map(lambda event: call(event, deps), events))
+
+    return each
+
+
 __all__ = [
     "BatchHandler",
     "BatchResult",
@@ -211,5 +240,6 @@ __all__ = [
     "Record",
     "RunStats",
     "Stage",
+    "in_parallel",
     "one_by_one",
 ]

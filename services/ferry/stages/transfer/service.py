@@ -11,7 +11,7 @@ from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.events import FileTransformed
 from ferry.core.runtime.runner import StageRunner, build_runner
 from ferry.core.runtime.service import service_main
-from ferry.core.runtime.stage import Stage
+from ferry.core.runtime.stage import Stage, in_parallel
 from ferry.lineage.observer import lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.transfer.handlers import TransferDeps, transfer_file
@@ -41,7 +41,18 @@ def build(settings: Settings | None = None) -> StageRunner:
         # The outage window belongs to the runner's retries of the whole file, not to each part.
         retry=settings.retry.model_copy(update={"max_attempts": 2, "min_window_s": 0.0}),
     )
-    stage = Stage("transfer", {FileTransformed: transfer_file})
+    # files copied transfer.parallel_files at a time: a small file's copy waits on the clusters
+    tr = settings.transfer
+    if tr.parallel_files > 1 and tr.batch_size > 1:
+        handler = in_parallel(transfer_file, tr.parallel_files)
+        stage = Stage(
+            "transfer",
+            {FileTransformed: handler},
+            batch_size=tr.batch_size,
+            batch_wait_s=tr.batch_wait_s,
+        )
+    else:
+        stage = Stage("transfer", {FileTransformed: transfer_file})
     return build_runner(stage, deps, settings, observer=lineage_observer(settings, stage.name))
 
 
