@@ -245,10 +245,17 @@ def test_files_of_processes_that_no_longer_run_are_swept(tmp_path):
         f"transform.{me}.datasets",
         "kafka.pid",
         f"load.{dead}.datasets.tmp",
+        f"krb5cc_ferry-{me}",
+        "krb5cc_ferry",
+        f"krb5cc_ferry-{dead}",
     ]
     for n in names:
         (run / n).write_text("x")
     removed = sweep_dead(run)
-    assert sorted(p.name for p in removed) == [f"extract.{dead}.alive", f"load.{dead}.datasets"]
-    assert sorted(p.name for p in run.iterdir()) == sorted(names[2:])
+    assert sorted(p.name for p in removed) == [
+        f"extract.{dead}.alive",
+        f"krb5cc_ferry-{dead}",
+        f"load.{dead}.datasets",
+    ]
+    assert sorted(p.name for p in run.iterdir()) == sorted(names[2:-1])
     assert sweep_dead(tmp_path / "missing") == []
