@@ -180,3 +180,30 @@ def test_a_statement_that_read_a_deleted_data_file_is_run_again(
             hiveserver2.query(Settings(), "SELECT count(*) FROM t")
         assert type(exc.value).__name__ == expected
     assert cursor.calls == calls
+
+
+def test_rows_by_file_lists_few_ids_and_scans_the_table_once_for_many(monkeypatch):
+    """Up to ``chunk`` ids: an IN list; more: one GROUP BY over the table, kept for the ids asked
+    (a scan per chunk of ids read every data file of the table each time)."""
+    import ferry.clusters.hiveserver2 as hs2
+
+    sent: list[tuple[str, ...]] = []
+
+    def fake_query(settings: Any, *statements: str) -> list[Result]:
+        sent.append(statements)
+        rows = (("a", "3"), ("b", "1"), ("c", "7"), (None, "2"))
+        return [Result((), rows)]
+
+    monkeypatch.setattr(hs2, "query", fake_query)
+    assert rows_by_file(get_settings(), "ferry.flights", ["a", "c", "d", "a"], chunk=2) == {
+        "a": 3,
+        "c": 7,
+    }
+    assert rows_by_file(get_settings(), "ferry.flights", ["b", "z"], chunk=2) == {"b": 1}
+    assert sent == [
+        ("SELECT ferry_file_id, count(*) FROM ferry.flights GROUP BY ferry_file_id",),
+        (
+            "SELECT ferry_file_id, count(*) FROM ferry.flights WHERE ferry_file_id IN "
+            "('b', 'z') GROUP BY ferry_file_id",
+        ),
+    ]
