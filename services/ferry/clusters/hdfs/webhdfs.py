@@ -155,7 +155,8 @@ class WebHdfs(HdfsPort):
         user: ``user.name`` sent to the NameNode; default ``$HADOOP_USER_NAME`` or the login user.
             Not sent when ``auth`` is given (Kerberos: the NameNode takes the user from the
             ticket and refuses a ``user.name`` naming another).
-        session: a ``requests.Session`` to use (default: a new one, owned and closed here).
+        session: a ``requests.Session`` to use (default: a new one keeping
+            :data:`POOL_CONNECTIONS` connections per host, owned and closed here).
         auth: a ``requests`` auth for every call (:func:`ferry.clusters.kerberos.spnego_auth`).
     """
 

@@ -190,17 +190,7 @@ def one_by_one(handler: Handler) -> BatchHandler:
     """A :data:`BatchHandler` calling the plain ``handler`` once per event: each result is that
     event's outputs, or the TransientError/PermanentError it raised, or a :class:`HandlerBug`
     for any other exception. ConfigError and StackError are raised (they stop the runner)."""
-
-    def each(events: Sequence[Any], deps: Any) -> list[BatchResult]:
-        results: list[BatchResult] = []
-        for event in events:
-            try:
-                results.append(list(handler(event, deps)))
-            except Exception as exc:  # noqa: BLE001 - settle: a bug quarantines this file only
-                results.append(settle(exc))
-        return results
-
-    return each
+    return in_parallel(handler, 1)
 
 
 def in_parallel(handler: Handler, threads: int) -> BatchHandler:
