@@ -59,15 +59,19 @@ test: install browser ## Set up and run every test tier (each tier starts and st
 	@mkdir -p var/log; failed=""; \
 	( $(MAKE) compose-build >var/log/compose-build.log 2>&1; echo $$? >var/log/compose-build.rc ) & \
 	build=$$!; \
-	$(PYTEST) --durations=10 tests/unit || failed="$$failed unit"; \
+	t=$$SECONDS; times=""; tier() { times="$$times $$1=$$((SECONDS - t))s"; t=$$SECONDS; }; \
+	$(PYTEST) --durations=10 tests/unit || failed="$$failed unit"; tier unit; \
 	$(PYTEST) --durations=15 tests/integration tests/e2e || failed="$$failed integration+e2e"; \
-	$(MAKE) test-secure || failed="$$failed secure"; \
-	$(MAKE) test-ha || failed="$$failed ha"; \
-	wait $$build; echo "== compose build (exit $$(cat var/log/compose-build.rc)), its last lines:"; \
+	tier integration+e2e; \
+	$(MAKE) test-secure || failed="$$failed secure"; tier secure; \
+	$(MAKE) test-ha || failed="$$failed ha"; tier ha; \
+	wait $$build; tier compose-build-wait; \
+	echo "== compose build (exit $$(cat var/log/compose-build.rc)), its last lines:"; \
 	tail -n 15 var/log/compose-build.log; \
 	if [ "$$(cat var/log/compose-build.rc)" = 0 ]; then \
 	  $(MAKE) compose-test || failed="$$failed compose"; \
-	else failed="$$failed compose-build"; fi; \
+	else failed="$$failed compose-build"; fi; tier compose; \
+	echo "make test: wall time per tier:$$times (total $${SECONDS}s)"; \
 	if [ -n "$$failed" ]; then echo "make test: failed tiers:$$failed"; exit 1; fi; \
 	echo "make test: every tier passed"
 

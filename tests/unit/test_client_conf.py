@@ -14,6 +14,7 @@ from ferry.settings.client_conf import (
     metastore_from_conf_dir,
     read_site_xml,
     site_xml,
+    write_site_xml,
 )
 from ferry.settings.hdfs import NameNodeSettings
 from ferry.settings.kerberos import KerberosSettings
@@ -227,3 +228,27 @@ def test_services_read_the_clusters_from_the_directories_not_the_profile(tmp_pat
         "FERRY_METASTORE__HIVE_CONF_DIR": str(tmp_path / "h"),
         "FERRY_PROFILE": "secure-kafka",
     }
+
+
+def test_a_site_file_is_replaced_whole_never_truncated_in_place(tmp_path, monkeypatch):
+    """A reader sees the old file until the new one is complete (secure CI: a Spark driver read an
+    empty core-site.xml another service was rewriting)."""
+    import ferry.settings.client_conf as cc
+
+    target = tmp_path / "conf" / "core-site.xml"
+    write_site_xml(target, {"fs.defaultFS": "hdfs://old:8020"})
+    seen: list[tuple[dict[str, str], dict[str, str]]] = []
+    real_replace = cc.os.replace
+
+    def replace(src, dst):
+        # at the moment of the swap: the temporary file is complete, the target still the old one
+        seen.append((read_site_xml(Path(src)), read_site_xml(Path(dst))))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(cc.os, "replace", replace)
+    write_site_xml(target, {"fs.defaultFS": "hdfs://new:8020", "a.b": "<&>"})
+    assert seen == [
+        ({"fs.defaultFS": "hdfs://new:8020", "a.b": "<&>"}, {"fs.defaultFS": "hdfs://old:8020"})
+    ]
+    assert read_site_xml(target) == {"fs.defaultFS": "hdfs://new:8020", "a.b": "<&>"}
+    assert sorted(p.name for p in target.parent.iterdir()) == ["core-site.xml"]

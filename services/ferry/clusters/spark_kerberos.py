@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferry.clusters.kerberos import configure_process, hadoop_client_conf
 from ferry.core.errors import AuthenticationFailed
-from ferry.settings.client_conf import xml_properties
+from ferry.settings.client_conf import write_site_xml
 
 if TYPE_CHECKING:
     from ferry.settings import Settings
@@ -78,17 +78,12 @@ def session_conf(settings: Settings, cluster: str, app_name: str, hive: bool) ->
 
 def write_conf_dir(settings: Settings, cluster: str) -> Path:
     """Write ``core-site.xml`` (the Kerberos client keys and ``fs.defaultFS``) into
-    :func:`conf_dir`; returns the directory."""
+    :func:`conf_dir`, atomically (every Spark application of every service on this host rewrites
+    it at start while others may be reading it); returns the directory."""
     keys = {"fs.defaultFS": settings.cluster(cluster).fs_url}
     keys |= hadoop_client_conf(settings.kerberos)
     d = conf_dir(settings, cluster)
-    d.mkdir(parents=True, exist_ok=True)
-    props = xml_properties(keys)
-    (d / "core-site.xml").write_text(
-        f'<?xml version="1.0"?>\n<!-- written by ferry.clusters.spark_kerberos -->\n'
-        f"<configuration>\n{props}\n</configuration>\n",
-        encoding="utf-8",
-    )
+    write_site_xml(d / "core-site.xml", keys)
     return d
 
 

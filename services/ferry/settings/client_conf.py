@@ -28,6 +28,7 @@ Variables ``${name}`` in a value are replaced by another key's value (Hadoop's
 
 from __future__ import annotations
 
+import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -85,6 +86,18 @@ def site_xml(props: dict[str, str]) -> str:
     return (
         '<?xml version="1.0"?>\n<configuration>\n' + xml_properties(props) + "\n</configuration>\n"
     )
+
+
+def write_site_xml(path: Path, props: dict[str, str]) -> Path:
+    """Write :func:`site_xml` of ``props`` to ``path`` atomically: a temporary file named after
+    this process, then ``os.replace``. A JVM starting meanwhile in another process reads the old
+    file or the new one, never a truncated one (a secure CI run's Spark driver once read an empty
+    ``core-site.xml`` that another service was rewriting: "Unexpected EOF in prolog")."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(site_xml(props), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
 
 
 def _read_dir(conf_dir: Path, names: tuple[str, ...]) -> dict[str, str]:

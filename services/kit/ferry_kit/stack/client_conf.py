@@ -20,7 +20,7 @@ from pathlib import Path
 from ferry.clusters.kerberos import hadoop_client_conf
 from ferry.clusters.spark_kerberos import metastore_conf
 from ferry.settings import Settings
-from ferry.settings.client_conf import site_xml
+from ferry.settings.client_conf import write_site_xml
 from ferry.settings.hdfs import HdfsClusterSettings, NameNodeSettings
 from ferry.settings.kerberos import KerberosSettings
 
@@ -91,9 +91,7 @@ def write_conf_dir(directory: Path, files: dict[str, dict[str, str]]) -> Path:
     """Write ``files`` (name → properties) into ``directory`` (each file atomically)."""
     directory.mkdir(parents=True, exist_ok=True)
     for name, props in files.items():
-        tmp = directory / f".{name}.tmp"
-        tmp.write_text(site_xml(props), encoding="utf-8")
-        tmp.replace(directory / name)
+        write_site_xml(directory / name, props)
     return directory
 
 
