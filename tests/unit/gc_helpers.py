@@ -42,12 +42,13 @@ class FakeTopic:
 
     name: str = "p.gc"
     partitions: int = 2
-    records: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
+    records: dict[int, list[tuple[int, bytes, bytes | None]]] = field(default_factory=dict)
     committed: dict[str, dict[int, int]] = field(default_factory=dict)
     low: dict[int, int] = field(default_factory=dict)
 
-    def append(self, partition: int, ts_ms: int, value: bytes) -> None:
-        self.records.setdefault(partition, []).append((ts_ms, value))
+    def append(self, partition: int, ts_ms: int, value: bytes, key: bytes | None = None) -> None:
+        """Append a record (``key``: the file id, as the stages key their events)."""
+        self.records.setdefault(partition, []).append((ts_ms, value, key))
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Route the sweeper's Kafka calls here."""
@@ -66,7 +67,7 @@ class FakeTopic:
         out = {}
         for p, spec in specs.items():
             recs = self.records.get(p, [])
-            out[p] = next((i for i, (ts, _v) in enumerate(recs) if ts >= spec.timestamp), -1)
+            out[p] = next((i for i, (ts, *_) in enumerate(recs) if ts >= spec.timestamp), -1)
         return out
 
     def _committed(self, admin: Any, kafka: Any, group: str, topic: str, parts: list[int]) -> Any:
@@ -82,8 +83,8 @@ class FakeTopic:
     ) -> Iterator[ScannedRecord]:
         for p, (lo, hi) in sorted(bounds.items()):
             for off in range(lo, hi):
-                ts, value = self.records[p][off]
-                yield ScannedRecord(topic, p, off, ts, b"k", value)
+                ts, value, key = self.records[p][off]
+                yield ScannedRecord(topic, p, off, ts, key, value)
 
 
 @dataclass

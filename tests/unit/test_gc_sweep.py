@@ -48,7 +48,8 @@ class World:
         )
 
     def loaded(self, m, at, partition: int = 0) -> None:  # type: ignore[no-untyped-def]
-        self.topic.append(partition, ms(at), self.codec.encode(FileLoaded(m, table="t")))
+        event = self.codec.encode(FileLoaded(m, table="t"))
+        self.topic.append(partition, ms(at), event, m.file_id.encode())
 
     def sweep(self, days: float) -> dict[str, int]:
         stop = threading.Event()
@@ -203,7 +204,7 @@ def test_a_quarantined_files_copies_go_after_the_quarantine_retention(world: Wor
     q = mine.lay(file("flights", 3), T0, rejects=False)
     landed = replace(q, uris={"landing": q.uris["landing"]})  # failed in transform: landed only
     event = failed(stage="transform", reason="header_mismatch", error="x", manifest=landed)
-    world.topic.append(0, ms(after(0.01)), world.codec.encode(event))
+    world.topic.append(0, ms(after(0.01)), world.codec.encode(event), q.file_id.encode())
     world.sweep(13.9)
     assert f"/ferry/landing/flights/{q.file_id}/flights_3.csv" in mine.b.files
     world.sweep(14.02)
@@ -219,7 +220,7 @@ def test_an_extract_failure_or_an_undecodable_record_removes_nothing(world: Worl
     f1 = world.mine.lay(file("flights", 1), T0)
     everything = world.mine.everything()
     ev = failed(stage="extract", reason="not_utf8", error="x", manifest=f1)
-    world.topic.append(0, ms(after(0.01)), world.codec.encode(ev))
+    world.topic.append(0, ms(after(0.01)), world.codec.encode(ev), f1.file_id.encode())
     world.topic.append(0, ms(after(0.02)), b"not-avro")
     assert world.sweep(100) == {"14d": 2, "30d": 2, "90d": 2}
     assert world.mine.everything() == everything
@@ -264,7 +265,7 @@ def test_a_quarantined_file_released_and_carried_on_keeps_its_copies_for_its_new
     q = mine.lay(file("flights", 3), T0, rejects=False)
     landed = replace(q, uris={"landing": q.uris["landing"]})
     event = failed(stage="transform", reason="spark_job_failed", error="x", manifest=landed)
-    world.topic.append(0, ms(after(0.01)), world.codec.encode(event))
+    world.topic.append(0, ms(after(0.01)), world.codec.encode(event), q.file_id.encode())
     # Released on day 10: transform staged it again, so its landing copy is the new run's.
     mine.b.set_mtime(f"/ferry/staging/flights/{q.file_id}/part-0.parquet", ms(after(10)))
     world.sweep(14.02)

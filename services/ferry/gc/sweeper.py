@@ -13,15 +13,19 @@ retained record, so shortening a retention applies it to files loaded before). A
    at that record, which the next sweep starts with).
 
 Cost per sweep: a few admin calls per partition plus the records that became due since the last
-sweep, and for each of those one listing of the file's own directory per zone. Nothing grows with
-the number of files kept: zones are never listed.
+sweep, and for each of those one listing of the file's own directory per zone; up to
+``retention.parallel_files`` records are swept at once. Nothing grows with the number of files
+kept: zones are never listed.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from itertools import islice
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -44,6 +48,11 @@ from ferry.settings.kafka import KafkaSettings
 from ferry.settings.retention import RetentionSettings
 
 log = logging.getLogger(__name__)
+
+
+#: The outcome of a record not tried because an earlier record of its file failed (never
+#: reached: the earlier one's failure ends the round first, in offset order).
+_NOT_TRIED = TransientError("not tried: an earlier record of its file was not swept")
 
 
 class Sweeper:
@@ -116,6 +125,12 @@ class Sweeper:
     def sweep(self, now_ms: int, stop: threading.Event) -> int:
         """Sweep what is due at ``now_ms``; return the records swept.
 
+        Records are taken in rounds of ``8 × retention.parallel_files``; within a round up to
+        ``retention.parallel_files`` records have their copies removed at once (each removal is a
+        few NameNode round trips that wait on the network: one at a time, a sweep fell behind
+        10,000 files an hour in the long soak, docs/operations.md "Long soak"). A partition's
+        progress is the records before its first one not done, so a record is never skipped.
+
         Raises:
             TransientError: the broker or a cluster stopped answering; what was done is
                 committed, the rest is swept next time.
@@ -123,25 +138,58 @@ class Sweeper:
         bounds = self.bounds(now_ms)
         done = {p: start for p, (start, _end) in bounds.items()}
         todo = {p: b for p, b in bounds.items() if b[1] > b[0]}
+        threads = self.retention.parallel_files
         swept = 0
         try:
             records = scan(self.kafka, self.topic, todo, stop=stop.is_set, consumer=self._consumer)
-            for rec in records:
-                where = f"{rec.partition}@{rec.offset}"
-                try:
-                    self._sweep_record(rec.value, rec.timestamp_ms, now_ms, where)
-                except TransientError:
-                    raise
-                except Exception:  # noqa: BLE001 - a bug skips its record, never stops the sweep
-                    log.exception("gc %s: %s[%s] failed; skipped", self.label, self.topic, where)
-                    self._metrics.errors.labels("record").inc()
-                done[rec.partition] = rec.offset + 1
-                swept += 1
+            with ThreadPoolExecutor(threads, f"ferry-gc-{self.label}") as pool:
+                while round_ := list(islice(records, 8 * threads)):
+                    for rec, failure in zip(round_, self._round(pool, round_, now_ms), strict=True):
+                        if failure is not None:
+                            raise failure
+                        done[rec.partition] = rec.offset + 1
+                        swept += 1
         except KafkaException as exc:
             raise TransientError(f"gc {self.label}: reading {self.topic}: {exc}") from exc
         finally:
             self._commit(done, swept)
         return swept
+
+    def _round(
+        self, pool: ThreadPoolExecutor, round_: list[Any], now_ms: int
+    ) -> list[TransientError | None]:
+        """Sweep ``round_``: the records of one file (one key: the gc topic is keyed by file id,
+        so they share a partition) one after the other in offset order, different files at once.
+        Order matters: a ``FileFailed`` keeps its copies when the file ran again since, which it
+        can tell only before the later ``FileLoaded``'s sweep removes them. Returns each record's
+        TransientError or None; a record after a failed one of its file is not tried."""
+        lanes: dict[Any, list[int]] = {}
+        for i, rec in enumerate(round_):
+            key = rec.key if rec.key is not None else (rec.partition, rec.offset)
+            lanes.setdefault(key, []).append(i)
+        outcomes: list[TransientError | None] = [_NOT_TRIED] * len(round_)
+
+        def lane(indexes: list[int]) -> None:
+            for i in indexes:
+                outcomes[i] = self._sweep_one(round_[i], now_ms)
+                if outcomes[i] is not None:
+                    return
+
+        list(pool.map(lane, lanes.values()))
+        return outcomes
+
+    def _sweep_one(self, rec: Any, now_ms: int) -> TransientError | None:
+        """Sweep one scanned record; its TransientError is returned (the caller stops at it in
+        offset order), any other failure logged, counted and the record skipped."""
+        where = f"{rec.partition}@{rec.offset}"
+        try:
+            self._sweep_record(rec.value, rec.timestamp_ms, now_ms, where)
+        except TransientError as exc:
+            return exc
+        except Exception:  # noqa: BLE001 - a bug skips its record, never stops the sweep
+            log.exception("gc %s: %s[%s] failed; skipped", self.label, self.topic, where)
+            self._metrics.errors.labels("record").inc()
+        return None
 
     def _sweep_record(self, value: bytes | None, event_ms: int, now_ms: int, where: str) -> None:
         try:
