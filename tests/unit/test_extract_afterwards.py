@@ -6,6 +6,7 @@ a line break, else the whole new content; the watch survives a restart and ends 
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
 
@@ -240,3 +241,52 @@ def test_a_watch_of_a_removed_copy_ends(
     assert svc.afterwards.check(0.0) == ([], [])
     assert svc.afterwards.entries == {}
     assert list((nas / ".ferry" / "watch").glob("*.json")) == []
+
+
+def test_checks_thin_out_as_a_watched_file_ages(tmp_path: Path, codec: EventCodec) -> None:
+    watch = ArchiveWatch(tmp_path, {}, codec, watch_s=86400, check_s=10.0)
+    assert [watch.next_check_s(age) for age in (0, 80, 800, 8 * 3600, 20 * 3600)] == [
+        10.0,
+        10.0,
+        100.0,
+        3600.0,
+        3600.0,
+    ]
+
+
+def test_an_old_watched_file_is_checked_an_eighth_of_its_age_later(
+    tmp_path: Path, fast: DatasetSpec, codec: EventCodec
+) -> None:
+    svc, _hdfs, producer = watched_service(tmp_path, fast, codec)
+    nas = svc.settings.paths.nas_dir
+    drop(nas, "flights_1.csv", DATA)
+    settle(svc)
+    watch = ArchiveWatch(nas, {fast.name: fast}, codec, watch_s=86400, check_s=10.0)
+    assert watch.load() == 1
+    [w] = watch.entries.values()
+    w.taken_s -= 3600  # taken an hour ago: the next check 450 s after this one
+    assert watch.check(1000.0) == ([], [])
+    with w.path.open("ab") as f:
+        f.write(MORE)
+    assert watch.check(1000.0 + 449) == ([], [])  # not looked at yet
+    reports, _ = watch.check(1000.0 + 451)
+    assert [(r.reason, r.file_id) for r in reports] == [(CHANGED_AFTER_EXTRACT, w.file_id)]
+
+
+def test_a_record_written_before_taken_s_was_kept_loads(
+    tmp_path: Path, fast: DatasetSpec, codec: EventCodec
+) -> None:
+    """Records of an earlier extract have no taken_s: the watch's start is until_s − watch."""
+    svc, _hdfs, _producer = watched_service(tmp_path, fast, codec, watch_s=3600)
+    nas = svc.settings.paths.nas_dir
+    drop(nas, "flights_1.csv", DATA)
+    settle(svc)
+    [rec] = (nas / ".ferry" / "watch").glob("*.json")
+    body = json.loads(rec.read_text(encoding="ascii"))
+    del body["taken_s"]
+    rec.write_text(json.dumps(body), encoding="ascii")
+    again = ArchiveWatch(nas, {fast.name: fast}, codec, watch_s=3600, check_s=0.0)
+    assert again.load() == 1
+    [w] = again.entries.values()
+    assert w.taken_s == body["until_s"] - 3600
+    assert again.manifest(w).source_path == "flights/flights_1.csv"
