@@ -5,8 +5,8 @@ Runs the four stages, the tracker and the gc service (:class:`ferry_kit.testing.
 private topic prefix, NAS directory and HDFS paths; cluster A's WebHDFS behind fault proxies) on
 ``--files`` distinct slices of both demo datasets (flights and weather), dropped evenly over
 ``--duration-min`` minutes, with retentions shortened (``--retention``) so the gc service acts
-within the run, and the tracker's (``--tracker-retention``) so its index of loaded files reaches
-its bound within the run too. Faults (``--faults``, a comma list of
+within the run, and the tracker's (``--tracker-retention``) and extract's watch of moved files
+(``--watch-after``) so their in-memory indexes reach their bounds within the run too. Faults (``--faults``, a comma list of
 ``<fault>@<when>[:<how long>]``, ``<when>`` as ``10m``, ``90s`` or ``40%`` of the duration):
 
 * ``kafka``: the broker restarted (SIGTERM, then ``Stack.up``);
@@ -192,6 +192,12 @@ def main() -> int:
         help="tracker.loaded_retention_s as a duration: the tracker keeps each loaded file's "
         "detail this long (7 days by default: within an hour its index only grows, by design)",
     )
+    ap.add_argument(
+        "--watch-after",
+        default="10m",
+        help="extract.watch_after_s as a duration: extract watches each moved file this long "
+        "(a day by default: within an hour its watch list only grows, by design)",
+    )
     ap.add_argument("--gc-interval-s", type=float, default=30.0)
     ap.add_argument("--sample-s", type=float, default=60.0)
     ap.add_argument("--warmup-min", type=float, default=5.0)
@@ -217,6 +223,7 @@ def main() -> int:
         "tracker.web_port": free_port(),
         "tracker.data_dir": work / "tracker",
         "tracker.loaded_retention_s": _s(parse_retention(args.tracker_retention)),
+        "extract.watch_after_s": _s(parse_retention(args.watch_after)),
         "kafka.session_timeout_ms": 10_000,
     }
     services = (*STAGES, "tracker", "gc")
