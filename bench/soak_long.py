@@ -6,8 +6,9 @@ private topic prefix, NAS directory and HDFS paths; cluster A's WebHDFS behind f
 ``--files`` distinct slices of both demo datasets (flights and weather), dropped evenly over
 ``--duration-min`` minutes, with retentions shortened (``--retention``) so the gc service acts
 within the run, and the tracker's (``--tracker-retention``) and extract's watch of moved files
-(``--watch-after``) so their in-memory indexes reach their bounds within the run too. Faults (``--faults``, a comma list of
-``<fault>@<when>[:<how long>]``, ``<when>`` as ``10m``, ``90s`` or ``40%`` of the duration):
+(``--watch-after``) so their in-memory indexes reach their bounds within the run too. Faults
+(``--faults``, a comma list of ``<fault>@<when>[:<how long>]``, ``<when>`` as ``10m``, ``90s``
+or ``40%`` of the duration):
 
 * ``kafka``: the broker restarted (SIGTERM, then ``Stack.up``);
 * ``namenode-a``: cluster A's NameNode paused (SIGSTOP, SIGCONT after ``:<how long>``, 60 s);
