@@ -50,6 +50,14 @@ def watched_service(
     return svc, hdfs, producer
 
 
+def one_taken(tmp_path: Path, spec: DatasetSpec, codec: EventCodec) -> Path:
+    """A watched service that took ``flights_1.csv`` (DATA) and moved it; returns the NAS."""
+    svc, _hdfs, _producer = watched_service(tmp_path, spec, codec)
+    drop(svc.settings.paths.nas_dir, "flights_1.csv", DATA)
+    settle(svc)
+    return svc.settings.paths.nas_dir
+
+
 def events(svc: ExtractService, producer: FakeProducer) -> list[object]:
     return [svc.codec.decode(v) for _t, _k, v in producer.acked]
 
@@ -257,10 +265,7 @@ def test_checks_thin_out_as_a_watched_file_ages(tmp_path: Path, codec: EventCode
 def test_an_old_watched_file_is_checked_an_eighth_of_its_age_later(
     tmp_path: Path, fast: DatasetSpec, codec: EventCodec
 ) -> None:
-    svc, _hdfs, producer = watched_service(tmp_path, fast, codec)
-    nas = svc.settings.paths.nas_dir
-    drop(nas, "flights_1.csv", DATA)
-    settle(svc)
+    nas = one_taken(tmp_path, fast, codec)
     watch = ArchiveWatch(nas, {fast.name: fast}, codec, watch_s=86400, check_s=10.0)
     assert watch.load() == 1
     [w] = watch.entries.values()
@@ -277,10 +282,7 @@ def test_a_record_written_before_taken_s_was_kept_loads(
     tmp_path: Path, fast: DatasetSpec, codec: EventCodec
 ) -> None:
     """Records of an earlier extract have no taken_s: the watch's start is until_s − watch."""
-    svc, _hdfs, _producer = watched_service(tmp_path, fast, codec, watch_s=3600)
-    nas = svc.settings.paths.nas_dir
-    drop(nas, "flights_1.csv", DATA)
-    settle(svc)
+    nas = one_taken(tmp_path, fast, codec)
     [rec] = (nas / ".ferry" / "watch").glob("*.json")
     body = json.loads(rec.read_text(encoding="ascii"))
     del body["taken_s"]
