@@ -21,6 +21,10 @@ LOG="$VAR/log"
 mkdir -p "$LOG"
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
+# apt-get runs one at a time: `make test` installs the Kerberos packages while this builds
+# (the Makefile's APT_LOCK, the same file).
+APT_LOCK="$VAR/.apt.lock"
+apt_get() { $SUDO flock "$APT_LOCK" apt-get "$@"; }
 BASE_IMAGE=debian:bookworm-slim
 
 say() { printf '[engine %(%T)T] %s\n' -1 "$*"; }
@@ -40,8 +44,8 @@ debian_mirror() {
 if ! engine_answers; then
     if ! command -v dockerd >/dev/null 2>&1; then
         say "installing docker.io and debootstrap (apt-get)"
-        $SUDO apt-get update -q >"$LOG/apt-docker.log" 2>&1 || true
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q docker.io debootstrap \
+        apt_get update -q >"$LOG/apt-docker.log" 2>&1 || true
+        DEBIAN_FRONTEND=noninteractive apt_get install -y -q docker.io debootstrap \
             >>"$LOG/apt-docker.log" 2>&1
     fi
     if ! pgrep -x dockerd >/dev/null 2>&1; then
@@ -84,7 +88,7 @@ if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
         say "pulled $BASE_IMAGE"
     else
         command -v debootstrap >/dev/null 2>&1 || \
-            DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q debootstrap >>"$LOG/apt-docker.log" 2>&1
+            DEBIAN_FRONTEND=noninteractive apt_get install -y -q debootstrap >>"$LOG/apt-docker.log" 2>&1
         mirror=$(debian_mirror)
         say "no registry answers: building $BASE_IMAGE with debootstrap from $mirror"
         root="$VAR/debootstrap-bookworm"
