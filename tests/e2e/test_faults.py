@@ -30,7 +30,8 @@ from ferry_kit.testing.chaos import (
 )
 from tests.e2e.conftest import private_definitions
 
-pytestmark = pytest.mark.e2e
+# exclusive: restarts the stack's broker and kills its ALIVE Spark master (pyproject.toml: markers)
+pytestmark = [pytest.mark.e2e, pytest.mark.exclusive]
 
 FILES = 6  #: files per scenario
 ROWS = 60  #: rows per file

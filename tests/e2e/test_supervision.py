@@ -33,6 +33,7 @@ from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import Outcomes, drop_file, private_overrides, run_cli, settings_env
 from ferry_kit.supervise.control import PsRow, Services
 from ferry_kit.testing.waiting import wait_for
+from tests.e2e.conftest import private_definitions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.stack("all")]
 
@@ -93,7 +94,9 @@ def supervised(
 
 @pytest.fixture
 def sup(stack: Settings, tmp_path: Path) -> Iterator[Supervised]:
-    s = supervised(stack, tmp_path)
+    # private tables (ferry.<dataset>_<token>): other modules may load the same demo days
+    defs = private_definitions(stack, tmp_path, uuid.uuid4().hex[:8])
+    s = supervised(stack, tmp_path, {"paths.datasets_dir": defs})
     try:
         yield s
     finally:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +30,7 @@ from ferry.settings import Settings
 from ferry_kit.pipeline import private_overrides
 from ferry_kit.stack.client_conf import cluster_conf_dir, hive_conf_dir
 from ferry_kit.testing.waiting import wait_for
+from tests.e2e.conftest import private_definitions
 from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
 from tests.paths import REPO_ROOT
 
@@ -88,7 +88,8 @@ def installed(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Inst
     token = uuid.uuid4().hex[:10]
     overrides = private_overrides("whl", token, work / "nas")
     web_port = free_port()
-    datasets = shutil.copytree(REPO_ROOT / "datasets", work / "datasets")
+    # private tables (ferry.<dataset>_<token>): other modules may load the same sample files
+    datasets = private_definitions(stack, work, token[:8])
     config: dict[str, dict[str, object] | str] = {"var_dir": str(work / "var")}
     for key, value in overrides.items():
         section, field = key.split(".", 1)
@@ -112,6 +113,7 @@ def installed(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Inst
                 update={
                     k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("paths.")
                 }
+                | {"datasets_dir": datasets}
             ),
         }
     )

@@ -100,6 +100,7 @@ def _alive_master(urls: list[str]) -> str | None:
     return None
 
 
+@pytest.mark.exclusive  # kills the stack's ALIVE master (pyproject.toml: markers)
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_spark_job_survives_the_active_master_killed(stack, cluster_spark, sig):
     """C03, with SIGKILL (ZooKeeper expires the dead master's session) and separately SIGTERM

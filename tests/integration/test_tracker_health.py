@@ -22,7 +22,8 @@ from ferry.core.wire.avro import default_codec
 from ferry.settings import Settings
 from ferry_kit.stack.manager import Stack
 
-pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
+# exclusive: pauses the stack's broker (pyproject.toml: markers)
+pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka"), pytest.mark.exclusive]
 
 #: How long the broker stays paused, s: well past the tracker's health threshold (6 s here) and
 #: past its consumer's session timeout, so the group must rejoin after the pause.
