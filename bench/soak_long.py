@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from soak_probe import Sampler, growth, plot, write_csv, zone_bound
-from soak_report import report
+from soak_probe import Sampler, growth, plot, thread_growth, write_csv, zone_bound
+from soak_report import MAX_GROWTH, report
 
 from ferry.core.services import STAGES
 from ferry.settings import get_settings
@@ -299,12 +299,18 @@ def main() -> int:
         z: [(s, zone_bound(s.t, outcomes, _s(retention.of(z)), slack_s)) for s in sampler.samples]
         for z in ("landing", "staging", "rejects", "incoming", "archive", "empty", "failed")
     }
+    grown = growth(sampler.samples, args.warmup_min * 60)
     ok = report(
         files=files,
         outcomes=rig.outcomes,
         hive=hive,
         plan=plan,
-        growth=growth(sampler.samples, args.warmup_min * 60),
+        growth=grown,
+        thread_changes={
+            g.role: thread_growth(sampler.samples, g.role, args.warmup_min * 60)
+            for g in grown
+            if g.measure == "threads" and abs(g.percent) > MAX_GROWTH
+        },
         bounds=bounds,
         retention=retention,
         removed=removed,

@@ -9,12 +9,18 @@ Spark driver JVM pyspark starts), the Spark executors of those drivers (``transf
 children of the worker whose ``--driver-url`` port is one a driver of ours listens on), and every
 component of the local stack (``kafka``, ``hdfs-a-namenode``, …; on a shared stack their growth
 is not only ours).
+
+Each sample also counts every role's threads by name (``/proc/<pid>/task/<tid>/comm``: the JVM
+names its native threads after its Java threads, cut to 15 characters; digits dropped, so
+``Executor task launch worker for task 12`` and ``…13`` are one pool), which tells a pool that grows
+from one that swings with the work in flight (:func:`thread_growth`).
 """
 
 from __future__ import annotations
 
 import csv
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -43,6 +49,26 @@ class Sample:
     pids: dict[str, tuple[int, ...]] = field(default_factory=dict)
     zones: dict[str, tuple[int, int]] = field(default_factory=dict)
     orphans: dict[str, int] = field(default_factory=dict)
+    #: role → thread name (digits dropped) → threads of that name
+    thread_names: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def thread_names(pid: int) -> dict[str, int]:
+    """Thread name (``/proc/<pid>/task/*/comm``, digits and trailing separators dropped) → threads
+    of that name in process ``pid``; empty when the process is gone."""
+    out: dict[str, int] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm", encoding="utf-8", errors="replace") as fh:
+                name = re.sub(r"\d+", "", fh.read().strip()).rstrip(" -_#:") or "?"
+        except OSError:
+            continue
+        out[name] = out.get(name, 0) + 1
+    return out
 
 
 def _roles(services: Mapping[str, int], settings: Settings) -> dict[str, list[psutil.Process]]:
@@ -147,7 +173,10 @@ class Sampler:
         for role, procs in _roles(self.services(), self.settings).items():
             rss = threads = fds = n = 0
             pids = []
+            names: dict[str, int] = {}
             for p in procs:
+                for name, k in thread_names(p.pid).items():
+                    names[name] = names.get(name, 0) + k
                 try:
                     with p.oneshot():
                         rss += p.memory_info().rss
@@ -160,6 +189,7 @@ class Sampler:
             if n:
                 s.procs[role] = (rss, threads, fds, n)
                 s.pids[role] = tuple(sorted(pids))
+                s.thread_names[role] = names
         paths = self.settings.paths
         for z in ZONES:
             if z.on_hdfs:
@@ -194,6 +224,23 @@ class Growth:
         return 0.0 if self.first == 0 else 100.0 * (self.last - self.first) / self.first
 
 
+def _quarters(samples: list[Sample], role: str, warmup_s: float) -> tuple[list[Sample], ...]:
+    """The first and last quarter of ``role``'s samples taken ``warmup_s`` after its processes
+    started, on its longest-lived set of processes; and whether it had others (a restart)."""
+    runs: dict[tuple[int, ...], list[Sample]] = {}
+    for s in samples:
+        if role in s.procs:
+            runs.setdefault(s.pids[role], []).append(s)
+    mine = max(runs.values(), key=lambda r: r[-1].t - r[0].t)
+    kept = [s for s in mine if s.t >= mine[0].t + warmup_s]
+    if len(kept) < 4:
+        return [], [], []
+    span = kept[-1].t - kept[0].t
+    q1 = [s for s in kept if s.t <= kept[0].t + span / 4]
+    q4 = [s for s in kept if s.t >= kept[-1].t - span / 4]
+    return q1, q4, [s for r in runs.values() if r is not mine for s in r]
+
+
 def growth(samples: list[Sample], warmup_s: float) -> list[Growth]:
     """Growth of every role's RSS, threads and fds from the first to the last quarter of its
     samples taken ``warmup_s`` after its processes started (their first sample). A role whose
@@ -201,22 +248,33 @@ def growth(samples: list[Sample], warmup_s: float) -> list[Growth]:
     process with its replacement says nothing about either."""
     out = []
     for role in sorted({r for s in samples for r in s.procs}):
-        runs: dict[tuple[int, ...], list[Sample]] = {}
-        for s in samples:
-            if role in s.procs:
-                runs.setdefault(s.pids[role], []).append(s)
-        mine = max(runs.values(), key=lambda r: r[-1].t - r[0].t)
-        kept = [s for s in mine if s.t >= mine[0].t + warmup_s]
-        if len(kept) < 4:
+        q1, q4, others = _quarters(samples, role, warmup_s)
+        if not q1:
             continue
-        span = kept[-1].t - kept[0].t
-        q1 = [s for s in kept if s.t <= kept[0].t + span / 4]
-        q4 = [s for s in kept if s.t >= kept[-1].t - span / 4]
         for i, measure in enumerate(("rss", "threads", "fds")):
             a = [s.procs[role][i] for s in q1]
             b = [s.procs[role][i] for s in q4]
-            out.append(Growth(role, measure, sum(a) / len(a), sum(b) / len(b), len(runs) > 1))
+            out.append(Growth(role, measure, sum(a) / len(a), sum(b) / len(b), bool(others)))
     return out
+
+
+def thread_growth(
+    samples: list[Sample], role: str, warmup_s: float, top: int = 5
+) -> list[tuple[str, float, float]]:
+    """The thread names of ``role`` whose mean count changed most from the first to the last
+    quarter (the samples :func:`growth` compares), as (name, first, last), largest change first,
+    at most ``top``."""
+    q1, q4, _ = _quarters(samples, role, warmup_s)
+    if not q1:
+        return []
+
+    def mean(part: list[Sample], name: str) -> float:
+        return sum(s.thread_names.get(role, {}).get(name, 0) for s in part) / len(part)
+
+    names = {n for s in q1 + q4 for n in s.thread_names.get(role, {})}
+    changes = [(n, mean(q1, n), mean(q4, n)) for n in names]
+    changes.sort(key=lambda c: -abs(c[2] - c[1]))
+    return [c for c in changes[:top] if c[1] != c[2]]
 
 
 def zone_bound(
@@ -242,7 +300,8 @@ def zone_bound(
 
 
 def write_csv(samples: list[Sample], path: Path) -> None:
-    """Every sample as rows ``t, kind (proc|zone), name, values…``."""
+    """Every sample as rows ``t, kind (proc|zone|thread), name, values…`` (``thread`` rows:
+    ``role/thread name`` and the count)."""
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["t", "kind", "name", "rss_or_bytes", "threads_or_files", "fds", "processes"])
@@ -251,6 +310,9 @@ def write_csv(samples: list[Sample], path: Path) -> None:
                 w.writerow([f"{s.t:.0f}", "proc", role, rss, th, fds, n])
             for zone, (size, files) in sorted(s.zones.items()):
                 w.writerow([f"{s.t:.0f}", "zone", zone, size, files, "", ""])
+            for role, names in sorted(s.thread_names.items()):
+                for name, k in sorted(names.items()):
+                    w.writerow([f"{s.t:.0f}", "thread", f"{role}/{name}", "", k, "", ""])
 
 
 def plot(samples: list[Sample], out_dir: Path, marks: list[tuple[float, str]]) -> list[Path]:
@@ -302,4 +364,14 @@ def plot(samples: list[Sample], out_dir: Path, marks: list[tuple[float, str]]) -
     return written
 
 
-__all__ = ["Growth", "Sample", "Sampler", "growth", "plot", "write_csv", "zone_bound"]
+__all__ = [
+    "Growth",
+    "Sample",
+    "Sampler",
+    "growth",
+    "plot",
+    "thread_growth",
+    "thread_names",
+    "write_csv",
+    "zone_bound",
+]

@@ -31,6 +31,7 @@ def report(
     hive: dict[str, int],
     plan: list[Any],
     growth: list[Growth],
+    thread_changes: dict[str, list[tuple[str, float, float]]],
     bounds: dict[str, list[tuple[Sample, int | None]]],
     retention: RetentionSettings,
     removed: dict[str, float],
@@ -41,7 +42,10 @@ def report(
     pngs: list[Path],
     out_dir: Path,
 ) -> bool:
-    """Print the three tables and where the plots are; True when every target is met."""
+    """Print the tables and where the plots are; True when every target is met.
+
+    ``thread_changes``: role → the thread names whose count changed most (name, first quarter's
+    mean, last quarter's), for the roles whose threads changed by more than the target."""
     console = Console(width=160)
     by_ds = sorted({f.dataset for f in files})
     loaded = {f.file_id for f in files if f.file_id in outcomes.loaded}
@@ -104,6 +108,14 @@ def report(
         grown |= not ok
         g.add_row(*cells, "yes" if ok else "NO")
     console.print(g)
+    if any(thread_changes.values()):
+        n = Table(title="Threads by name (digits dropped) behind a change of the thread count")
+        for col in ("process", "thread name", "first quarter", "last quarter"):
+            n.add_column(col, justify="right" if "quarter" in col else "left")
+        for role, changes in sorted(thread_changes.items()):
+            for name, before, after in changes:
+                n.add_row(role, name, f"{before:.1f}", f"{after:.1f}")
+        console.print(n)
 
     z = Table(
         title="Zones: usage against the retention's bound (files in flight + files whose "
