@@ -159,7 +159,8 @@ class Copier:
     def __init__(self, kafka: KafkaSettings, admin: AdminClient, topic: str) -> None:
         self.kafka = kafka
         self.topic = topic
-        self._admin = admin
+        #: replaced by :meth:`ferry.gc.service.GcService.renew_admin` after a failed turn
+        self.admin = admin
         self._consumer = Consumer(
             {
                 **client_config(kafka),
@@ -191,7 +192,7 @@ class Copier:
         parts = {
             (self.kafka.topic(t), p)
             for t in SOURCES
-            for p in partitions_of(self._admin, self.kafka, self.kafka.topic(t))
+            for p in partitions_of(self.admin, self.kafka, self.kafka.topic(t))
         }
         if parts != self._assigned:
             self._consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(parts)])

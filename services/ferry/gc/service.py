@@ -11,6 +11,13 @@ Each turn of the loop (every ``retention.interval_s``):
    and rejects past ``retention.orphans``;
 4. touch its liveness file (``ferry ps`` health), also after each step.
 
+A turn that failed on the broker gives the copier and the sweeps a new Kafka admin client for the
+next turn (:meth:`GcService.renew_admin`): measured in the hour-long soak (2026-12-03,
+confluent-kafka 2.16.1 / librdkafka 2.16.0), an admin client whose group-offset requests were in
+flight while the broker restarted answered ``list_consumer_group_offsets`` for those groups with
+``_TIMED_OUT`` for as long as it lived (35 minutes, until gc was killed), while a new client
+answered at once; nothing was swept meanwhile.
+
 It touches only what this pipeline wrote: the paths its events name under its own zones' roots,
 the ``.ferry/`` sub-directories and ``_tmp`` directories of its own datasets. A turn that meets an
 unreachable cluster or broker logs it and tries again next turn; every step is idempotent. What it
@@ -23,6 +30,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,7 +38,7 @@ from typing import Any
 
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import ConfigError, FerryError
+from ferry.core.errors import ConfigError, FerryError, TransientError
 from ferry.core.kafka.admin import scan_consumer
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
@@ -79,8 +87,12 @@ class GcService:
         datasets: list[str],
         metrics: GcMetrics,
         reader: Any = None,
+        admin_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.settings = settings
+        #: makes the admin client :meth:`renew_admin` hands out (default: ``build_admin``)
+        self.admin_factory = admin_factory or (lambda: build_admin(settings.kafka))
+        self._retired: list[Any] = []
         self.copier = copier
         self.sweepers = sweepers
         self.remover = remover
@@ -104,6 +116,7 @@ class GcService:
         """One turn (steps 1–3 of the module docstring) at ``now_s`` (epoch s, default now)."""
         now_s = time.time() if now_s is None else now_s
         stats = TurnStats()
+        broker_failed: TransientError | None = None
         try:
             stats.copied = self.copier.pump(
                 max(1.0, self.settings.retention.interval_s), self._stop
@@ -111,6 +124,7 @@ class GcService:
             self.metrics.copied.inc(stats.copied)
         except FerryError as exc:
             stats.errors += 1
+            broker_failed = exc if isinstance(exc, TransientError) else broker_failed
             log.warning("gc: copying loaded/failed records: %s", exc)
         self._beat()
         for sweeper in self.sweepers:
@@ -118,8 +132,11 @@ class GcService:
                 stats.swept[sweeper.label] = sweeper.sweep(int(now_s * 1000), self._stop)
             except FerryError as exc:
                 stats.errors += 1
+                broker_failed = exc if isinstance(exc, TransientError) else broker_failed
                 log.warning("gc %s: sweep stopped: %s", sweeper.label, exc)
             self._beat()
+        if broker_failed is not None:
+            self.renew_admin(broker_failed)
         if (
             self._listed_at is None
             or now_s - self._listed_at >= self.settings.retention.nas_interval_s
@@ -129,6 +146,18 @@ class GcService:
         if not stats.errors:
             self.metrics.last_sweep.set(now_s)
         return stats
+
+    def renew_admin(self, why: Exception) -> None:
+        """Give the copier and every sweep a new admin client from :attr:`admin_factory` (the
+        old one is dropped; see the module docstring for why); logged and counted
+        (``ferry_gc_admin_renewals_total``)."""
+        self._retired.append(self.copier.admin)
+        admin = self.admin_factory()
+        self.copier.admin = admin
+        for sweeper in self.sweepers:
+            sweeper.admin = admin
+        self.metrics.admin_renewals.inc()
+        log.info("gc: a new Kafka admin client for the next turn (this one failed: %s)", why)
 
     def sweep_listed(self, now_s: float) -> int:
         """Step 3: the aged NAS files and the dead transforms' batch directories; returns how

@@ -77,7 +77,8 @@ class Sweeper:
         self.kafka = kafka
         self.retention = retention
         self.topic = topic
-        self._admin = admin
+        #: replaced by :meth:`ferry.gc.service.GcService.renew_admin` after a failed turn
+        self.admin = admin
         self._codec = codec
         self._remover = remover
         self._metrics = metrics
@@ -91,7 +92,7 @@ class Sweeper:
         Raises:
             TransientError: the broker did not answer.
         """
-        kafka, admin = self.kafka, self._admin
+        kafka, admin = self.kafka, self.admin
         parts = partitions_of(admin, kafka, self.topic)
         marks = watermarks(admin, kafka, self.topic, parts)
         cutoff = now_ms - int(self.klass.total_seconds() * 1000)
@@ -206,7 +207,7 @@ class Sweeper:
         """Commit ``done`` (also unchanged offsets: a group that commits nothing for
         ``offsets.retention.minutes`` would lose its place)."""
         try:
-            alter_offsets(self._admin, self.kafka, self.group, self.topic, done)
+            alter_offsets(self.admin, self.kafka, self.group, self.topic, done)
         except Exception:
             log.warning("gc %s: progress (%d record(s)) not committed", self.label, swept)
             raise
