@@ -19,9 +19,10 @@ from ferry.core.kafka.admin import committed_offsets, scan, scan_consumer, water
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.wire.avro import EventCodec, default_codec
+from ferry.gc.broker import group_client
 from ferry.gc.copier import Copier, ensure_gc_topic
 from ferry.gc.metrics import GcMetrics
-from ferry.gc.sweeper import Sweeper
+from ferry.gc.sweeper import Sweeper, class_group
 from ferry.settings import Settings
 from ferry.settings.retention import RetentionSettings
 
@@ -133,7 +134,7 @@ def test_a_class_sweeps_the_records_older_than_its_retention_once(ks: Settings, 
         klass,
         ks.kafka,
         retention,
-        admin,
+        group_client(ks.kafka, class_group(ks.kafka, klass)),
         topic,
         codec,
         remover,  # type: ignore[arg-type]

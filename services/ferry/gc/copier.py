@@ -40,8 +40,8 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_f
 
 from ferry.core.errors import ConfigError, TransientError
 from ferry.core.events import FileFailed, FileLoaded
-from ferry.core.kafka.admin import partitions_of
 from ferry.core.kafka.clients import client_config, delivery_timeout_s, group_id
+from ferry.gc.broker import partitions_of
 from ferry.settings.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -159,8 +159,7 @@ class Copier:
     def __init__(self, kafka: KafkaSettings, admin: AdminClient, topic: str) -> None:
         self.kafka = kafka
         self.topic = topic
-        #: replaced by :meth:`ferry.gc.service.GcService.renew_admin` after a failed turn
-        self.admin = admin
+        self._admin = admin
         self._consumer = Consumer(
             {
                 **client_config(kafka),
@@ -192,7 +191,7 @@ class Copier:
         parts = {
             (self.kafka.topic(t), p)
             for t in SOURCES
-            for p in partitions_of(self.admin, self.kafka, self.kafka.topic(t))
+            for p in partitions_of(self._consumer, self.kafka, self.kafka.topic(t))
         }
         if parts != self._assigned:
             self._consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(parts)])

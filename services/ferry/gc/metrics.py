@@ -64,11 +64,6 @@ class GcMetrics:
             ["retention"],
             registry=r,
         )
-        self.admin_renewals = Counter(
-            "ferry_gc_admin_renewals",
-            "New Kafka admin clients made after a turn failed on the broker.",
-            registry=r,
-        )
         self.last_sweep = Gauge(
             "ferry_gc_last_sweep_timestamp_seconds", "End of the last complete sweep.", registry=r
         )

@@ -11,13 +11,6 @@ Each turn of the loop (every ``retention.interval_s``):
    and rejects past ``retention.orphans``;
 4. touch its liveness file (``ferry ps`` health), also after each step.
 
-A turn that failed on the broker gives the copier and the sweeps a new Kafka admin client for the
-next turn (:meth:`GcService.renew_admin`): measured in the hour-long soak (2026-12-03,
-confluent-kafka 2.16.1 / librdkafka 2.16.0), an admin client whose group-offset requests were in
-flight while the broker restarted answered ``list_consumer_group_offsets`` for those groups with
-``_TIMED_OUT`` for as long as it lived (35 minutes, until gc was killed), while a new client
-answered at once; nothing was swept meanwhile.
-
 It touches only what this pipeline wrote: the paths its events name under its own zones' roots,
 the ``.ferry/`` sub-directories and ``_tmp`` directories of its own datasets. A turn that meets an
 unreachable cluster or broker logs it and tries again next turn; every step is idempotent. What it
@@ -30,7 +23,6 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -38,7 +30,7 @@ from typing import Any
 
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import ConfigError, FerryError, TransientError
+from ferry.core.errors import ConfigError, FerryError
 from ferry.core.kafka.admin import scan_consumer
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
@@ -46,13 +38,14 @@ from ferry.core.runtime.heartbeat import beat, heartbeat_path, remove, sweep_dea
 from ferry.core.runtime.service import service_main
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.registry import load_definitions
+from ferry.gc.broker import group_client
 from ferry.gc.copier import Copier, ensure_gc_topic
 from ferry.gc.hdfs_copies import orphan_batches
 from ferry.gc.metrics import GcMetrics
 from ferry.gc.nas_copies import sweep_by_age
 from ferry.gc.plan import class_label, longest, retention_classes
 from ferry.gc.remover import Remover, human_bytes
-from ferry.gc.sweeper import Sweeper
+from ferry.gc.sweeper import Sweeper, class_group
 from ferry.settings import Settings, get_settings
 from ferry.settings.retention import HDFS_ZONES, zone
 
@@ -87,12 +80,8 @@ class GcService:
         datasets: list[str],
         metrics: GcMetrics,
         reader: Any = None,
-        admin_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.settings = settings
-        #: makes the admin client :meth:`renew_admin` hands out (default: ``build_admin``)
-        self.admin_factory = admin_factory or (lambda: build_admin(settings.kafka))
-        self._retired: list[Any] = []
         self.copier = copier
         self.sweepers = sweepers
         self.remover = remover
@@ -116,7 +105,6 @@ class GcService:
         """One turn (steps 1–3 of the module docstring) at ``now_s`` (epoch s, default now)."""
         now_s = time.time() if now_s is None else now_s
         stats = TurnStats()
-        broker_failed: TransientError | None = None
         try:
             stats.copied = self.copier.pump(
                 max(1.0, self.settings.retention.interval_s), self._stop
@@ -124,7 +112,6 @@ class GcService:
             self.metrics.copied.inc(stats.copied)
         except FerryError as exc:
             stats.errors += 1
-            broker_failed = exc if isinstance(exc, TransientError) else broker_failed
             log.warning("gc: copying loaded/failed records: %s", exc)
         self._beat()
         for sweeper in self.sweepers:
@@ -132,11 +119,8 @@ class GcService:
                 stats.swept[sweeper.label] = sweeper.sweep(int(now_s * 1000), self._stop)
             except FerryError as exc:
                 stats.errors += 1
-                broker_failed = exc if isinstance(exc, TransientError) else broker_failed
                 log.warning("gc %s: sweep stopped: %s", sweeper.label, exc)
             self._beat()
-        if broker_failed is not None:
-            self.renew_admin(broker_failed)
         if (
             self._listed_at is None
             or now_s - self._listed_at >= self.settings.retention.nas_interval_s
@@ -146,18 +130,6 @@ class GcService:
         if not stats.errors:
             self.metrics.last_sweep.set(now_s)
         return stats
-
-    def renew_admin(self, why: Exception) -> None:
-        """Give the copier and every sweep a new admin client from :attr:`admin_factory` (the
-        old one is dropped; see the module docstring for why); logged and counted
-        (``ferry_gc_admin_renewals_total``)."""
-        self._retired.append(self.copier.admin)
-        admin = self.admin_factory()
-        self.copier.admin = admin
-        for sweeper in self.sweepers:
-            sweeper.admin = admin
-        self.metrics.admin_renewals.inc()
-        log.info("gc: a new Kafka admin client for the next turn (this one failed: %s)", why)
 
     def sweep_listed(self, now_s: float) -> int:
         """Step 3: the aged NAS files and the dead transforms' batch directories; returns how
@@ -307,7 +279,17 @@ def build(settings: Settings | None = None) -> GcService:
     codec = default_codec(settings.paths.schemas_dir)
     reader = scan_consumer(kafka)  # one for every class, for the service's whole life
     sweepers = [
-        Sweeper(k, kafka, r, admin, topic, codec, remover, metrics, reader)
+        Sweeper(
+            k,
+            kafka,
+            r,
+            group_client(kafka, class_group(kafka, k)),
+            topic,
+            codec,
+            remover,
+            metrics,
+            reader,
+        )
         for k in retention_classes(r)
     ]
     warn_short(settings)
