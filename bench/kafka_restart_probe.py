@@ -1,6 +1,7 @@
-"""Diagnostic (run by hand, stack up: `python bench/kafka_restart_probe.py`). Across one broker restart: gc's broker questions asked through an AdminClient (as gc does) and
-through a never-subscribed Consumer of the same kind of group, each in its own loop; prints how
-each fares after the broker is back."""
+"""Across one broker restart, gc's broker questions asked through an AdminClient (as gc did)
+and through a never-subscribed Consumer of the same kind of group, each in its own loop; prints
+how each fares after the broker is back. A diagnostic run by hand with the stack up:
+``python bench/kafka_restart_probe.py``."""
 
 import os
 import signal
