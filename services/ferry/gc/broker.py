@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from ferry.core.errors import TransientError
-from ferry.core.kafka.admin import OpsError
+from ferry.core.kafka.admin import OpsError, kafka_failure
 from ferry.core.kafka.clients import client_config
 from ferry.settings.kafka import KafkaSettings
 
@@ -53,12 +53,7 @@ def _asking(what: str) -> Iterator[None]:
     try:
         yield
     except KafkaException as exc:
-        err = exc.args[0] if exc.args else None
-        if isinstance(err, KafkaError) and (
-            err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
-        ):
-            raise TransientError(f"{what}: {err}") from exc
-        raise OpsError(f"{what}: {exc}") from exc
+        raise kafka_failure(what, exc) from exc
 
 
 def partitions_of(client: Consumer, kafka: KafkaSettings, topic: str) -> list[int]:
