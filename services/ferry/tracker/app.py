@@ -171,19 +171,20 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         *(kafka.topic(n) for n in TOPIC_NAMES), key_serializer="raw", value_serializer="raw"
     )
     waiting = app.topic(kafka.topic(WAITING), key_serializer="raw", value_serializer="raw")
-    options = store_options(tcfg) if tcfg.store_url.startswith("rocksdb") else None
+    rocksdb = tcfg.store_url.startswith("rocksdb")
+    # A dict per table: faust's store pops "driver" from the options it is given.
     files = app.Table(
         "files",
         default=None,
         partitions=kafka.partitions,
         help="file id → record",
-        options=options,
+        options=store_options(tcfg) if rocksdb else None,
     )
     pruned = app.Table(
         "pruned",
         default=None,
         partitions=kafka.partitions,
-        options=options,
+        options=store_options(tcfg) if rocksdb else None,
         help="'<partition>:<dataset>' → loaded files whose detail retention dropped",
     )
     state = TrackerState()
