@@ -9,6 +9,7 @@ opens the same databases and rebuilds the index, as the tracker's recovery callb
 itself then only reads the changelog past the offset stored in RocksDB (none here).
 
     python bench/bench_tracker.py --files 100000 [--retention-h 24 --span-h 240]
+        [--store-options ferry|faust] [--rss-every 5000]
 
 Prints one line per phase: wall time, s, and the process's RSS (VmRSS), MB.
 """
@@ -36,6 +37,8 @@ from ferry.core.events import (
     FileTransferred,
     FileTransformed,
 )
+from ferry.settings.tracker import TrackerSettings
+from ferry.tracker.app import store_options
 from ferry.tracker.record import apply
 from ferry.tracker.state import TrackerState
 
@@ -49,8 +52,16 @@ def rss_mb() -> float:
     return float("nan")
 
 
+#: ``--store-options``: the tracker's own (:func:`ferry.tracker.app.store_options`) or faust's
+#: defaults (three 64 MiB write buffers, a 2 GiB block cache per partition).
+STORE_OPTIONS = "ferry"
+
+
 def open_dbs(path: Path) -> list[Any]:
-    opts = RocksDBOptions(use_rocksdict=True)
+    kw: dict[str, Any] = {}
+    if STORE_OPTIONS == "ferry":
+        kw = {k: v for k, v in store_options(TrackerSettings()).items() if k != "driver"}
+    opts = RocksDBOptions(use_rocksdict=True, **kw)
     return [opts.open(path / f"files-{p}.db", read_only=False) for p in range(PARTITIONS)]
 
 
@@ -94,14 +105,16 @@ def events_of(i: int, now: datetime, span_h: float, n: int) -> list[Any]:
     ]
 
 
-def ingest(path: Path, n: int, span_h: float, retention_h: float) -> None:
+def ingest(path: Path, n: int, span_h: float, retention_h: float, rss_every: int = 0) -> None:
     dbs = open_dbs(path)
     state = TrackerState()
     pruned: dict[str, int] = {}
     now = datetime.now(UTC)
     retention_ms = int(retention_h * 3600_000)
+    sweep_every = 500 if rss_every else 10_000
     started = time.monotonic()
     events = 0
+    rss: list[str] = []
     for i in range(n):
         p = i % PARTITIONS
         db = dbs[p]
@@ -112,7 +125,9 @@ def ingest(path: Path, n: int, span_h: float, retention_h: float) -> None:
             db.put(key.encode(), json.dumps(record).encode())
             state.put(record)
             events += 1
-        if retention_ms and (i % 10_000 == 9_999 or i == n - 1):  # ~ every retention_sweep_s
+        if rss_every and i % rss_every == rss_every - 1:
+            rss.append(f"{i + 1}: {rss_mb():.0f}")
+        if retention_ms and (i % sweep_every == sweep_every - 1 or i == n - 1):  # retention sweep
             cutoff = int(time.time() * 1000) - retention_ms
             for part in range(PARTITIONS):
                 for e in state.expired(part, cutoff, limit=n):
@@ -128,6 +143,8 @@ def ingest(path: Path, n: int, span_h: float, retention_h: float) -> None:
         f"ingest: {n} files, {events} events in {took:.1f} s ({events / took:.0f} events/s); "
         f"retained {len(state.entries)}, pruned {sum(pruned.values())}; RSS {rss_mb():.0f} MB"
     )
+    if rss:
+        print(f"  RSS, MB, by files ingested ({STORE_OPTIONS} store options): {', '.join(rss)}")
 
 
 def restart(path: Path) -> None:
@@ -158,9 +175,13 @@ def main() -> None:
     ap.add_argument("--retention-h", type=float, default=24.0, help="0 keeps every file, h")
     ap.add_argument("--phase", choices=["all", "ingest", "restart"], default="all")
     ap.add_argument("--dir", type=Path)
+    ap.add_argument("--store-options", choices=["ferry", "faust"], default="ferry")
+    ap.add_argument("--rss-every", type=int, default=0, help="print RSS every N files ingested")
     args = ap.parse_args()
+    global STORE_OPTIONS
+    STORE_OPTIONS = args.store_options
     if args.phase == "ingest":
-        return ingest(args.dir, args.files[0], args.span_h, args.retention_h)
+        return ingest(args.dir, args.files[0], args.span_h, args.retention_h, args.rss_every)
     if args.phase == "restart":
         return restart(args.dir)
     for n in args.files:
@@ -169,6 +190,7 @@ def main() -> None:
             print(f"== {n} files, retention {args.retention_h:g} h of {args.span_h:g} h of loads")
             base = [sys.executable, __file__, "--dir", str(tmp), "--files", str(n)]
             opts = ["--span-h", str(args.span_h), "--retention-h", str(args.retention_h)]
+            opts += ["--store-options", args.store_options, "--rss-every", str(args.rss_every)]
             for phase in ("ingest", "restart"):
                 t = time.monotonic()
                 subprocess.run([*base, *opts, "--phase", phase], check=True)

@@ -49,6 +49,18 @@ class TrackerSettings(Frozen):
         description="Faust table store: rocksdb:// (RocksDB via rocksdict, kept in data_dir) or "
         "memory:// (rebuilt from the changelog at every start).",
     )
+    store_write_buffer_mb: int = Field(
+        default=4,
+        ge=1,
+        description="RocksDB write buffer (memtable) of each table partition, MiB; two are kept. "
+        "faust's default, three of 64 MiB, let the tracker's memory grow about 5 KB per file "
+        "carried until they filled (docs/operations.md, 'Long soak').",
+    )
+    store_block_cache_mb: int = Field(
+        default=16,
+        ge=1,
+        description="RocksDB block cache of each table partition, MiB (faust's default: 2 GiB).",
+    )
     loaded_retention_s: float = Field(
         default=7 * 86400.0,
         description="Loaded files' detail is dropped this long after their load, s (their "
