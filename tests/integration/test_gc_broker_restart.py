@@ -37,8 +37,6 @@ CLASSES = (10, 15, 20)  # minutes: three groups, as the soak's retention classes
 
 
 class _Copier:
-    admin: Any = None
-
     def pump(self, max_s: float, stop: threading.Event) -> int:
         return 0
 

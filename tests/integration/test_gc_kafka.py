@@ -84,7 +84,7 @@ def test_outcomes_are_copied_with_their_keys_and_times_once(ks: Settings, codec:
     failure = failed(stage="load", reason="x", error="y", manifest=m2)
     _produce(ks, "loaded", loaded)
     _produce(ks, "failed", [(m2.file_id.encode(), codec.encode(failure), now - DAY_MS)])
-    copier = Copier(ks.kafka, admin, topic)
+    copier = Copier(ks.kafka, topic)
     try:
         stop = threading.Event()
         deadline = time.monotonic() + 30

@@ -156,10 +156,9 @@ class Copier:
     retained record the first time); one idempotent producer.
     """
 
-    def __init__(self, kafka: KafkaSettings, admin: AdminClient, topic: str) -> None:
+    def __init__(self, kafka: KafkaSettings, topic: str) -> None:
         self.kafka = kafka
         self.topic = topic
-        self._admin = admin
         self._consumer = Consumer(
             {
                 **client_config(kafka),

@@ -293,7 +293,7 @@ def build(settings: Settings | None = None) -> GcService:
         for k in retention_classes(r)
     ]
     warn_short(settings)
-    copier = Copier(kafka, admin, topic)
+    copier = Copier(kafka, topic)
     return GcService(settings, copier, sweepers, remover, sorted(datasets), metrics, reader)
 
 
