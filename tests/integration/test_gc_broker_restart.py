@@ -1,7 +1,7 @@
 """The gc service through a broker restart on the real broker: its sweeps ask the broker for
 their groups' committed offsets every turn; an admin client whose requests were in flight while
 the broker restarted kept answering ``_TIMED_OUT`` for some groups for as long as it lived (the
-hour-long soak of 2026-12-03: 35 minutes without a sweep, until gc was killed). The sweeps now
+hour-long soak of 2026-12-03: 40 minutes without a sweep, until gc was killed). The sweeps now
 ask through a consumer of their own group (ferry.gc.broker), so they resume."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ consumer" commit, accepted while the group has no member).
 Why not the AdminClient: in the hour-long soak of 2026-12-03 (confluent-kafka 2.16.1, librdkafka
 2.16.0) gc's admin client, whose group-offset requests were in flight when the broker restarted,
 answered ``_TIMED_OUT`` for those groups (and in a rerun ``_NOENT``/``_TRANSPORT`` for list
-offsets and metadata) for as long as it lived: gc swept nothing for 35 minutes. A new admin
+offsets and metadata) for as long as it lived: gc swept nothing for 40 minutes. A new admin
 client after each failed turn answered, but processes renewing admin clients across broker
 restarts died of SIGSEGV now and then (cf. confluentinc/librdkafka#4605, admin group requests
 after timed-out FindCoordinator requests). The pipeline's consumers recovered from the same
@@ -128,7 +128,13 @@ def alter_offsets(
     client: Consumer, kafka: KafkaSettings, group: str, topic: str, new: Mapping[int, int]
 ) -> None:
     """Commit ``new`` (partition → offset) for ``group`` (the client's own group), waiting for
-    the broker's answer."""
+    the broker's answer. librdkafka's synchronous commit takes no timeout: it waits for the
+    group's coordinator, each request bounded by ``socket.timeout.ms``; the commit follows reads
+    that just succeeded, so it waits only for a broker lost in between.
+
+    Raises:
+        OpsError: the broker refused an offset. TransientError: the commit failed retriably.
+    """
     if not new:
         return
     with _asking(f"commit offsets of group {group}"):
