@@ -1,7 +1,8 @@
 """What the long soak (bench/soak_long.py) measures each minute: every process's RSS, threads and
-open file descriptors (psutil), and each zone's usage (HDFS ``GETCONTENTSUMMARY``, the NAS
-directories); and what it concludes from them (growth from the first to the last quarter, zone
-usage against its retention's bound) and plots (one PNG per figure, matplotlib).
+open file descriptors (psutil), and each zone's usage (HDFS: bytes by ``GETCONTENTSUMMARY``,
+files as the zone's file directories, one per file whatever it holds; the NAS directories); and
+what it concludes from them (growth from the first to the last quarter, zone usage against its
+retention's bound) and plots (one PNG per figure, matplotlib).
 
 Processes, by role (a role keeps its name across restarts, so a killed and restarted service is
 one series): each Ferry service the rig runs and its child processes (``transform/java`` is the
@@ -120,6 +121,18 @@ def _executor_of(proc: psutil.Process, driver_ports: Mapping[int, str]) -> str |
     return driver_ports.get(int(port)) if port.isdigit() else None
 
 
+def _file_dirs(port: WebHdfs, root: str, datasets: list[str]) -> int:
+    """Files an HDFS zone holds: the ``<root>/<dataset>/<file_id>`` directories (one per file,
+    whatever it holds: a landed file; a staged file's data files and marker; its rejects), not
+    ``_tmp`` nor other hidden entries. One LISTSTATUS per dataset."""
+    n = 0
+    for d in datasets:
+        if port.content_summary(f"{root}/{d}") is None:
+            continue
+        n += sum(1 for e in port.list(f"{root}/{d}") if not e.name.startswith(("_", ".")))
+    return n
+
+
 def _nas_usage(directory: Path) -> tuple[int, int]:
     size = files = 0
     for root, _dirs, names in os.walk(directory):
@@ -197,7 +210,7 @@ class Sampler:
                 root = getattr(paths, z.path_setting)
                 try:
                     got = port.content_summary(root)
-                    s.zones[z.name] = (got[0], got[1]) if got else (0, 0)
+                    s.zones[z.name] = (got[0] if got else 0, _file_dirs(port, root, self.datasets))
                     tmp = [port.content_summary(f"{root}/{d}/_tmp") for d in self.datasets]
                     s.orphans[z.name] = sum(t[1] for t in tmp if t)
                 except Exception:  # noqa: BLE001 - a cluster paused by a fault: no figure now

@@ -19,9 +19,10 @@ from ferry.core.kafka.admin import committed_offsets, scan, scan_consumer, water
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.wire.avro import EventCodec, default_codec
+from ferry.gc.broker import group_client
 from ferry.gc.copier import Copier, ensure_gc_topic
 from ferry.gc.metrics import GcMetrics
-from ferry.gc.sweeper import Sweeper
+from ferry.gc.sweeper import Sweeper, class_group
 from ferry.settings import Settings
 from ferry.settings.retention import RetentionSettings
 
@@ -83,7 +84,7 @@ def test_outcomes_are_copied_with_their_keys_and_times_once(ks: Settings, codec:
     failure = failed(stage="load", reason="x", error="y", manifest=m2)
     _produce(ks, "loaded", loaded)
     _produce(ks, "failed", [(m2.file_id.encode(), codec.encode(failure), now - DAY_MS)])
-    copier = Copier(ks.kafka, admin, topic)
+    copier = Copier(ks.kafka, topic)
     try:
         stop = threading.Event()
         deadline = time.monotonic() + 30
@@ -133,7 +134,7 @@ def test_a_class_sweeps_the_records_older_than_its_retention_once(ks: Settings, 
         klass,
         ks.kafka,
         retention,
-        admin,
+        group_client(ks.kafka, class_group(ks.kafka, klass)),
         topic,
         codec,
         remover,  # type: ignore[arg-type]

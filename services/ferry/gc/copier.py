@@ -40,8 +40,8 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_f
 
 from ferry.core.errors import ConfigError, TransientError
 from ferry.core.events import FileFailed, FileLoaded
-from ferry.core.kafka.admin import partitions_of
 from ferry.core.kafka.clients import client_config, delivery_timeout_s, group_id
+from ferry.gc.broker import partitions_of
 from ferry.settings.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -156,10 +156,9 @@ class Copier:
     retained record the first time); one idempotent producer.
     """
 
-    def __init__(self, kafka: KafkaSettings, admin: AdminClient, topic: str) -> None:
+    def __init__(self, kafka: KafkaSettings, topic: str) -> None:
         self.kafka = kafka
         self.topic = topic
-        self._admin = admin
         self._consumer = Consumer(
             {
                 **client_config(kafka),
@@ -191,7 +190,7 @@ class Copier:
         parts = {
             (self.kafka.topic(t), p)
             for t in SOURCES
-            for p in partitions_of(self._admin, self.kafka, self.kafka.topic(t))
+            for p in partitions_of(self._consumer, self.kafka, self.kafka.topic(t))
         }
         if parts != self._assigned:
             self._consumer.assign([TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(parts)])

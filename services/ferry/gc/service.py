@@ -38,13 +38,14 @@ from ferry.core.runtime.heartbeat import beat, heartbeat_path, remove, sweep_dea
 from ferry.core.runtime.service import service_main
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.registry import load_definitions
+from ferry.gc.broker import group_client
 from ferry.gc.copier import Copier, ensure_gc_topic
 from ferry.gc.hdfs_copies import orphan_batches
 from ferry.gc.metrics import GcMetrics
 from ferry.gc.nas_copies import sweep_by_age
 from ferry.gc.plan import class_label, longest, retention_classes
 from ferry.gc.remover import Remover, human_bytes
-from ferry.gc.sweeper import Sweeper
+from ferry.gc.sweeper import Sweeper, class_group
 from ferry.settings import Settings, get_settings
 from ferry.settings.retention import HDFS_ZONES, zone
 
@@ -278,11 +279,21 @@ def build(settings: Settings | None = None) -> GcService:
     codec = default_codec(settings.paths.schemas_dir)
     reader = scan_consumer(kafka)  # one for every class, for the service's whole life
     sweepers = [
-        Sweeper(k, kafka, r, admin, topic, codec, remover, metrics, reader)
+        Sweeper(
+            k,
+            kafka,
+            r,
+            group_client(kafka, class_group(kafka, k)),
+            topic,
+            codec,
+            remover,
+            metrics,
+            reader,
+        )
         for k in retention_classes(r)
     ]
     warn_short(settings)
-    copier = Copier(kafka, admin, topic)
+    copier = Copier(kafka, topic)
     return GcService(settings, copier, sweepers, remover, sorted(datasets), metrics, reader)
 
 

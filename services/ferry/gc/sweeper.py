@@ -12,10 +12,10 @@ retained record, so shortening a retention applies it to files loaded before). A
 3. commits how far it got (also when it stops early: a cluster that does not answer ends the sweep
    at that record, which the next sweep starts with).
 
-Cost per sweep: a few admin calls per partition plus the records that became due since the last
-sweep, and for each of those one listing of the file's own directory per zone; up to
-``retention.parallel_files`` records are swept at once. Nothing grows with the number of files
-kept: zones are never listed.
+Cost per sweep: a few broker calls per partition (:mod:`ferry.gc.broker`) plus the records that
+became due since the last sweep, and for each of those one listing of the file's own directory
+per zone; up to ``retention.parallel_files`` records are swept at once. Nothing grows with the
+number of files kept: zones are never listed.
 """
 
 from __future__ import annotations
@@ -28,19 +28,19 @@ from itertools import islice
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
 from ferry.core.errors import SerializationError, TransientError
-from ferry.core.kafka.admin import (
+from ferry.core.kafka.admin import scan
+from ferry.core.kafka.clients import group_id
+from ferry.core.wire.avro import EventCodec
+from ferry.gc.broker import (
     alter_offsets,
     committed_offsets,
     list_offsets,
     partitions_of,
-    scan,
     watermarks,
 )
-from ferry.core.kafka.clients import group_id
-from ferry.core.wire.avro import EventCodec
 from ferry.gc.metrics import GcMetrics
 from ferry.gc.plan import class_label, due_zones
 from ferry.gc.remover import Remover
@@ -55,16 +55,22 @@ log = logging.getLogger(__name__)
 _NOT_TRIED = TransientError("not tried: an earlier record of its file was not swept")
 
 
+def class_group(kafka: KafkaSettings, klass: timedelta) -> str:
+    """The consumer group whose committed offsets say where class ``klass`` stands."""
+    return group_id(kafka, f"gc.{class_label(klass)}")
+
+
 class Sweeper:
     """The sweep of one retention class ``klass`` over ``topic`` (``<prefix>.gc``), reading with
-    ``consumer`` (see :func:`ferry.core.kafka.admin.scan`)."""
+    ``consumer`` (see :func:`ferry.core.kafka.admin.scan`), asking the broker where it stands
+    and committing through ``client`` (:mod:`ferry.gc.broker`: no AdminClient)."""
 
     def __init__(
         self,
         klass: timedelta,
         kafka: KafkaSettings,
         retention: RetentionSettings,
-        admin: AdminClient,
+        client: Consumer,
         topic: str,
         codec: EventCodec,
         remover: Remover,
@@ -73,11 +79,12 @@ class Sweeper:
     ) -> None:
         self.klass = klass
         self.label = class_label(klass)
-        self.group = group_id(kafka, f"gc.{self.label}")
+        self.group = class_group(kafka, klass)
         self.kafka = kafka
         self.retention = retention
         self.topic = topic
-        self._admin = admin
+        #: asks the broker on behalf of :attr:`group` (:func:`ferry.gc.broker.group_client`)
+        self._client = client
         self._codec = codec
         self._remover = remover
         self._metrics = metrics
@@ -91,7 +98,7 @@ class Sweeper:
         Raises:
             TransientError: the broker did not answer.
         """
-        kafka, admin = self.kafka, self._admin
+        kafka, admin = self.kafka, self._client
         parts = partitions_of(admin, kafka, self.topic)
         marks = watermarks(admin, kafka, self.topic, parts)
         cutoff = now_ms - int(self.klass.total_seconds() * 1000)
@@ -206,7 +213,7 @@ class Sweeper:
         """Commit ``done`` (also unchanged offsets: a group that commits nothing for
         ``offsets.retention.minutes`` would lose its place)."""
         try:
-            alter_offsets(self._admin, self.kafka, self.group, self.topic, done)
+            alter_offsets(self._client, self.kafka, self.group, self.topic, done)
         except Exception:
             log.warning("gc %s: progress (%d record(s)) not committed", self.label, swept)
             raise

@@ -64,12 +64,18 @@ def _result(future: concurrent.futures.Future[Any], timeout_s: float, what: str)
     except concurrent.futures.TimeoutError as exc:
         raise TransientError(f"{what}: no answer within {timeout_s:.0f}s") from exc
     except KafkaException as exc:
-        err = exc.args[0] if exc.args else None
-        if isinstance(err, KafkaError) and (
-            err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
-        ):
-            raise TransientError(f"{what}: {err}") from exc
-        raise OpsError(f"{what}: {exc}") from exc
+        raise kafka_failure(what, exc) from exc
+
+
+def kafka_failure(what: str, exc: KafkaException) -> TransientError | OpsError:
+    """The error to raise for ``exc`` met while doing ``what``: TransientError when the broker
+    did not answer in time, could not be reached or said to retry; OpsError otherwise."""
+    err = exc.args[0] if exc.args else None
+    if isinstance(err, KafkaError) and (
+        err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
+    ):
+        return TransientError(f"{what}: {err}")
+    return OpsError(f"{what}: {exc}")
 
 
 def partitions_of(admin: AdminClient, kafka: KafkaSettings, topic: str) -> list[int]:

@@ -1,0 +1,146 @@
+"""What the gc service asks the broker, through a Consumer instead of an AdminClient.
+
+The same calls as :mod:`ferry.core.kafka.admin` (same signatures, the first argument a
+:class:`confluent_kafka.Consumer`): a topic's partitions, watermarks, offsets by timestamp, a
+group's committed offsets and their commit. One consumer per retention class, its ``group.id``
+the class's group, never subscribed (so it never joins the group: the commit is a "simple
+consumer" commit, accepted while the group has no member).
+
+Why not the AdminClient: in the hour-long soak of 2026-12-03 (confluent-kafka 2.16.1, librdkafka
+2.16.0) gc's admin client, whose group-offset requests were in flight when the broker restarted,
+answered ``_TIMED_OUT`` for those groups (and in a rerun ``_NOENT``/``_TRANSPORT`` for list
+offsets and metadata) for as long as it lived: gc swept nothing for 40 minutes. A new admin
+client after each failed turn answered, but processes renewing admin clients across broker
+restarts died of SIGSEGV now and then (cf. confluentinc/librdkafka#4605, admin group requests
+after timed-out FindCoordinator requests). The pipeline's consumers recovered from the same
+restarts.
+
+Errors: a call the broker did not answer in ``kafka.request_timeout_s``, or one it failed with a
+retriable error, raises :class:`~ferry.core.errors.TransientError`; anything else
+:class:`~ferry.core.kafka.admin.OpsError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from ferry.core.errors import TransientError
+from ferry.core.kafka.admin import OpsError, kafka_failure
+from ferry.core.kafka.clients import client_config
+from ferry.settings.kafka import KafkaSettings
+
+
+def group_client(kafka: KafkaSettings, group: str) -> Consumer:
+    """A consumer for the calls below on behalf of ``group``: never subscribed, commits only
+    what :func:`alter_offsets` is given."""
+    return Consumer(
+        {
+            **client_config(kafka),
+            "group.id": group,
+            "client.id": f"ferry-{group}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+        }
+    )
+
+
+@contextmanager
+def _asking(what: str) -> Iterator[None]:
+    try:
+        yield
+    except KafkaException as exc:
+        raise kafka_failure(what, exc) from exc
+
+
+def partitions_of(client: Consumer, kafka: KafkaSettings, topic: str) -> list[int]:
+    """Partition numbers of ``topic``, sorted.
+
+    Raises:
+        OpsError: the topic does not exist. TransientError: no metadata in time.
+    """
+    with _asking(f"metadata of topic {topic}"):
+        md = client.list_topics(topic=topic, timeout=kafka.request_timeout_s)
+    tmd = md.topics.get(topic)
+    if tmd is None or tmd.error is not None or not tmd.partitions:
+        if tmd is not None and tmd.error is not None and tmd.error.retriable():
+            raise TransientError(f"metadata of topic {topic}: {tmd.error}")
+        raise OpsError(f"topic {topic} does not exist")
+    return sorted(tmd.partitions)
+
+
+def watermarks(
+    client: Consumer, kafka: KafkaSettings, topic: str, partitions: Sequence[int]
+) -> dict[int, tuple[int, int]]:
+    """partition → (low, high) watermark, asked of each partition's leader."""
+    out = {}
+    with _asking(f"watermarks of {topic}"):
+        for p in partitions:
+            low, high = client.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=kafka.request_timeout_s, cached=False
+            )
+            out[p] = (int(low), int(high))
+    return out
+
+
+def list_offsets(
+    client: Consumer, kafka: KafkaSettings, topic: str, specs: Mapping[int, OffsetSpec]
+) -> dict[int, int]:
+    """partition → the offset of the first record with timestamp ≥ the spec's, ``-1`` when
+    there is none (only ``OffsetSpec.for_timestamp`` specs; Kafka ListOffsets semantics)."""
+    if not specs:
+        return {}
+    # OffsetSpec.for_timestamp(ts) is a TimestampSpec holding ``timestamp``
+    asked = [
+        TopicPartition(topic, p, int(spec.timestamp))  # type: ignore[attr-defined]
+        for p, spec in specs.items()
+    ]
+    with _asking(f"list_offsets {topic}"):
+        got = client.offsets_for_times(asked, timeout=kafka.request_timeout_s)
+    for tp in got:
+        if tp.error is not None:
+            raise TransientError(f"list_offsets {topic}[{tp.partition}]: {tp.error}")
+    return {tp.partition: int(tp.offset) for tp in got}
+
+
+def committed_offsets(
+    client: Consumer, kafka: KafkaSettings, group: str, topic: str, partitions: Sequence[int]
+) -> dict[int, int | None]:
+    """partition → offset committed by ``group`` (the client's own group) on ``topic``, ``None``
+    where it has none."""
+    with _asking(f"committed offsets of group {group}"):
+        got = client.committed(
+            [TopicPartition(topic, p) for p in partitions], timeout=kafka.request_timeout_s
+        )
+    out: dict[int, int | None] = dict.fromkeys(partitions)
+    for tp in got:
+        if tp.error is not None:
+            raise TransientError(f"committed offsets of group {group}: {tp.error}")
+        if tp.offset >= 0:
+            out[tp.partition] = int(tp.offset)
+    return out
+
+
+def alter_offsets(
+    client: Consumer, kafka: KafkaSettings, group: str, topic: str, new: Mapping[int, int]
+) -> None:
+    """Commit ``new`` (partition → offset) for ``group`` (the client's own group), waiting for
+    the broker's answer. librdkafka's synchronous commit takes no timeout: it waits for the
+    group's coordinator, each request bounded by ``socket.timeout.ms``; the commit follows reads
+    that just succeeded, so it waits only for a broker lost in between.
+
+    Raises:
+        OpsError: the broker refused an offset. TransientError: the commit failed retriably.
+    """
+    if not new:
+        return
+    with _asking(f"commit offsets of group {group}"):
+        done = client.commit(
+            offsets=[TopicPartition(topic, p, o) for p, o in new.items()], asynchronous=False
+        )
+    for tp in done or []:
+        if tp.error is not None:
+            raise OpsError(f"broker refused the offsets of group {group}: {tp.error}")
