@@ -30,6 +30,7 @@ AREAS: Areas = {
             "Check Avro schema evolution; release a schema snapshot.",
         ),
         ("quarantine", "ferry.ops.quarantine_cli", "List, show and release quarantined files."),
+        ("kafka", "ferry.ops.kafka_cli", "Create the topics; print or apply each service's ACLs."),
         (
             "datasets",
             "ferry.datasets_cli",
