@@ -1,7 +1,7 @@
 """The Kafka ACLs each Ferry service needs, and nothing more (docs/security.md, "Kafka ACLs").
 
 One table (:func:`grants`) drawn from what each process does on the broker (topics it reads and
-writes, the consumer groups it joins or commits for, the topics it creates). ``ferry kafka-acls``
+writes, the consumer groups it joins or commits for, the topics it creates). ``ferry kafka acls``
 prints it for a cluster's administrators, or applies it with an administrator's credentials
 (:func:`apply`); the local stack's secure profile applies it at start.
 

@@ -118,8 +118,8 @@ def ensure_topics(
             ):
                 raise ConfigError(
                     f"topic {topic} does not exist and user {kafka.user!r} may not create it "
-                    f"(ACL: CREATE on topic {topic}); create it as the operator "
-                    f"(`ferry kafka-acls --apply` grants each service its topics)"
+                    f"(ACL: CREATE on topic {topic}); create it as the operator: "
+                    "`ferry kafka topics`"
                 ) from exc
             else:
                 raise ConfigError(f"broker refused topic {topic}: {err}") from exc

@@ -35,8 +35,11 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from ferry.core.errors import ConfigError, StackError
+from ferry.core.events import TOPIC_NAMES
 from ferry.core.kafka import acls
 from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.topics import ensure_topics
+from ferry.core.runtime.waiting import WAITING
 from ferry.settings import Settings
 from ferry.settings.kafka import KafkaSettings
 from ferry.settings.secrets import read_secret_file
@@ -114,12 +117,18 @@ def admin_settings(kf: KafkaSettings, lay: Layout) -> KafkaSettings:
 def grant(settings: Settings) -> int:
     """Create, as the broker's administrator, the ACLs of every service and of the operator for
     ``settings.kafka.topic_prefix`` (:func:`ferry.core.kafka.acls.apply`); 0 and nothing done when
-    Kafka is not on SASL_SSL. Returns the bindings sent."""
+    Kafka is not on SASL_SSL. Then, as the operator, creates the prefix's topics the services may
+    not create (the plan's, the waiting room's and the lineage topic, which the kit's services
+    write). Returns the bindings sent."""
     kf = settings.kafka
     if not kf.secure:
         return 0
     admin = build_admin(admin_settings(kf, Layout(settings.var_dir)))
-    return acls.apply(admin, kf, settings.lineage.kafka_topic)
+    n = acls.apply(admin, kf, settings.lineage.kafka_topic)
+    operator = kf.model_copy(update={"service": None})
+    names = (*TOPIC_NAMES, WAITING, settings.lineage.kafka_topic)
+    ensure_topics(build_admin(operator), operator, names)
+    return n
 
 
 def _broker_password(lay: Layout) -> str:
