@@ -110,25 +110,11 @@ def test_bindings_are_allow_entries_for_the_user_from_any_host() -> None:
     )
 
 
-class _Err:
-    def __init__(self, code: int, text: str = "Broker: Topic authorization failed") -> None:
-        self._code, self._text = code, text
-
-    def code(self) -> int:
-        return self._code
-
-    def str(self) -> str:
-        return self._text
-
-    def __str__(self) -> str:
-        return self._text
-
-
 def test_a_refused_topic_or_group_is_one_line_naming_the_acl(tmp_path: Path) -> None:
     k = with_users(tmp_path).model_copy(update={"service": "extract"})
     with pytest.raises(ConfigError) as topic:
         refuse_unauthorized(
-            _Err(KafkaError.TOPIC_AUTHORIZATION_FAILED), k, "p.transformed", "p.transfer"
+            KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), k, "p.transformed", "p.transfer"
         )  # type: ignore[arg-type]
     assert str(topic.value) == (
         "kafka refused user 'ferry-extract': Broker: Topic authorization failed "
@@ -136,13 +122,13 @@ def test_a_refused_topic_or_group_is_one_line_naming_the_acl(tmp_path: Path) -> 
     )
     with pytest.raises(ConfigError) as group:
         refuse_unauthorized(
-            _Err(KafkaError.GROUP_AUTHORIZATION_FAILED, "Broker: Group authorization failed"),
+            KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED),
             k,
             None,
             "p.transfer",
         )  # type: ignore[arg-type]
     assert str(group.value).endswith("(ACL: READ on group p.transfer)")
-    assert refuse_unauthorized(_Err(KafkaError._TRANSPORT), k, "p.x", "p.g") is None  # type: ignore[arg-type]
+    assert refuse_unauthorized(KafkaError(KafkaError._TRANSPORT), k, "p.x", "p.g") is None  # type: ignore[arg-type]
 
 
 class _Msg:
@@ -176,13 +162,16 @@ def test_a_write_the_acls_refuse_is_a_config_error_not_a_retry() -> None:
     recs = [OutboundRecord("p.loaded", b"k", b"v")]
     with pytest.raises(ConfigError) as refused:
         produce_and_wait(
-            _Producer(_Err(KafkaError.TOPIC_AUTHORIZATION_FAILED)), recs, 1.0, "ferry-transfer"
+            _Producer(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)),
+            recs,
+            1.0,
+            "ferry-transfer",
         )  # type: ignore[arg-type]
     assert str(refused.value) == (
         "kafka refused user 'ferry-transfer' writing topic p.loaded (ACL: WRITE on topic p.loaded)"
     )
     with pytest.raises(TransientError):
-        produce_and_wait(_Producer(_Err(KafkaError._MSG_TIMED_OUT, "timed out")), recs, 1.0)  # type: ignore[arg-type]
+        produce_and_wait(_Producer(KafkaError(KafkaError._MSG_TIMED_OUT)), recs, 1.0)  # type: ignore[arg-type]
 
 
 class _Metadata:

@@ -237,7 +237,7 @@ def produce_and_wait(
     def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
             failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
-            if err.code() in AUTHORIZATION_ERRORS:
+            if isinstance(err, KafkaError) and err.code() in AUTHORIZATION_ERRORS:
                 refused.append(msg.topic())
 
     for rec in records:
