@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from typing import Any
 
 import typer
@@ -186,7 +187,12 @@ def _run(
 ) -> None:
     """Run one Ferry service in the foreground until SIGTERM/SIGINT."""
     from ferry.core.services import run
+    from ferry.core.services import service as registered
+    from ferry.settings import get_settings
 
+    # the service's own Kafka user (kafka.service_users), docs/security.md "Kafka ACLs"
+    os.environ["FERRY_KAFKA__SERVICE"] = registered(service).name
+    get_settings.cache_clear()
     run(service)
 
 

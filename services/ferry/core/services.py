@@ -13,7 +13,6 @@ registry imports no service.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from dataclasses import dataclass
 
@@ -25,7 +24,6 @@ from ferry.core.events import (
     FileTransferred,
     FileTransformed,
 )
-from ferry.settings import get_settings
 
 #: An event type a stage consumes: a manifest and nothing else, so ``cls(manifest=m)`` builds one.
 StageInput = type[FileExtracted] | type[FileTransformed] | type[FileTransferred]
@@ -101,13 +99,10 @@ def service_argv(name: str, python: str = sys.executable) -> list[str]:
 def run(name: str) -> None:
     """Run service ``name`` in this process until SIGTERM/SIGINT (its module's ``main``).
 
-    The process's settings then name it (``kafka.service``, ``FERRY_KAFKA__SERVICE``), so its
+    ``ferry run`` names the service in the process's settings first (``kafka.service``), so its
     Kafka clients log in as its entry in ``kafka.service_users`` when there is one.
 
     Raises:
         ConfigError: no such service; whatever the service raises.
     """
-    svc = service(name)
-    os.environ["FERRY_KAFKA__SERVICE"] = svc.name
-    get_settings.cache_clear()
-    importlib.import_module(svc.module).main()
+    importlib.import_module(service(name).module).main()
