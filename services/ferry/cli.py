@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from typing import Any
 
 import typer
@@ -30,6 +31,7 @@ AREAS: Areas = {
             "Check Avro schema evolution; release a schema snapshot.",
         ),
         ("quarantine", "ferry.ops.quarantine_cli", "List, show and release quarantined files."),
+        ("kafka", "ferry.ops.kafka_cli", "Create the topics; print or apply each service's ACLs."),
         (
             "datasets",
             "ferry.datasets_cli",
@@ -185,7 +187,12 @@ def _run(
 ) -> None:
     """Run one Ferry service in the foreground until SIGTERM/SIGINT."""
     from ferry.core.services import run
+    from ferry.core.services import service as registered
+    from ferry.settings import get_settings
 
+    # the service's own Kafka user (kafka.service_users), docs/security.md "Kafka ACLs"
+    os.environ["FERRY_KAFKA__SERVICE"] = registered(service).name
+    get_settings.cache_clear()
     run(service)
 
 

@@ -19,6 +19,7 @@ from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
 from ferry.settings import Settings
 from ferry_kit.pipeline import ServiceGroup, private_overrides, run_cli, settings_env
+from ferry_kit.stack import kafka_secure
 from ferry_kit.stack.client_conf import client_conf_env
 
 
@@ -71,6 +72,7 @@ def start_pipeline(stack: Settings, work: Path, extra: Mapping[str, Any] | None 
             for name, fields in sections.items()
         }
     )
+    kafka_secure.grant(settings)  # on SASL_SSL: each service's ACLs for this prefix
     ensure_topics(build_admin(settings.kafka), settings.kafka)
     group = ServiceGroup(env, work / "logs")
     group.start()

@@ -15,6 +15,7 @@ side.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from ferry.core.kafka.clients import build_admin, client_config
 from ferry.core.kafka.topics import ensure_topics
 from ferry.settings import Settings
 from ferry_kit.pipeline import ServiceGroup, settings_env
+from ferry_kit.stack import kafka_secure
 from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [
@@ -121,6 +123,7 @@ def run(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[R
             "paths": stack.paths.model_copy(update={"nas_dir": work / "nas"}),
         }
     )
+    assert kafka_secure.grant(settings) > 0  # each service's ACLs for this prefix
     ensure_topics(build_admin(settings.kafka), settings.kafka)
     group = ServiceGroup(env, work / "logs", stages=("extract", "tracker"))
     group.start()
@@ -183,15 +186,45 @@ def test_cli_connects_over_sasl_ssl(run: Run) -> None:
 def test_wrong_password_is_refused_with_one_line_within_the_timeout(run: Run) -> None:
     bad = private(run.work / "wrong.password", f"wrong-{secrets.token_hex(8)}\n")
     t0 = time.monotonic()
-    out = run.ferry("run", "extract", env={"FERRY_KAFKA__SASL_PASSWORD_FILE": str(bad)})
+    out = run.ferry(
+        "run",
+        "extract",
+        env={"FERRY_KAFKA__SERVICE_USERS__EXTRACT__SASL_PASSWORD_FILE": str(bad)},
+    )
     took = time.monotonic() - t0
     last = out.stderr.strip().splitlines()[-1]
     assert (out.returncode, took < 60) == (1, True), (took, out.stderr[-2000:])
     assert last.startswith(
-        "ferry: ConfigError: kafka at 127.0.0.1:19092 refused user 'ferry' (SCRAM-SHA-512) over "
-        "SASL_SSL: "
+        "ferry: ConfigError: kafka at 127.0.0.1:19092 refused user 'ferry-extract' "
+        "(SCRAM-SHA-512) over SASL_SSL: "
     ), last
     assert "Authentication failed" in last, last
+
+
+def test_a_service_with_another_services_user_is_refused_with_one_line_naming_the_acl(
+    run: Run,
+) -> None:
+    """transfer run with extract's user: it may describe the prefix's topics (so it starts) but
+    neither join transfer's group nor read its input; the first refusal ends it, one line."""
+    ext = run.settings.kafka.service_users["extract"]
+    t0 = time.monotonic()
+    out = run.ferry(
+        "run",
+        "transfer",
+        env={
+            "FERRY_KAFKA__SERVICE_USERS__TRANSFER__SASL_USERNAME": ext.sasl_username,
+            "FERRY_KAFKA__SERVICE_USERS__TRANSFER__SASL_PASSWORD_FILE": str(ext.sasl_password_file),
+        },
+    )
+    took = time.monotonic() - t0
+    last = out.stderr.strip().splitlines()[-1]
+    assert (out.returncode, took < 60) == (1, True), (took, out.stderr[-2000:])
+    p = run.settings.kafka.topic_prefix
+    assert re.fullmatch(
+        rf"ferry: ConfigError: kafka refused user 'ferry-extract': .* \(ACL: READ on "
+        rf"(group {p}\.transfer|topic {p}\.transformed)\)",
+        last,
+    ), last
 
 
 def event_bytes(run: Run) -> bytes:
@@ -200,7 +233,7 @@ def event_bytes(run: Run) -> bytes:
     consumer = Consumer(
         {
             **client_config(k),
-            "group.id": f"grep-{uuid.uuid4().hex[:8]}",
+            "group.id": f"{k.topic_prefix}.grep-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
         }
     )
@@ -229,6 +262,12 @@ def test_no_secret_in_any_log_output_event_or_page(run: Run) -> None:
         "kafka password": password,
         "wrong password": wrong,
         "tracker token": run.token,
+        **{
+            f"{svc}'s kafka password": run.settings.kafka.model_copy(update={"service": svc})
+            .password()
+            .get_secret_value()
+            for svc in run.settings.kafka.service_users
+        },
         "broker's own SCRAM password": (conf / "broker.password").read_text().strip(),
         "keystore password": (conf / "tls" / "keystore.password").read_text().strip(),
     }

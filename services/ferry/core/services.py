@@ -99,6 +99,9 @@ def service_argv(name: str, python: str = sys.executable) -> list[str]:
 def run(name: str) -> None:
     """Run service ``name`` in this process until SIGTERM/SIGINT (its module's ``main``).
 
+    ``ferry run`` names the service in the process's settings first (``kafka.service``), so its
+    Kafka clients log in as its entry in ``kafka.service_users`` when there is one.
+
     Raises:
         ConfigError: no such service; whatever the service raises.
     """

@@ -11,6 +11,18 @@ from ferry.settings.base import Frozen, WorkPath
 from ferry.settings.secrets import resolve_secret
 
 
+class KafkaUser(Frozen):
+    """One service's SASL user (``kafka.service_users.<service>``)."""
+
+    sasl_username: str = Field(description="SASL user name of the service.")
+    sasl_password: SecretStr | None = Field(
+        default=None, description="Its password (never printed)."
+    )
+    sasl_password_file: WorkPath | None = Field(
+        default=None, description="Or a file holding it, mode 0600 (refused otherwise)."
+    )
+
+
 class KafkaSettings(Frozen):
     """Kafka broker and topic plan. Env: ``FERRY_KAFKA__<FIELD>``."""
 
@@ -111,6 +123,21 @@ class KafkaSettings(Frozen):
             "working directory. The local stack creates it (random) when missing."
         ),
     )
+    service_users: dict[str, KafkaUser] = Field(
+        default_factory=dict,
+        description=(
+            "Per-service SASL users (service name → user), for a broker that grants each service "
+            "only its own topics and groups (docs/security.md, 'Kafka ACLs'); a service not "
+            "listed, the CLI and the tracker's lag reader use sasl_username."
+        ),
+    )
+    service: str | None = Field(
+        default=None,
+        description=(
+            "The service this process runs (set by ``ferry run <service>``): picks its entry in "
+            "service_users."
+        ),
+    )
     ssl_ca_path: WorkPath | None = Field(
         default=None,
         description=(
@@ -124,17 +151,36 @@ class KafkaSettings(Frozen):
         """Whether clients use SASL_SSL."""
         return self.security_protocol == "SASL_SSL"
 
+    def _own_user(self) -> tuple[KafkaUser, str] | None:
+        if self.service is None or self.service not in self.service_users:
+            return None
+        return self.service_users[self.service], f"kafka.service_users.{self.service}"
+
+    @property
+    def user(self) -> str:
+        """The SASL user of this process: its service's in ``service_users``, else
+        ``sasl_username``."""
+        own = self._own_user()
+        return own[0].sasl_username if own else self.sasl_username
+
     def password(self) -> SecretStr:
-        """The SASL password: ``sasl_password``, else ``sasl_password_file``'s content.
+        """The SASL password of :attr:`user`: ``sasl_password``, else ``sasl_password_file``'s
+        content (of the service's entry in ``service_users`` when it has one).
 
         Raises:
             ConfigError: neither is set, both are, or the file is refused (mode, missing).
         """
-        secret = resolve_secret(self.sasl_password, self.sasl_password_file, "kafka.sasl_password")
+        own = self._own_user()
+        if own is not None:
+            u, where = own
+            value, path = u.sasl_password, u.sasl_password_file
+        else:
+            where, value, path = "kafka", self.sasl_password, self.sasl_password_file
+        secret = resolve_secret(value, path, f"{where}.sasl_password")
         if secret is None:
             raise ConfigError(
-                "kafka.security_protocol is SASL_SSL but neither kafka.sasl_password nor "
-                "kafka.sasl_password_file is set"
+                f"kafka.security_protocol is SASL_SSL but neither {where}.sasl_password nor "
+                f"{where}.sasl_password_file is set"
             )
         return secret
 

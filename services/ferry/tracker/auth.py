@@ -78,7 +78,7 @@ def broker_options(kafka: KafkaSettings) -> dict[str, Any]:
     context = ssl.create_default_context(cafile=cafile)
     return {
         "broker_credentials": faust.SASLCredentials(
-            username=kafka.sasl_username,
+            username=kafka.user,
             password=kafka.password().get_secret_value(),
             ssl_context=context,
             mechanism=kafka.sasl_mechanism,

@@ -152,7 +152,8 @@ class Outcomes:
         self._consumer = Consumer(
             {
                 **client_config(settings.kafka),
-                "group.id": f"ferry-outcomes-{uuid.uuid4().hex[:8]}",
+                # under the prefix: the operator's ACLs cover it (docs/security.md)
+                "group.id": f"{settings.kafka.topic_prefix}.outcomes-{uuid.uuid4().hex[:8]}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
             }

@@ -50,6 +50,15 @@ def client_logging() -> dict[str, Any]:
 #: librdkafka error codes that mean "this client will never get in" rather than "not yet":
 #: a refused SASL login (``_AUTHENTICATION``) or a TLS failure (``_SSL``: unknown CA, bad host).
 _LOGIN_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL})
+#: What the broker answers a client its ACLs do not allow (Kafka's authorizer): never retried.
+AUTHORIZATION_ERRORS = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
 
 #: bootstrap servers → the last login/TLS error a client of this process saw there (see
 #: :func:`login_failure`); written from librdkafka's callback threads, read after a failure.
@@ -66,6 +75,23 @@ def _error_cb(bootstrap: str) -> Any:
         LIBRDKAFKA_LOG.warning("kafka client error: %s", err.str())
 
     return on_error
+
+
+def refuse_unauthorized(
+    err: KafkaError, kafka: KafkaSettings, topic: str | None, group: str
+) -> None:
+    """Raise the one-line :class:`ConfigError` of a consumer error that is the broker's ACLs
+    refusing ``kafka.user`` (:data:`AUTHORIZATION_ERRORS`), naming the ACL it lacks (READ on the
+    topic, or on the consumer group ``group``); return for any other error. librdkafka reports
+    these as non-fatal consumer errors: without this a consumer would poll, refused, forever."""
+    code = err.code()
+    if code not in AUTHORIZATION_ERRORS:
+        return
+    if code == KafkaError.GROUP_AUTHORIZATION_FAILED or not topic:
+        acl = f"READ on group {group}"
+    else:
+        acl = f"READ on topic {topic}"
+    raise ConfigError(f"kafka refused user {kafka.user!r}: {err.str()} (ACL: {acl})")
 
 
 def login_failure(kafka: KafkaSettings) -> str | None:
@@ -87,7 +113,7 @@ def security_config(kafka: KafkaSettings) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "security.protocol": "SASL_SSL",
         "sasl.mechanisms": kafka.sasl_mechanism,
-        "sasl.username": kafka.sasl_username,
+        "sasl.username": kafka.user,
         "sasl.password": kafka.password().get_secret_value(),
         "ssl.endpoint.identification.algorithm": "https",
     }
@@ -190,7 +216,7 @@ class OutboundRecord:
 
 
 def produce_and_wait(
-    producer: Producer, records: Sequence[OutboundRecord], timeout_s: float
+    producer: Producer, records: Sequence[OutboundRecord], timeout_s: float, user: str = "ferry"
 ) -> None:
     """Produce ``records`` and return only once the broker acknowledged every one (``acks=all``).
 
@@ -202,12 +228,17 @@ def produce_and_wait(
         TransientError: a record could not be queued, was rejected, or was not acknowledged in
             ``timeout_s``; the message names the topic. Callers retry or stop without storing
             their input offset, so a failure here never loses an event (it may duplicate one).
+        ConfigError: the broker's ACLs do not let ``user`` (the client's SASL user, for the
+            message) write a record's topic: one line naming the ACL; retrying cannot help.
     """
     failures: list[str] = []
+    refused: list[str] = []
 
     def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
             failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+            if isinstance(err, KafkaError) and err.code() in AUTHORIZATION_ERRORS:
+                refused.append(msg.topic())
 
     for rec in records:
         try:
@@ -220,6 +251,11 @@ def produce_and_wait(
         raise TransientError(
             f"{remaining} of {len(records)} record(s) to {sorted({r.topic for r in records})} "
             f"not acknowledged within {timeout_s:.1f}s"
+        )
+    if refused:
+        topic = sorted(refused)[0]
+        raise ConfigError(
+            f"kafka refused user {user!r} writing topic {topic} (ACL: WRITE on topic {topic})"
         )
     if failures:
         raise TransientError("broker rejected record(s): " + "; ".join(failures))

@@ -65,9 +65,12 @@ def publish(producer: Any, records: Sequence[OutboundRecord], settings: Settings
         TransientError: a record was still unacknowledged or rejected after
             ``settings.retry.max_attempts`` attempts; callers must not store their input offset
             (or move their input file) then.
+        ConfigError: the broker's ACLs refuse the user a topic (never retried).
     """
     timeout = delivery_timeout_s(settings.kafka) + 1
-    retrying(settings.retry, what="publish")(produce_and_wait, producer, records, timeout)
+    retrying(settings.retry, what="publish")(
+        produce_and_wait, producer, records, timeout, settings.kafka.user
+    )
 
 
 __all__ = ["encode_events", "publish"]

@@ -52,7 +52,7 @@ def refused_login(kafka: KafkaSettings, admin: AdminClient | None = None) -> Non
         admin.poll(0)
     why = login_failure(kafka)
     if why is not None:
-        who = f"user {kafka.sasl_username!r} ({kafka.sasl_mechanism})" if kafka.secure else "client"
+        who = f"user {kafka.user!r} ({kafka.sasl_mechanism})" if kafka.secure else "client"
         raise ConfigError(
             f"kafka at {kafka.bootstrap_servers} refused {who} over {kafka.security_protocol}: "
             f"{why}"
@@ -64,6 +64,10 @@ def ensure_topics(
 ) -> dict[str, str]:
     """Create the plan's topics that do not exist yet; existing ones are left as they are.
 
+    Asks the broker's metadata first and creates only what it lacks, so a service whose user may
+    DESCRIBE the topics but not CREATE them (:mod:`ferry.core.kafka.acls`) starts once the
+    operator made them.
+
     Returns:
         full topic name → ``"created"`` or ``"exists"``.
 
@@ -71,18 +75,27 @@ def ensure_topics(
         TransientError: the broker did not answer within ``kafka.request_timeout_s`` or
             returned a retriable error.
         ConfigError: the broker refused a topic for good (e.g. replication factor larger than
-            the number of brokers, invalid config), or refused this client's login or TLS
-            handshake (:func:`refused_login`): retrying cannot fix a wrong password.
+            the number of brokers, invalid config; a missing topic this user may not create,
+            naming the ACL), or refused this client's login or TLS handshake
+            (:func:`refused_login`): retrying cannot fix a wrong password.
     """
     timeout = kafka.request_timeout_s
     try:
-        futures = admin.create_topics(
-            topic_plan(kafka, names), operation_timeout=timeout, request_timeout=timeout
-        )
+        known = set(admin.list_topics(timeout=timeout).topics)
+    except KafkaException as exc:
+        refused_login(kafka, admin)
+        raise TransientError(f"metadata of {kafka.bootstrap_servers} failed: {exc}") from exc
+    plan = topic_plan(kafka, names)
+    outcome: dict[str, str] = {t.topic: "exists" for t in plan if t.topic in known}
+    missing = [t for t in plan if t.topic not in known]
+    if not missing:
+        log.info("topic plan on %s: %s", kafka.bootstrap_servers, outcome)
+        return outcome
+    try:
+        futures = admin.create_topics(missing, operation_timeout=timeout, request_timeout=timeout)
     except KafkaException as exc:
         refused_login(kafka, admin)
         raise TransientError(f"create_topics on {kafka.bootstrap_servers} failed: {exc}") from exc
-    outcome: dict[str, str] = {}
     for topic, future in futures.items():
         try:
             future.result(timeout=timeout + 1)
@@ -99,6 +112,15 @@ def ensure_topics(
             elif err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
                 refused_login(kafka, admin)
                 raise TransientError(f"creating topic {topic}: {err}") from exc
+            elif err.code() in (
+                KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+            ):
+                raise ConfigError(
+                    f"topic {topic} does not exist and user {kafka.user!r} may not create it "
+                    f"(ACL: CREATE on topic {topic}); create it as the operator: "
+                    "`ferry kafka topics`"
+                ) from exc
             else:
                 raise ConfigError(f"broker refused topic {topic}: {err}") from exc
     log.info("topic plan on %s: %s", kafka.bootstrap_servers, outcome)

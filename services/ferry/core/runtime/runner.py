@@ -65,6 +65,7 @@ from ferry.core.kafka.clients import (
     build_consumer,
     build_producer,
     group_id,
+    refuse_unauthorized,
 )
 from ferry.core.kafka.publish import publish
 from ferry.core.kafka.topics import ensure_topics
@@ -210,6 +211,8 @@ class StageRunner(PartitionCallbacks):
             return None
         err = msg.error()
         if err is not None:
+            kafka = self._settings.kafka
+            refuse_unauthorized(err, kafka, msg.topic(), group_id(kafka, self.stage.name))
             if err.fatal():
                 raise KafkaException(err)
             log.warning("stage %s: consumer error: %s", self.stage.name, err)

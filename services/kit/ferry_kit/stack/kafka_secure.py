@@ -8,7 +8,15 @@ CA's PEM is copied to ``kafka.ssl_ca_path`` for the clients. SCRAM users exist f
 start (Kafka's KIP-900: ``kafka-storage format --add-scram``): ``kafka.sasl_username`` with the
 clients' password, and ``ferry-broker`` (inter-broker listener) with a random one kept in
 ``var/conf/kafka/broker.password`` (0600). The clients' password is ``kafka.sasl_password``, else
-``kafka.sasl_password_file``, created with a random value (0600) when missing.
+``kafka.sasl_password_file``, created with a random value (0600) when missing; each service of
+``kafka.service_users`` gets its user the same way.
+
+The broker runs KRaft's ``StandardAuthorizer``: its super users are ``ferry-broker`` and
+``ANONYMOUS`` (the PLAINTEXT controller listener, bound to the stack's host, which the broker
+itself uses in combined mode); every other user may do only what its ACLs allow. The health check
+logs in as ``ferry-broker`` and creates the ACLs of the settings' topic prefix
+(:func:`grant`: each service its own topics and group, the operator ``kafka.sasl_username`` the
+whole prefix); a test with a prefix of its own calls :func:`grant` for it.
 
 The SCRAM users live in the KRaft metadata, so the SASL_SSL broker keeps its own data directory
 (``var/data/kafka-sasl_ssl``, never the plaintext one) and a fingerprint of the users; when the
@@ -24,7 +32,15 @@ import secrets
 import shutil
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from ferry.core.errors import ConfigError, StackError
+from ferry.core.events import TOPIC_NAMES
+from ferry.core.kafka import acls
+from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.topics import ensure_topics
+from ferry.core.runtime.waiting import WAITING
+from ferry.settings import Settings
 from ferry.settings.kafka import KafkaSettings
 from ferry.settings.secrets import read_secret_file
 from ferry_kit.stack.base import Layout, render, run_once
@@ -65,6 +81,54 @@ def client_password(kf: KafkaSettings) -> str:
         return kf.password().get_secret_value()
     except ConfigError as exc:
         raise StackError(f"kafka SASL_SSL: {exc}") from None
+
+
+def service_password(kf: KafkaSettings, service: str) -> str:
+    """The SCRAM password of ``service``'s own user (``kafka.service_users``); its
+    ``sasl_password_file`` is created (random, 0600) when it does not exist yet.
+
+    Raises:
+        StackError: the entry has neither a password nor a file, or the file is refused.
+    """
+    u = kf.service_users[service]
+    if u.sasl_password is None and u.sasl_password_file is None:
+        raise StackError(f"kafka SASL_SSL: set kafka.service_users.{service}.sasl_password_file")
+    if u.sasl_password is None and u.sasl_password_file and not u.sasl_password_file.exists():
+        _write_private(u.sasl_password_file, secrets.token_hex(24) + "\n")
+    try:
+        return kf.model_copy(update={"service": service}).password().get_secret_value()
+    except ConfigError as exc:
+        raise StackError(f"kafka SASL_SSL: {exc}") from None
+
+
+def admin_settings(kf: KafkaSettings, lay: Layout) -> KafkaSettings:
+    """``kf`` logging in as the broker's own user, a super user of its authorizer: what the
+    stack uses to check the broker and to create the ACLs."""
+    return kf.model_copy(
+        update={
+            "sasl_username": BROKER_USER,
+            "sasl_password": SecretStr(_broker_password(lay)),
+            "sasl_password_file": None,
+            "service": None,
+        }
+    )
+
+
+def grant(settings: Settings) -> int:
+    """Create, as the broker's administrator, the ACLs of every service and of the operator for
+    ``settings.kafka.topic_prefix`` (:func:`ferry.core.kafka.acls.apply`); 0 and nothing done when
+    Kafka is not on SASL_SSL. Then, as the operator, creates the prefix's topics the services may
+    not create (the plan's, the waiting room's and the lineage topic, which the kit's services
+    write). Returns the bindings sent."""
+    kf = settings.kafka
+    if not kf.secure:
+        return 0
+    admin = build_admin(admin_settings(kf, Layout(settings.var_dir)))
+    n = acls.apply(admin, kf, settings.lineage.kafka_topic)
+    operator = kf.model_copy(update={"service": None})
+    names = (*TOPIC_NAMES, WAITING, settings.lineage.kafka_topic)
+    ensure_topics(build_admin(operator), operator, names)
+    return n
 
 
 def _broker_password(lay: Layout) -> str:
@@ -152,6 +216,8 @@ def prepare(kf: KafkaSettings, lay: Layout, props: Path) -> list[str]:
     )
     os.chmod(props, 0o600)
     users = [(kf.sasl_username, password), (BROKER_USER, broker_password)]
+    for name, u in sorted(kf.service_users.items()):
+        users.append((u.sasl_username, service_password(kf, name)))
     stamp = hashlib.sha256(repr((kf.sasl_mechanism, users)).encode()).hexdigest()
     stamp_file = data.parent / "kafka-sasl_ssl.users.sha256"
     if (data / "meta.properties").exists():

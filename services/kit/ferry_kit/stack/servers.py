@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.kerberos import hadoop_client_conf, spnego_auth
-from ferry.core.errors import StackError
+from ferry.core.errors import FerryError, StackError
 from ferry.core.kafka.clients import security_config
 from ferry.settings import Settings
 from ferry.settings.client_conf import xml_properties
@@ -88,6 +88,21 @@ def kafka_cluster_id() -> str:
             return cid
 
 
+def _kafka_check(settings: Settings, lay: Layout) -> str:
+    """Produce and consume one record; on SASL_SSL as the broker's own user (the authorizer's
+    super user), then grant the ACLs of the settings' prefix (:func:`kafka_secure.grant`)."""
+    kf = settings.kafka
+    if not kf.secure:
+        return health.kafka_roundtrip(kf.bootstrap_servers, security_config(kf))
+    out = health.kafka_roundtrip(
+        kf.bootstrap_servers, security_config(kafka_secure.admin_settings(kf, lay))
+    )
+    try:
+        return f"{out}, {kafka_secure.grant(settings)} ACLs of prefix {kf.topic_prefix}"
+    except FerryError as exc:
+        raise health.Unhealthy(f"ACLs: {exc}") from exc
+
+
 def kafka(settings: Settings, lay: Layout) -> Component:
     """The Kafka broker, KRaft combined mode (Maven: kafka_2.13); storage formatted on first
     start; health: produce + consume one record."""
@@ -146,7 +161,7 @@ def kafka(settings: Settings, lay: Layout) -> Component:
         "kafka",
         kf.bootstrap_servers,
         lay.launch("kafka", argv),
-        check=lambda: health.kafka_roundtrip(kf.bootstrap_servers, security_config(kf)),
+        check=lambda: _kafka_check(settings, lay),
         ports=(kf.port, kf.controller_port),
         host=kf.host,
         prepare=prepare,
