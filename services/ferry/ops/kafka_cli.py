@@ -8,27 +8,37 @@ it needs, and with ``--apply`` creates them (run it with an administrator's cred
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.console import Console
 from rich.table import Table
 
+if TYPE_CHECKING:
+    from ferry.settings import Settings
+
 app = typer.Typer(no_args_is_help=True)
+
+
+def operator_topics(settings: Settings, lineage: bool) -> tuple[str, ...]:
+    """Short names of the topics the operator creates: the plan's, the waiting room's, and
+    ``lineage.kafka_topic`` when ``lineage`` (gc and the tracker create their own)."""
+    from ferry.core.events import TOPIC_NAMES
+    from ferry.core.runtime.waiting import WAITING
+
+    return (*TOPIC_NAMES, WAITING, *((settings.lineage.kafka_topic,) if lineage else ()))
 
 
 @app.command("topics")
 def topics() -> None:
     """Create the plan's topics (and the waiting room's, and the lineage topic when lineage goes
     to Kafka) that do not exist yet; print each one's outcome."""
-    from ferry.core.events import TOPIC_NAMES
     from ferry.core.kafka.clients import build_admin
     from ferry.core.kafka.topics import ensure_topics
-    from ferry.core.runtime.waiting import WAITING
     from ferry.settings import get_settings
 
     s = get_settings()
-    names = (*TOPIC_NAMES, WAITING)
-    if s.lineage.transport == "kafka":
-        names += (s.lineage.kafka_topic,)
+    names = operator_topics(s, s.lineage.transport == "kafka")
     for topic, outcome in sorted(ensure_topics(build_admin(s.kafka), s.kafka, names).items()):
         typer.echo(f"{topic}: {outcome}")
 

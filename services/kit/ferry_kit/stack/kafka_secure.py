@@ -35,11 +35,10 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from ferry.core.errors import ConfigError, StackError
-from ferry.core.events import TOPIC_NAMES
 from ferry.core.kafka import acls
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
-from ferry.core.runtime.waiting import WAITING
+from ferry.ops.kafka_cli import operator_topics
 from ferry.settings import Settings
 from ferry.settings.kafka import KafkaSettings
 from ferry.settings.secrets import read_secret_file
@@ -126,8 +125,7 @@ def grant(settings: Settings) -> int:
     admin = build_admin(admin_settings(kf, Layout(settings.var_dir)))
     n = acls.apply(admin, kf, settings.lineage.kafka_topic)
     operator = kf.model_copy(update={"service": None})
-    names = (*TOPIC_NAMES, WAITING, settings.lineage.kafka_topic)
-    ensure_topics(build_admin(operator), operator, names)
+    ensure_topics(build_admin(operator), operator, operator_topics(settings, lineage=True))
     return n
 
 
