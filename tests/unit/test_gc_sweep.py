@@ -271,3 +271,98 @@ def test_a_quarantined_file_released_and_carried_on_keeps_its_copies_for_its_new
     world.sweep(14.02)
     assert f"/ferry/landing/flights/{q.file_id}/flights_3.csv" in mine.b.files
     assert sample(world.metrics, "ferry_gc_copies_total", zone="landing", outcome="rewritten") == 1
+
+
+class _Client:
+    """A broker client that answers while the fake broker does (``world.topic``)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_class_whose_broker_calls_fail_three_sweeps_in_a_row_asks_through_a_new_client(
+    world: World, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client a sweep asked through is replaced after RENEW_AFTER failed sweeps (a wedged
+    client answered errors for minutes after the broker was back), and the new one is used."""
+    import ferry.gc.sweeper as m
+    from ferry.core.errors import TransientError
+
+    made: list[_Client] = []
+
+    def renew() -> _Client:
+        made.append(_Client(len(made) + 1))
+        return made[-1]
+
+    asked: list[int] = []  # which client each metadata call went through
+    wedged = {0}  # clients that answer errors only
+
+    def partitions_of(client: _Client, kafka: object, topic: str) -> list[int]:
+        asked.append(client.n)
+        if client.n in wedged:
+            raise TransientError(f"metadata of topic {topic}: Local: Broker transport failure")
+        return [0, 1]
+
+    monkeypatch.setattr(m, "partitions_of", partitions_of)
+    mine = world.mine
+    f1 = mine.lay(file("flights", 1), T0)
+    world.loaded(f1, after(0.01))
+    first = _Client(0)
+    s = world.sweepers[0]
+    sweeper = Sweeper(
+        s.klass,
+        s.kafka,
+        DEFAULTS,
+        first,
+        world.topic.name,
+        codec,
+        s._remover,
+        world.metrics,  # type: ignore[arg-type]
+        renew=renew,  # type: ignore[arg-type]
+    )
+    stop = threading.Event()
+    for turn in range(1, m.RENEW_AFTER):
+        with pytest.raises(TransientError):
+            sweeper.sweep(ms(after(15)), stop)
+        assert (sweeper.broker_failures, sweeper.renewals, first.closed) == (turn, 0, False)
+    with pytest.raises(TransientError):
+        sweeper.sweep(ms(after(15)), stop)
+    assert (sweeper.broker_failures, sweeper.renewals, first.closed) == (0, 1, True)
+    assert sample(world.metrics, "ferry_gc_client_renewals_total", retention="14d") == 1
+    assert sweeper.sweep(ms(after(15)), stop) == 1  # the new client answers
+    assert asked == [0, 0, 0, 1]
+    assert [c.n for c in made] == [1] and not made[0].closed
+    assert f"/ferry/landing/flights/{f1.file_id}/flights_1.csv" not in mine.b.files
+
+
+def test_a_sweep_that_reaches_the_broker_resets_the_count_and_none_never_renews(
+    world: World, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ferry.gc.sweeper as m
+    from ferry.core.errors import TransientError
+
+    down = {"broker": True}
+
+    def partitions_of(client: object, kafka: object, topic: str) -> list[int]:
+        if down["broker"]:
+            raise TransientError("metadata: Local: Broker transport failure")
+        return [0, 1]
+
+    monkeypatch.setattr(m, "partitions_of", partitions_of)
+    sweeper = world.sweepers[0]  # renew=None, as tests that hand in their client
+    stop = threading.Event()
+    for _ in range(m.RENEW_AFTER - 1):
+        with pytest.raises(TransientError):
+            sweeper.sweep(ms(after(1)), stop)
+    down["broker"] = False
+    assert sweeper.sweep(ms(after(1)), stop) == 0
+    assert sweeper.broker_failures == 0
+    down["broker"] = True
+    for _ in range(2 * m.RENEW_AFTER):
+        with pytest.raises(TransientError):
+            sweeper.sweep(ms(after(1)), stop)
+    assert (sweeper.broker_failures, sweeper.renewals) == (2 * m.RENEW_AFTER, 0)

@@ -3,10 +3,11 @@ OpenLineage topic from the events the stages' builder makes of the tracker's man
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.unit.test_lineage_events import COUNTS, FID, LANDING, STAGED, A, B, manifest
+from tests.unit.test_lineage_events import COUNTS, FID, LANDING, STAGED, T0, A, B, manifest
 
 from ferry.core.events import FileExtracted, FileLoaded, FileTransferred, FileTransformed, failed
 from ferry.lineage.chain import chain
@@ -27,14 +28,24 @@ def record_of(events: list[Any]) -> dict[str, Any]:
     return rec
 
 
+def at(seconds: int) -> datetime:
+    """T0 plus ``seconds``: hops are ordered by event time, so each event gets its own (the wall
+    clock put them in the wrong order whenever a test spanned a millisecond)."""
+    return T0 + timedelta(seconds=seconds)
+
+
 def loaded_file() -> dict[str, Any]:
-    tr = manifest(uris=STAGED, **COUNTS)
+    landed = manifest(uris=LANDING, updated_at=at(1))
+    tr = landed.advance(uris=STAGED, updated_at=at(2), **COUNTS)
+    moved = tr.advance(uris=INCOMING, updated_at=at(3))
     return record_of(
         [
-            FileExtracted(manifest(uris=LANDING)),
+            FileExtracted(landed),
             FileTransformed(tr),
-            FileTransferred(tr.advance(uris=INCOMING)),
-            FileLoaded(tr.advance(uris={**INCOMING, "table": "ferry.flights"}), "ferry.flights"),
+            FileTransferred(moved),
+            FileLoaded(
+                moved.advance(uris={"table": "ferry.flights"}, updated_at=at(4)), "ferry.flights"
+            ),
         ]
     )
 
@@ -59,11 +70,17 @@ def test_chain_of_a_loaded_file_with_rows_at_each_step() -> None:
 
 
 def test_a_quarantined_file_ends_in_fail_with_its_reason() -> None:
-    tr = manifest(uris=STAGED, **COUNTS)
-    bad = failed(stage="transfer", reason="hdfs_timeout", error="timed out", attempt=5, manifest=tr)
-    hops = record_hops(
-        record_of([FileExtracted(manifest(uris=LANDING)), FileTransformed(tr), bad]), NAMES
+    landed = manifest(uris=LANDING, updated_at=at(1))
+    tr = landed.advance(uris=STAGED, updated_at=at(2), **COUNTS)
+    bad = failed(
+        stage="transfer",
+        reason="hdfs_timeout",
+        error="timed out",
+        attempt=5,
+        manifest=tr,
+        failed_at=at(3),
     )
+    hops = record_hops(record_of([FileExtracted(landed), FileTransformed(tr), bad]), NAMES)
     assert [(h.stage, h.state, h.error) for h in hops][-1] == (
         "transfer",
         "FAIL",

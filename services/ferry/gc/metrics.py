@@ -26,6 +26,8 @@ class GcMetrics:
     - ``ferry_gc_errors_total{zone}``: copies that could not be removed (logged with the path);
     - ``ferry_gc_expired_unswept_total{retention}``: gc-topic records gone before their sweep
       (the service was down longer than ``retention.grace``: their copies were left behind);
+    - ``ferry_gc_client_renewals_total{retention}``: a class's broker client replaced after
+      :data:`ferry.gc.sweeper.RENEW_AFTER` sweeps in a row failed on the broker;
     - ``ferry_gc_last_sweep_timestamp_seconds``: end of the last complete sweep.
     """
 
@@ -61,6 +63,12 @@ class GcMetrics:
         self.expired_unswept = Counter(
             "ferry_gc_expired_unswept",
             "gc topic records that expired before their sweep.",
+            ["retention"],
+            registry=r,
+        )
+        self.renewals = Counter(
+            "ferry_gc_client_renewals",
+            "Broker clients replaced after failed sweeps, by retention class.",
             ["retention"],
             registry=r,
         )

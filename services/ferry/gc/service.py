@@ -19,6 +19,7 @@ removes is logged (one line per file) and counted on ``/metrics`` (:class:`GcMet
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
@@ -213,6 +214,8 @@ class GcService:
             self.copier.close()
             if self.reader is not None:
                 self.reader.close()
+            for sweeper in self.sweepers:
+                sweeper.close()
             for s, h in previous.items():
                 signal.signal(s, h)
 
@@ -289,6 +292,7 @@ def build(settings: Settings | None = None) -> GcService:
             remover,
             metrics,
             reader,
+            renew=functools.partial(group_client, kafka, class_group(kafka, k)),
         )
         for k in retention_classes(r)
     ]

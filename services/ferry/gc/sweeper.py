@@ -12,6 +12,12 @@ retained record, so shortening a retention applies it to files loaded before). A
 3. commits how far it got (also when it stops early: a cluster that does not answer ends the sweep
    at that record, which the next sweep starts with).
 
+A class whose broker calls failed :data:`RENEW_AFTER` sweeps in a row asks through a new client
+(``renew``): in one run of the broker-restart test (a fresh clone's ``make test-shared``,
+2026-12-03) a class's consumer kept answering ``_TRANSPORT`` for metadata and
+``_UNKNOWN_PARTITION`` for watermarks for three minutes after the broker was back, while a new
+client answered at once.
+
 Cost per sweep: a few broker calls per partition (:mod:`ferry.gc.broker`) plus the records that
 became due since the last sweep, and for each of those one listing of the file's own directory
 per zone; up to ``retention.parallel_files`` records are swept at once. Nothing grows with the
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from itertools import islice
@@ -50,6 +57,9 @@ from ferry.settings.retention import RetentionSettings
 log = logging.getLogger(__name__)
 
 
+#: Sweeps in a row whose broker calls failed before the class's client is replaced.
+RENEW_AFTER = 3
+
 #: The outcome of a record not tried because an earlier record of its file failed (never
 #: reached: the earlier one's failure ends the round first, in offset order).
 _NOT_TRIED = TransientError("not tried: an earlier record of its file was not swept")
@@ -63,7 +73,11 @@ def class_group(kafka: KafkaSettings, klass: timedelta) -> str:
 class Sweeper:
     """The sweep of one retention class ``klass`` over ``topic`` (``<prefix>.gc``), reading with
     ``consumer`` (see :func:`ferry.core.kafka.admin.scan`), asking the broker where it stands
-    and committing through ``client`` (:mod:`ferry.gc.broker`: no AdminClient)."""
+    and committing through ``client`` (:mod:`ferry.gc.broker`: no AdminClient).
+
+    ``renew``: makes a new ``client`` (:func:`ferry.gc.broker.group_client` of :attr:`group`),
+    used after :data:`RENEW_AFTER` sweeps in a row failed on the broker; None: never renewed.
+    """
 
     def __init__(
         self,
@@ -76,6 +90,8 @@ class Sweeper:
         remover: Remover,
         metrics: GcMetrics,
         consumer: Consumer | None = None,
+        *,
+        renew: Callable[[], Consumer] | None = None,
     ) -> None:
         self.klass = klass
         self.label = class_label(klass)
@@ -91,6 +107,44 @@ class Sweeper:
         #: the reading consumer all classes share (sweeps run one after the other); None: one
         #: made per sweep
         self._consumer = consumer
+        self._renew = renew
+        #: sweeps in a row whose broker calls failed
+        self.broker_failures = 0
+        #: clients replaced so far
+        self.renewals = 0
+
+    def _ask_broker(self, now_ms: int) -> dict[int, tuple[int, int]]:
+        """:meth:`bounds`, counting failed sweeps in a row and renewing the client after
+        :data:`RENEW_AFTER` of them."""
+        try:
+            out = self.bounds(now_ms)
+        except TransientError:
+            self.broker_failures += 1
+            if self._renew is not None and self.broker_failures >= RENEW_AFTER:
+                self._renew_client()
+            raise
+        self.broker_failures = 0
+        return out
+
+    def close(self) -> None:
+        """Close the class's broker client (not the shared reading consumer)."""
+        self._client.close()
+
+    def _renew_client(self) -> None:
+        assert self._renew is not None
+        log.warning(
+            "gc %s: the broker failed %d sweeps in a row; asking through a new client",
+            self.label,
+            self.broker_failures,
+        )
+        old, self._client = self._client, self._renew()
+        self.broker_failures = 0
+        self.renewals += 1
+        self._metrics.renewals.labels(self.label).inc()
+        try:
+            old.close()
+        except (KafkaException, RuntimeError) as exc:  # closed already, or the broker is gone
+            log.debug("gc %s: closing the old client: %s", self.label, exc)
 
     def bounds(self, now_ms: int) -> dict[int, tuple[int, int]]:
         """partition → (first record not swept yet, first record not due yet).
@@ -142,7 +196,7 @@ class Sweeper:
             TransientError: the broker or a cluster stopped answering; what was done is
                 committed, the rest is swept next time.
         """
-        bounds = self.bounds(now_ms)
+        bounds = self._ask_broker(now_ms)
         done = {p: start for p, (start, _end) in bounds.items()}
         todo = {p: b for p, b in bounds.items() if b[1] > b[0]}
         threads = self.retention.parallel_files
