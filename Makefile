@@ -73,10 +73,11 @@ test: install browser ## Set up and run every test tier (each tier starts and st
 	@# background: the compose image builds (about 6 min from nothing: engine, base image,
 	@# wheels, image) and then the compose tier runs (its containers publish no port, so they
 	@# never meet the local stack's; logs var/log/compose-{build,test}.log, printed at the
-	@# end), and the Kerberos extra's wheels compile for the secure tier. Every
+	@# end), and the Kerberos extra's wheels compile for the secure tier. The HA tier (its own
+	@# ports and var directory, profiles/ha.yaml) runs beside the secure tier. Every
 	@# tier runs even when an earlier one failed (one CI run shows every failure); the target
 	@# fails if any tier failed, and names them, and prints each tier's wall time.
-	@mkdir -p var/log; failed=""; rm -f var/log/compose-*.rc var/log/unit.rc; \
+	@mkdir -p var/log; failed=""; rm -f var/log/compose-*.rc var/log/unit.rc var/log/ha.rc; \
 	( $(MAKE) compose-build >var/log/compose-build.log 2>&1; echo $$? >var/log/compose-build.rc; \
 	  if [ "$$(cat var/log/compose-build.rc)" = 0 ]; then s=$$SECONDS; \
 	    $(MAKE) compose-test >var/log/compose-test.log 2>&1; echo $$? >var/log/compose-test.rc; \
@@ -92,9 +93,11 @@ test: install browser ## Set up and run every test tier (each tier starts and st
 	[ "$$(cat var/log/unit.rc)" = 0 ] || failed="$$failed unit"; \
 	$(SHARED_PARALLEL) || failed="$$failed integration+e2e"; tier integration+e2e; \
 	[ "$$pre" = up ] || $(FERRY) stack down >/dev/null; \
+	( $(MAKE) test-ha >var/log/ha.log 2>&1; echo $$? >var/log/ha.rc ) & ha=$$!; \
 	wait $$krb; tier kerberos-wheels-wait; \
 	$(MAKE) test-secure || failed="$$failed secure"; tier secure; \
-	$(MAKE) test-ha || failed="$$failed ha"; tier ha; \
+	wait $$ha; tier ha-wait; echo "== ha tier, run beside the secure tier:"; cat var/log/ha.log; \
+	[ "$$(cat var/log/ha.rc)" = 0 ] || failed="$$failed ha"; \
 	wait $$compose; tier compose-wait; \
 	echo "== compose build (exit $$(cat var/log/compose-build.rc)), its last lines:"; \
 	tail -n 15 var/log/compose-build.log; \

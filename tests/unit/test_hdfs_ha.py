@@ -139,10 +139,33 @@ def test_ha_profile_settings() -> None:
     a = Settings(**data).cluster("a")  # type: ignore[arg-type]
     assert a.fs_url == "hdfs://cluster-a"
     assert [(n.id, n.rpc_port, n.http_port) for n in a.namenodes] == [
-        ("nn1", 28020, 29870),
-        ("nn2", 28021, 29871),
+        ("nn1", 24020, 24870),
+        ("nn2", 24021, 24871),
     ]
     assert len(a.journalnode_ports) == 3
+    # Every port differs from the default stack's: the HA tier runs beside the secure tier.
+    default = Settings()
+    ports = {
+        default.kafka.port,
+        default.zookeeper.port,
+        default.metastore.port,
+        default.hiveserver2.port,
+        *default.spark.master_ports,
+        default.cluster("b").namenode_rpc_port,
+        default.cluster("a").namenode_rpc_port,
+    }
+    ha = Settings(**data)  # type: ignore[arg-type]
+    assert ports.isdisjoint(
+        {
+            ha.kafka.port,
+            ha.zookeeper.port,
+            ha.metastore.port,
+            ha.hiveserver2.port,
+            *ha.spark.master_ports,
+            ha.cluster("b").namenode_rpc_port,
+            *(n.rpc_port for n in a.namenodes),
+        }
+    )
 
 
 # -- WebHdfs over an HA pair -------------------------------------------------------------------
