@@ -216,9 +216,10 @@ def test_what_the_stack_writes_reads_back_as_the_same_cluster(tmp_path):
 
 
 def test_services_read_the_clusters_from_the_directories_not_the_profile(tmp_path):
-    assert service_profile("ha") == ""
+    assert service_profile("ha") == "ha-services"
+    assert service_profile("kerberos") == ""
     assert service_profile("secure") == "secure-kafka"
-    assert service_profile("ha,secure-kafka,kerberos") == "secure-kafka"
+    assert service_profile("ha,secure-kafka,kerberos") == "ha-services,secure-kafka"
     env = client_conf_env(
         Settings(), "secure", {"a": tmp_path / "a", "b": tmp_path / "b", "hive": tmp_path / "h"}
     )

@@ -166,6 +166,11 @@ def test_ha_profile_settings() -> None:
             *(n.rpc_port for n in a.namenodes),
         }
     )
+    # A service beside that stack reads ha-services (client_conf.CLUSTER_PROFILES): the same
+    # values as the stack's own profile, key for key.
+    (services,) = profile_files("ha-services")
+    for section, values in _read_yaml(services, "FERRY_PROFILE").items():
+        assert data[section] == values, section  # type: ignore[index]
 
 
 # -- WebHdfs over an HA pair -------------------------------------------------------------------

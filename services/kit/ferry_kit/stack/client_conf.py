@@ -107,9 +107,10 @@ def write_client_confs(settings: Settings) -> dict[str, Path]:
 
 
 #: Profiles that describe the clusters (and so are not what a service started by
-#: :func:`client_conf_env` reads): ``ha`` and ``kerberos``; ``secure`` is ``secure-kafka`` plus
+#: :func:`client_conf_env` reads), each → what of it a service does read: ``kerberos`` nothing;
+#: ``ha`` its stack's other ports (``ha-services``); ``secure`` is ``secure-kafka`` plus
 #: ``kerberos``.
-CLUSTER_PROFILES = {"ha": (), "kerberos": (), "secure": ("secure-kafka",)}
+CLUSTER_PROFILES = {"ha": ("ha-services",), "kerberos": (), "secure": ("secure-kafka",)}
 
 
 def service_profile(profile: str) -> str:
