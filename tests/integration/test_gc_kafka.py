@@ -77,7 +77,9 @@ def _produce(ks: Settings, topic: str, records: list[tuple[bytes, bytes, int]]) 
 def test_outcomes_are_copied_with_their_keys_and_times_once(ks: Settings, codec: EventCodec):
     admin = build_admin(ks.kafka)
     ensure_topics(admin, ks.kafka)
-    topic = ensure_gc_topic(admin, ks.kafka, DAY_MS)
+    # Kept 7 days: records 3 days and 1 day old stay (with 1 day, the broker's retention check,
+    # every 5 minutes, could delete them between the copy and the scan).
+    topic = ensure_gc_topic(admin, ks.kafka, 7 * DAY_MS)
     now = int(time.time() * 1000)
     m1, m2 = numbered("flights", 1), numbered("weather", 2)
     loaded = [(m1.file_id.encode(), codec.encode(FileLoaded(m1, table="t")), now - 3 * DAY_MS)]

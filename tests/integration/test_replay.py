@@ -140,11 +140,15 @@ def test_to_offset_moves_every_partition_clamped(rs: Settings) -> None:
 
 
 def test_to_timestamp_uses_first_event_at_or_after(rs: Settings) -> None:
-    t = int(T0.timestamp() * 1000)
+    # Record times an hour ago, within the topics' 14-day retention: records of T0 (2024) were
+    # deleted whenever the broker's retention check (every 5 min) ran between the produce and
+    # the replay, which then found no record at/after the time (p0 stayed at 5).
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    t = int(start.timestamp() * 1000)
     produce(rs, [(0, n, t + i * 1000) for i, n in enumerate("abcde")])
     produce(rs, [(1, n, t + i * 1000) for i, n in enumerate("abc")])
     commit(rs, {0: 5, 1: 3})
-    result = cli(rs, "replay", STAGE, "--to-timestamp", (T0 + timedelta(seconds=3)).isoformat())
+    result = cli(rs, "replay", STAGE, "--to-timestamp", (start + timedelta(seconds=3)).isoformat())
     assert result.returncode == 0, result.stdout + result.stderr
     # p0: the record at t+3s is offset 3; p1 has none at/after t+3s → its end (3); p2 empty → 0
     assert committed(rs) == {0: 3, 1: 3, 2: 0}
