@@ -98,7 +98,10 @@ def profiled(spark: Any, label: str, fn: Callable[[], Any], fs: TimedFs | None =
             f"  stage {s['stageId']:>4} {s['status']:<9} tasks {s['numTasks']:>4} "
             f"{dur / 1000:6.2f}s run {s.get('executorRunTime', 0) / 1000:6.2f}s "
             f"in {s.get('inputBytes', 0) / 1e6:7.1f}MB out {s.get('outputBytes', 0) / 1e6:7.1f}MB "
-            f"{s['name'][:70]}"
+            f"shuffle w/r {s.get('shuffleWriteBytes', 0) / 1e6:.1f}/"
+            f"{s.get('shuffleReadBytes', 0) / 1e6:.1f}MB "
+            f"spill {s.get('diskBytesSpilled', 0) / 1e6:.1f}MB "
+            f"gc {s.get('jvmGcTime', 0) / 1000:.1f}s {s['name'][:50]}"
         )
     print(f"  stages: {len(stages)}, summed stage time {spark_s:.2f}s (stages may overlap)")
     if fs is not None:

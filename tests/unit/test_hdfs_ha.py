@@ -57,9 +57,11 @@ def test_single_namenode_stays_the_default() -> None:
 
 def test_spark_jvm_options_reach_drivers_and_executors_and_empty_means_jvm_defaults() -> None:
     conf = session_conf(Settings(), "ferry-transform", "b")
-    c1_serial = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-    assert conf["spark.driver.extraJavaOptions"] == conf["spark.executor.extraJavaOptions"]
-    assert conf["spark.executor.extraJavaOptions"] == c1_serial
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    assert conf["spark.executor.extraJavaOptions"] == (
+        "-XX:+UseSerialGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=10000 "
+        "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
+    )
     mine = Settings(spark={"driver_java_options": "", "executor_java_options": "-Xss2m"})
     conf = session_conf(mine, "ferry-transform", "b")
     assert "spark.driver.extraJavaOptions" not in conf

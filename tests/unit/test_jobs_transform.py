@@ -284,3 +284,78 @@ def test_classified_plan_holds_each_parse_helper_once(spark, tmp_path):
     plan = classify(read_csv(spark, [p], flights), flights)._jdf.queryExecution().optimizedPlan()
     text = plan.toString()
     assert (text.count("from_csv("), text.count("(?s)")) == (1, 2)
+
+
+def _batch(tmp_path: Path) -> dict[str, str]:
+    land = tmp_path / "land"
+    return {
+        put(land / "clean.csv", HEADER + b"1,a,2013,1,1\n2,b,2013,1,2\n3,a,2013,1,2\n"): "c1",
+        put(land / "mixed.csv", HEADER + b"4,a,2013,1,1\n5,z,2013,1,1\n6,a,2013,13,1\n"): "m1",
+        put(land / "clean2.csv", HEADER + b"7,b,2013,1,3\n"): "c2",
+    }
+
+
+@pytest.mark.parametrize("observed", [True, False], ids=["observed", "observation-missing"])
+def test_write_batch_reads_again_only_the_files_with_rejects(
+    spark, tmp_path, observed, monkeypatch
+):
+    """One pass for clean records: the staging write observes which files hold rejects and only
+    those are read again for their rejects; counts come from what was written. Without the
+    observation every file is read again, with the same counts."""
+    from ferry.stages.transform import job
+
+    files = _batch(tmp_path)
+    reread: list[list[str]] = []
+
+    def classified(paths):
+        reread.append(sorted(paths))
+        return classify(read_csv(spark, list(paths), SPEC), SPEC)
+
+    if not observed:
+        monkeypatch.setattr(job, "_observed_rejects", lambda seen: None)
+    res = job.write_batch(
+        classify(read_csv(spark, list(files), SPEC), SPEC),
+        SPEC,
+        files,
+        staging_root=f"file://{tmp_path}/staging",
+        rejects_root=f"file://{tmp_path}/rejects",
+        fs=HadoopFileSystem(spark),
+        reread=classified,
+    )
+    mixed = next(p for p, fid in files.items() if fid == "m1")
+    assert reread == ([[mixed]] if observed else [sorted(files)])
+    assert {fid: r.counts for fid, r in res.items()} == {
+        "c1": FileCounts(3, 3, 0),
+        "m1": FileCounts(3, 1, 2, {"not_allowed:kind": 1, "range:m": 1}),
+        "c2": FileCounts(1, 1, 0),
+    }
+    assert {fid: r.rejects_path is not None for fid, r in res.items()} == {
+        "c1": False,
+        "m1": True,
+        "c2": False,
+    }
+    assert sorted(r.id for r in spark.read.parquet(res["m1"].rejects_path).collect()) == [5, 6]
+
+
+def test_write_batch_without_rejects_reads_nothing_again(spark, tmp_path):
+    """A clean batch is parsed once: ``reread`` is never called."""
+    from ferry.stages.transform import job
+
+    files = {k: v for k, v in _batch(tmp_path).items() if v != "m1"}
+
+    def refuse(paths):
+        raise AssertionError(f"read again: {paths}")
+
+    res = job.write_batch(
+        classify(read_csv(spark, list(files), SPEC), SPEC),
+        SPEC,
+        files,
+        staging_root=f"file://{tmp_path}/staging",
+        rejects_root=f"file://{tmp_path}/rejects",
+        fs=HadoopFileSystem(spark),
+        reread=refuse,
+    )
+    assert {fid: r.counts for fid, r in res.items()} == {
+        "c1": FileCounts(3, 3, 0),
+        "c2": FileCounts(1, 1, 0),
+    }

@@ -14,6 +14,7 @@ from ferry.clusters.kerberos import check_keytab, hadoop_client_conf, process_en
 from ferry.core.errors import AuthenticationFailed, HdfsUnavailable
 from ferry.settings import Settings
 from ferry.settings.kerberos import KerberosSettings
+from ferry.settings.spark import EXECUTOR_JAVA_OPTIONS
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.components import build_components
 from ferry_kit.stack.servers import hdfs_conf
@@ -166,7 +167,7 @@ def test_spark_sessions_get_the_keys_a_kerberos_driver_and_its_executors_need(
         "spark.hadoop.hive.metastore.sasl.enabled": "true",
         "spark.hadoop.hive.metastore.kerberos.principal": "hive/localhost@FERRY.LOCAL",
         "spark.driver.extraJavaOptions": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {java}",
-        "spark.executor.extraJavaOptions": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {java}",
+        "spark.executor.extraJavaOptions": f"{EXECUTOR_JAVA_OPTIONS} {java}",
         "spark.driver.extraClassPath": str(tmp_path / "conf" / "spark-kerberos-a"),
         "spark.executor.extraClassPath": str(tmp_path / "conf" / "spark-kerberos-a"),
     }

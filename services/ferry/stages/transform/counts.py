@@ -1,5 +1,9 @@
 """Per-file counts of the transform: ``rows_in = rows_out + rows_rejected`` and the rejected rows
-per reason code (:mod:`ferry.stages.transform.rows` gives each row its reasons)."""
+per reason code (:mod:`ferry.stages.transform.rows` gives each row its reasons).
+
+:func:`ferry.stages.transform.job.write_batch` counts what it wrote: the valid rows from the
+staged Parquet (:func:`staged_counts`), the rejected ones and their reasons from the rejects'
+Parquet (:func:`file_counts`)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from ferry.clusters.spark_jobs import path_key
 from ferry.stages.transform.rows import REASON_SEPARATOR, REJECT_REASON_COLUMN, SOURCE_COLUMN
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def reason_code(reason: str) -> str:
@@ -78,3 +82,20 @@ def file_counts(df: DataFrame, paths: Sequence[str]) -> dict[str, FileCounts]:
         )
         for p in paths
     }
+
+
+def staged_counts(spark: SparkSession, root: str) -> dict[str, int]:
+    """Rows per file id of a staging write's ``root`` (the layout of
+    :func:`ferry.clusters.filetable.staging.write_files`: ``ferry_stage_file=<file id>/…``).
+
+    Read with the stage column as the only column, so Spark takes each data file's row count
+    from its Parquet footer and decodes no page. A file id without rows is absent; a ``root``
+    holding no data file gives ``{}``. One Spark job.
+
+    Raises:
+        pyspark.errors.AnalysisException: ``root`` does not exist.
+    """
+    from ferry.clusters.filetable.staging import STAGE_COLUMN
+
+    rows = spark.read.schema(f"`{STAGE_COLUMN}` STRING").parquet(root).groupBy(STAGE_COLUMN)
+    return {r[0]: int(r[1]) for r in rows.count().collect()}

@@ -10,9 +10,10 @@ Order of calls (what :func:`run_batch` does)::
     df     = read_csv(spark, paths, spec)         (PERMISSIVE, corrupt-record column, source path;
                                                    big quote-free files line-split: splits.py)
     c      = classify(df, spec)                   (derived columns + reject_reason; pure)
-    valid, rejects = split(c)                     (transform(df, spec) = split(classify(df, spec)))
-    counts = file_counts(c, paths)                (rows_in = rows_out + rows_rejected per file)
-    write_batch(c, …)                             (temp dir, then one rename per file)
+    write_batch(c, …)                             (the one pass over the batch's records:
+                                                   valid rows staged, files with rejects
+                                                   observed; then those files' rejects; counts
+                                                   from what was written; one rename per file)
 
 Rows are never dropped silently: every parsed record is either valid or a reject with a
 ``reject_reason`` (see :mod:`ferry.stages.transform.rows`). A record is what RFC 4180 calls
@@ -23,7 +24,7 @@ records (Spark's CSV reader skips them) and the header line of each file is not 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -42,8 +43,9 @@ from ferry.core.errors import HdfsPathNotFound, InputExpired
 from ferry.datasets.compression import CorruptArchive
 from ferry.datasets.precheck import HEAD_BYTES, check_header, classify_empty
 from ferry.datasets.spec import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
-from ferry.stages.transform.counts import FileCounts, file_counts
+from ferry.stages.transform.counts import FileCounts, file_counts, staged_counts
 from ferry.stages.transform.rows import (
+    REJECT_REASON_COLUMN,
     SOURCE_COLUMN,
     classify,
     split,
@@ -51,7 +53,7 @@ from ferry.stages.transform.rows import (
 from ferry.stages.transform.splits import parallel_paths, read_batch
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Observation, SparkSession
 
 
 #: Precheck kind of a landing path that does not exist (its FileResult: ``input_expired``).
@@ -93,6 +95,14 @@ def staged_path(staging_root: str, dataset: str, file_id: str) -> str:
     return join_path(staging_root, dataset, check_file_id(file_id))
 
 
+def _observed_rejects(seen: Observation) -> set[str] | None:
+    """The source keys of the files holding a rejected row, as the staging write observed them;
+    ``None`` if its observation is not there (Spark 4 completes it when the action returns)."""
+    if not seen._jo.future().isCompleted():  # type: ignore[union-attr]
+        return None
+    return set(seen.get["rejected"])
+
+
 def write_batch(
     classified: DataFrame,
     spec: DatasetSpec,
@@ -101,29 +111,44 @@ def write_batch(
     staging_root: str,
     rejects_root: str,
     fs: FileSystemOps,
-    counts: Mapping[str, FileCounts],
+    reread: Callable[[Sequence[str]], DataFrame],
     sources: Mapping[str, str] | None = None,
     batch_id: str | None = None,
 ) -> dict[str, FileResult]:
-    """Write a batch's valid rows and rejects, then commit each file by rename.
+    """Write a batch's valid rows and rejects, count them, then commit each file by rename.
 
     ``files`` maps each source path (as given to :func:`read_csv`) to its ``file_id``;
-    ``sources`` maps a ``file_id`` to its NAS name (the manifest's ``source_path``, written into
-    every valid row's ``ferry_source_path``; NULL without it). Valid rows are written once for the
-    whole batch to ``<staging_root>/<dataset>/_tmp/<batch_id>`` in the per-file shape the load
-    moves into the table (:mod:`ferry.clusters.filetable.staging`): per file, partitioned by the
-    table's partition columns, the table's data columns with ``ferry_file_id`` and
-    ``ferry_source_path``, files named ``ferry-<file_id>-<generation>-<n>.parquet`` (one
-    generation per batch: two transform runs of a file never share a name) and the marker
-    ``_ferry.json``; then each file's directory is renamed to :func:`staged_path` (an existing one
-    is replaced, see :func:`ferry.clusters.spark_jobs.commit_dir`). Rejects likewise to
+    ``classified`` is the :func:`classify` output of all of them and ``reread(paths)`` the same
+    for some of them (a new scan); ``sources`` maps a ``file_id`` to its NAS name (the
+    manifest's ``source_path``, written into every valid row's ``ferry_source_path``; NULL
+    without it).
+
+    One pass over the batch's records: the Spark job that writes the valid rows also observes
+    (``DataFrame.observe``) the set of files holding a rejected row. Only those files are read
+    again (``reread``), to write their rejects: a batch without rejects, such as a clean big
+    file, is parsed once, and no copy of it is cached. The counts are taken from what was
+    written, never from the observation (an aggregate that a retried task may count twice): valid
+    rows per file from the staged Parquet's footers, rejected rows per file and reason code from
+    the rejects' Parquet (:mod:`ferry.stages.transform.counts`); ``rows_in`` is their sum. If the
+    observation is missing, every file is taken as holding rejects (slower, never wrong).
+
+    Valid rows are written once for the whole batch to ``<staging_root>/<dataset>/_tmp/<batch_id>``
+    in the per-file shape the load moves into the table (:mod:`ferry.clusters.filetable.staging`):
+    per file, partitioned by the table's partition columns, the table's data columns with
+    ``ferry_file_id`` and ``ferry_source_path``, files named
+    ``ferry-<file_id>-<generation>-<n>.parquet`` (one generation per batch: two transform runs of
+    a file never share a name) and the marker ``_ferry.json``; then each file's directory is
+    renamed to :func:`staged_path` (an existing one is replaced, see
+    :func:`ferry.clusters.spark_jobs.commit_dir`). Rejects likewise to
     ``<rejects_root>/<dataset>/<file_id>``. Only the batch's own temp directories are deleted.
-    Two Spark jobs. Returns ``{file_id: FileResult}``.
+    Spark jobs: the staging write and its count; with rejects, their write and count too.
+    Returns ``{file_id: FileResult}``.
 
     Raises:
-        ValueError: a bad ``file_id`` or a path missing from ``counts``.
+        ValueError: a bad ``file_id``, or rows written under a file id not in ``files``.
         TransientError: a rename failed.
     """
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     batch_id = batch_id or uuid.uuid4().hex
@@ -134,10 +159,14 @@ def write_batch(
     file_id = F.create_map(*pairs)[F.col(SOURCE_COLUMN)]
     names = [x for fid, name in (sources or {}).items() for x in (F.lit(fid), F.lit(name))]
     nas_name = F.create_map(*names)[F.col(FILE_ID_COLUMN)] if names else F.lit(None)
-    valid, rejects = split(classified, spec)
+    seen = Observation(f"ferry-transform-{batch_id}")
+    has_reject = F.when(F.col(REJECT_REASON_COLUMN).isNotNull(), F.col(SOURCE_COLUMN))
+    observed = classified.observe(seen, F.collect_set(has_reject).alias("rejected"))
+    valid, _ = split(observed, spec)
     tmp_valid = join_path(staging_root, spec.name, "_tmp", batch_id)
     tmp_rej = join_path(rejects_root, spec.name, "_tmp", batch_id)
-    sc = classified.sparkSession.sparkContext
+    spark = classified.sparkSession
+    sc = spark.sparkContext
     try:
         sc.setJobDescription(f"ferry transform {spec.name}: stage {len(files)} file(s)")
         staged = valid.withColumn(FILE_ID_COLUMN, file_id).withColumn(
@@ -149,14 +178,35 @@ def write_batch(
             spec.hive.partition_by,
             tmp_valid,
         )
-        if any(c.rows_rejected for c in counts.values()):
-            sc.setJobDescription(f"ferry transform {spec.name}: rejects of {len(files)} file(s)")
+        keys = _observed_rejects(seen)
+        with_rejects = [p for p in files if keys is None or path_key(p) in keys]
+        valid_rows = staged_counts(spark, tmp_valid)
+        rejected: dict[str, FileCounts] = {}
+        if with_rejects:
+            sc.setJobDescription(
+                f"ferry transform {spec.name}: rejects of {len(with_rejects)} file(s)"
+            )
+            _, rejects = split(reread(with_rejects), spec)
             (
                 rejects.withColumn(FILE_ID_COLUMN, file_id)
                 .repartition(FILE_ID_COLUMN)
                 .write.partitionBy(FILE_ID_COLUMN)
                 .mode("errorifexists")
                 .parquet(tmp_rej)
+            )
+            rejected = file_counts(spark.read.parquet(tmp_rej), with_rejects)
+        unknown = set(valid_rows) - set(files.values())
+        if unknown:
+            raise ValueError(f"rows staged under {sorted(unknown)}, none of the batch's file ids")
+        counts = {}
+        for path, fid in files.items():
+            r = rejected.get(path, FileCounts())
+            out = valid_rows.get(fid, 0)
+            counts[path] = FileCounts(
+                rows_in=out + r.rows_rejected,
+                rows_out=out,
+                rows_rejected=r.rows_rejected,
+                reject_reasons=r.reject_reasons,
             )
 
         def commit(path: str, fid: str) -> FileResult:
@@ -206,16 +256,15 @@ def run_batch(
     :func:`write_batch`).
     Empty files (C11), files with a wrong header and files whose landing copy is gone (reason
     ``input_expired``: removed by its retention) are classified without Spark and not read;
-    the rest are read by one scan, classified, cached while the per-file counts and the two
-    writes run, and committed per file. Returns ``{file_id: FileResult}`` for every file.
+    the rest are read by one scan and classified; :func:`write_batch` stages their valid rows in
+    that one pass, reads again only the files holding rejected rows, counts from what it wrote
+    and commits per file. Returns ``{file_id: FileResult}`` for every file.
 
     Raises:
         ValueError: bad ``file_id``.
         TransientError: a rename failed (the whole batch can be retried: commits replace).
         py4j.protocol.Py4JJavaError / pyspark errors: the Spark job failed (retry the batch).
     """
-    from pyspark import StorageLevel
-
     fs = fs or HadoopFileSystem(spark)
     results: dict[str, FileResult] = {}
     to_read: dict[str, str] = {}
@@ -262,21 +311,17 @@ def run_batch(
     if not to_read:
         return results
     parallel = parallel_paths(spark, spec, {p: heads[p] for p in to_read}, fs, HEAD_BYTES)
-    classified = classify(read_batch(spark, list(to_read), spec, parallel), spec).persist(
-        StorageLevel.MEMORY_AND_DISK
+
+    def reread(paths: Sequence[str]) -> DataFrame:
+        return classify(read_batch(spark, list(paths), spec, parallel & set(paths)), spec)
+
+    return results | write_batch(
+        reread(list(to_read)),
+        spec,
+        to_read,
+        staging_root=staging_root,
+        rejects_root=rejects_root,
+        fs=fs,
+        reread=reread,
+        sources=sources,
     )
-    try:
-        counts = file_counts(classified, list(to_read))
-        results |= write_batch(
-            classified,
-            spec,
-            to_read,
-            staging_root=staging_root,
-            rejects_root=rejects_root,
-            fs=fs,
-            counts=counts,
-            sources=sources,
-        )
-    finally:
-        classified.unpersist()
-    return results
