@@ -359,3 +359,29 @@ def test_write_batch_without_rejects_reads_nothing_again(spark, tmp_path):
         "c1": FileCounts(3, 3, 0),
         "c2": FileCounts(1, 1, 0),
     }
+
+
+def test_a_batch_whose_every_row_is_rejected_counts_them_all(spark, tmp_path):
+    """No valid row reaches the staging write (a replay after a rule was tightened, case C19):
+    adaptive execution drops the observed plan, so every file is read again; the counts are
+    exact and the staging directory holds only the marker."""
+    land = tmp_path / "land"
+    files = {
+        put(land / "a.csv", HEADER + b"NA,a,2013,1,1\n5,z,2013,1,1\n"): "a1",
+        put(land / "b.csv", HEADER + b"6,a,2013,13,1\n"): "b1",
+    }
+    res = run_batch(
+        spark,
+        SPEC,
+        files,
+        staging_root=f"file://{tmp_path}/staging",
+        rejects_root=f"file://{tmp_path}/rejects",
+    )
+    assert {fid: (r.status, r.counts) for fid, r in res.items()} == {
+        "a1": ("transformed", FileCounts(2, 0, 2, {"null:id": 1, "not_allowed:kind": 1})),
+        "b1": ("transformed", FileCounts(1, 0, 1, {"range:m": 1})),
+    }
+    marker = StagedMarker.from_json(
+        (tmp_path / "staging" / "tiny" / "a1" / "_ferry.json").read_bytes()
+    )
+    assert marker.files == ()

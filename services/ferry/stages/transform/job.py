@@ -97,8 +97,14 @@ def staged_path(staging_root: str, dataset: str, file_id: str) -> str:
 
 def _observed_rejects(seen: Observation) -> set[str] | None:
     """The source keys of the files holding a rejected row, as the staging write observed them;
-    ``None`` if its observation is not there (Spark 4 completes it when the action returns)."""
+    ``None`` if its observation is not there: not completed when the action returned (Spark 4
+    completes it then), or empty because adaptive execution replaced the plan holding it (a
+    batch whose every row is rejected: no valid row reaches the write, and Spark's
+    ``AQEPropagateEmptyRelation`` drops the stages after the shuffle, the observation with them).
+    """
     if not seen._jo.future().isCompleted():  # type: ignore[union-attr]
+        return None
+    if seen._jo.getRow().size() == 0:  # type: ignore[union-attr]
         return None
     return set(seen.get["rejected"])
 
@@ -180,7 +186,7 @@ def write_batch(
         )
         keys = _observed_rejects(seen)
         with_rejects = [p for p in files if keys is None or path_key(p) in keys]
-        valid_rows = staged_counts(spark, tmp_valid)
+        valid_rows = staged_counts(spark, tmp_valid) if fs.exists(tmp_valid) else {}
         rejected: dict[str, FileCounts] = {}
         if with_rejects:
             sc.setJobDescription(
