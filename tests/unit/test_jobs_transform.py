@@ -295,6 +295,21 @@ def _batch(tmp_path: Path) -> dict[str, str]:
     }
 
 
+def _write_batch(spark, tmp_path, files, reread):  # type: ignore[no-untyped-def]
+    """``write_batch`` of ``files`` (read and classified) under ``tmp_path``."""
+    from ferry.stages.transform.job import write_batch
+
+    return write_batch(
+        classify(read_csv(spark, list(files), SPEC), SPEC),
+        SPEC,
+        files,
+        staging_root=f"file://{tmp_path}/staging",
+        rejects_root=f"file://{tmp_path}/rejects",
+        fs=HadoopFileSystem(spark),
+        reread=reread,
+    )
+
+
 @pytest.mark.parametrize("observed", [True, False], ids=["observed", "observation-missing"])
 def test_write_batch_reads_again_only_the_files_with_rejects(
     spark, tmp_path, observed, monkeypatch
@@ -313,15 +328,7 @@ def test_write_batch_reads_again_only_the_files_with_rejects(
 
     if not observed:
         monkeypatch.setattr(job, "_observed_rejects", lambda seen: None)
-    res = job.write_batch(
-        classify(read_csv(spark, list(files), SPEC), SPEC),
-        SPEC,
-        files,
-        staging_root=f"file://{tmp_path}/staging",
-        rejects_root=f"file://{tmp_path}/rejects",
-        fs=HadoopFileSystem(spark),
-        reread=classified,
-    )
+    res = _write_batch(spark, tmp_path, files, classified)
     mixed = next(p for p, fid in files.items() if fid == "m1")
     assert reread == ([[mixed]] if observed else [sorted(files)])
     assert {fid: r.counts for fid, r in res.items()} == {
@@ -339,22 +346,12 @@ def test_write_batch_reads_again_only_the_files_with_rejects(
 
 def test_write_batch_without_rejects_reads_nothing_again(spark, tmp_path):
     """A clean batch is parsed once: ``reread`` is never called."""
-    from ferry.stages.transform import job
-
     files = {k: v for k, v in _batch(tmp_path).items() if v != "m1"}
 
     def refuse(paths):
         raise AssertionError(f"read again: {paths}")
 
-    res = job.write_batch(
-        classify(read_csv(spark, list(files), SPEC), SPEC),
-        SPEC,
-        files,
-        staging_root=f"file://{tmp_path}/staging",
-        rejects_root=f"file://{tmp_path}/rejects",
-        fs=HadoopFileSystem(spark),
-        reread=refuse,
-    )
+    res = _write_batch(spark, tmp_path, files, refuse)
     assert {fid: r.counts for fid, r in res.items()} == {
         "c1": FileCounts(3, 3, 0),
         "c2": FileCounts(1, 1, 0),
