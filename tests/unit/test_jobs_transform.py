@@ -12,7 +12,7 @@ from tests.factories import dataset_spec, put
 
 from ferry.clusters.filetable.model import StagedMarker
 from ferry.clusters.spark_jobs import HadoopFileSystem, path_key
-from ferry.stages.transform.counts import FileCounts, file_counts
+from ferry.stages.transform.counts import FileCounts, batch_counts, file_counts
 from ferry.stages.transform.job import run_batch
 from ferry.stages.transform.rows import (
     CORRUPT_COLUMN,
@@ -382,3 +382,15 @@ def test_a_batch_whose_every_row_is_rejected_counts_them_all(spark, tmp_path):
         (tmp_path / "staging" / "tiny" / "a1" / "_ferry.json").read_bytes()
     )
     assert marker.files == ()
+
+
+def test_batch_counts_add_the_staged_and_the_rejected_rows_of_each_file():
+    files = {"/l/a.csv": "a1", "/l/b.csv": "b1", "/l/c.csv": "c1"}
+    rejected = {"/l/b.csv": FileCounts(2, 0, 2, {"null:id": 2})}
+    assert batch_counts(files, {"a1": 3, "b1": 1}, rejected) == {
+        "/l/a.csv": FileCounts(3, 3, 0),
+        "/l/b.csv": FileCounts(3, 1, 2, {"null:id": 2}),
+        "/l/c.csv": FileCounts(0, 0, 0),
+    }
+    with pytest.raises(ValueError, match=r"rows staged under \['zz'\]"):
+        batch_counts(files, {"zz": 1}, {})

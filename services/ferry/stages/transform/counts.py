@@ -84,6 +84,33 @@ def file_counts(df: DataFrame, paths: Sequence[str]) -> dict[str, FileCounts]:
     }
 
 
+def batch_counts(
+    files: Mapping[str, str], valid: Mapping[str, int], rejected: Mapping[str, FileCounts]
+) -> dict[str, FileCounts]:
+    """Each file's counts from what a batch wrote: ``files`` ``{path: file_id}``, ``valid``
+    ``{file_id: rows staged}`` (:func:`staged_counts`), ``rejected`` ``{path: FileCounts}`` of
+    the rejects (:func:`file_counts` over the rejects' Parquet). ``rows_in = rows_out +
+    rows_rejected``; a file in neither maps to all zeros. Keyed by ``files``' paths.
+
+    Raises:
+        ValueError: ``valid`` names a file id not in ``files`` (attribution failed).
+    """
+    unknown = set(valid) - set(files.values())
+    if unknown:
+        raise ValueError(f"rows staged under {sorted(unknown)}, none of the batch's file ids")
+    counts = {}
+    for path, fid in files.items():
+        r = rejected.get(path, FileCounts())
+        out = valid.get(fid, 0)
+        counts[path] = FileCounts(
+            rows_in=out + r.rows_rejected,
+            rows_out=out,
+            rows_rejected=r.rows_rejected,
+            reject_reasons=r.reject_reasons,
+        )
+    return counts
+
+
 def staged_counts(spark: SparkSession, root: str) -> dict[str, int]:
     """Rows per file id of a staging write's ``root`` (the layout of
     :func:`ferry.clusters.filetable.staging.write_files`: ``ferry_stage_file=<file id>/…``).

@@ -43,7 +43,12 @@ from ferry.core.errors import HdfsPathNotFound, InputExpired
 from ferry.datasets.compression import CorruptArchive
 from ferry.datasets.precheck import HEAD_BYTES, check_header, classify_empty
 from ferry.datasets.spec import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
-from ferry.stages.transform.counts import FileCounts, file_counts, staged_counts
+from ferry.stages.transform.counts import (
+    FileCounts,
+    batch_counts,
+    file_counts,
+    staged_counts,
+)
 from ferry.stages.transform.rows import (
     REJECT_REASON_COLUMN,
     SOURCE_COLUMN,
@@ -201,19 +206,7 @@ def write_batch(
                 .parquet(tmp_rej)
             )
             rejected = file_counts(spark.read.parquet(tmp_rej), with_rejects)
-        unknown = set(valid_rows) - set(files.values())
-        if unknown:
-            raise ValueError(f"rows staged under {sorted(unknown)}, none of the batch's file ids")
-        counts = {}
-        for path, fid in files.items():
-            r = rejected.get(path, FileCounts())
-            out = valid_rows.get(fid, 0)
-            counts[path] = FileCounts(
-                rows_in=out + r.rows_rejected,
-                rows_out=out,
-                rows_rejected=r.rows_rejected,
-                reject_reasons=r.reject_reasons,
-            )
+        counts = batch_counts(files, valid_rows, rejected)
 
         def commit(path: str, fid: str) -> FileResult:
             c = counts[path]
@@ -318,16 +311,16 @@ def run_batch(
         return results
     parallel = parallel_paths(spark, spec, {p: heads[p] for p in to_read}, fs, HEAD_BYTES)
 
-    def reread(paths: Sequence[str]) -> DataFrame:
+    def classified(paths: Sequence[str]) -> DataFrame:
         return classify(read_batch(spark, list(paths), spec, parallel & set(paths)), spec)
 
     return results | write_batch(
-        reread(list(to_read)),
+        classified(list(to_read)),
         spec,
         to_read,
         staging_root=staging_root,
         rejects_root=rejects_root,
         fs=fs,
-        reread=reread,
+        reread=classified,
         sources=sources,
     )
