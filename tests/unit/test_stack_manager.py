@@ -144,3 +144,67 @@ def test_kafka_cluster_ids_never_start_with_a_dash(monkeypatch):  # type: ignore
     draws = iter([dash, ok])
     monkeypatch.setattr(servers.uuid, "uuid4", lambda: next(draws))
     assert servers.kafka_cluster_id() == "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def _listener(name: str, var, port: int) -> Component:  # type: ignore[no-untyped-def]
+    """A stand-in NameNode: a process of the stack listening on ``port`` (its RPC port)."""
+    import sys
+
+    code = (
+        "import socket, time; s = socket.socket(); "
+        f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(300)"
+    )
+    argv = [sys.executable, "-c", code, *process.markers(name, var)]
+    launch = process.Launch(
+        name, argv, {}, var / "log" / f"{name}.log", var / "run" / f"{name}.pid", var
+    )
+    return Component(
+        name,
+        "test",
+        launch,
+        check=lambda: "ok" if process.port_in_use("127.0.0.1", port) else _never(),
+    )
+
+
+def test_fence_kills_a_stopped_namenode_on_its_rpc_port_and_leaves_one_not_listening(tmp_path):  # type: ignore[no-untyped-def]
+    """The HA fence as the ZKFC runs it (``dfs.ha.fencing.methods``, ferry_kit.stack.hdfs_ha,
+    through ``bash -e -c`` with the ``target_*`` variables ShellCommandFencer sets): a SIGSTOPped
+    process listening on the target port is killed, exit 0; fencing it again is exit 0 (not
+    running); a process not listening on the port (a NameNode still loading) is left alone."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from ferry_kit.stack.base import Layout
+    from ferry_kit.stack.hdfs_ha import fencing_method
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    nn1 = _listener("hdfs-a-nn1", tmp_path, port)
+    nn2 = _sleeper("hdfs-a-nn2", tmp_path, lambda: "ok")
+    st = _stack(tmp_path, [nn1, nn2])
+    st.up(deadline_s=10)
+    pid, other_pid = st.pid(nn1), st.pid(nn2)
+    assert pid is not None and other_pid is not None
+    method = fencing_method(Layout(tmp_path), "a")
+    assert method.startswith(f"shell({sys.executable} -m ferry stack fence --var-dir ")
+    command = method.removeprefix("shell(").removesuffix(")")
+
+    def run_fence(nn_id: str) -> tuple[int, str]:
+        env = {**process.os.environ, "target_namenodeid": nn_id, "target_port": str(port)}
+        r = subprocess.run(  # noqa: S603 - as Hadoop runs it
+            ["bash", "-e", "-c", command], env=env, capture_output=True, text=True, timeout=60
+        )
+        return r.returncode, r.stdout.strip()
+
+    try:
+        process.os.killpg(pid, signal.SIGSTOP)
+        assert run_fence("nn1") == (0, "fence hdfs-a-nn1: killed")
+        assert st.pid(nn1) is None and not process.alive(pid)
+        assert run_fence("nn1") == (0, "fence hdfs-a-nn1: not running")
+        assert run_fence("nn2") == (0, "fence hdfs-a-nn2: not listening")
+        assert st.pid(nn2) == other_pid
+    finally:
+        st.down()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import typer
 from rich.table import Table
@@ -129,3 +130,29 @@ def check(component: str = _ONE) -> None:
     console.print(f"{component}: {detail}")
     if not ok:
         raise typer.Exit(1)
+
+
+_VAR_DIR = typer.Option(..., "--var-dir", help="The stack's var directory.")
+
+
+@app.command(hidden=True)
+def fence(
+    component: str = _ONE,
+    var_dir: Path = _VAR_DIR,
+    port: int | None = typer.Option(
+        None, help="Kill it only if it listens on this TCP port (the fenced RPC port)."
+    ),
+) -> None:
+    """SIGKILL ONE component of the stack at ``--var-dir`` and wait until it is gone; exit 0 once
+    it is not running or not listening on ``--port`` (the HA stack's NameNode fence:
+    ``dfs.ha.fencing.methods``, see ferry_kit.stack.hdfs_ha), 1 if it survives."""
+    from ferry_kit.stack.base import Layout
+    from ferry_kit.stack.process import fence as kill
+
+    lay = Layout(var_dir)
+    try:
+        outcome = kill(component, lay.run / f"{component}.pid", lay.var, port=port)
+    except StackError as exc:
+        console.print(f"fence {component} failed: {exc}", style="red")
+        raise typer.Exit(1) from exc
+    console.print(f"fence {component}: {outcome}")

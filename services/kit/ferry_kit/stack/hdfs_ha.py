@@ -1,9 +1,9 @@
 """Cluster A as an HA pair on the local stack (profile ``ha``:
 services/kit/ferry_kit/profiles/ha.yaml): three JournalNodes, two NameNodes, one ZKFC per
 NameNode on
-the stack's ZooKeeper, automatic failover, fencing ``shell(/bin/true)`` (one machine: the
-JournalNodes' epochs are the real fence),
-and the DataNode reporting to both NameNodes.
+the stack's ZooKeeper, automatic failover, fencing by SIGKILL of the old active NameNode's process
+(``ferry stack fence``, the one-machine form of ``sshfence``: see :func:`fencing_method`), and the
+DataNode reporting to both NameNodes.
 
 First start (Hadoop's "HDFS High Availability Using the Quorum Journal Manager", "Deployment
 details"): the JournalNodes start; the first NameNode is formatted (``-format`` also formats the
@@ -18,6 +18,7 @@ HiveServer2 the client configuration in ``conf/hdfs-<cluster>``.
 from __future__ import annotations
 
 import socket
+import sys
 from collections.abc import Callable
 from functools import partial
 
@@ -31,10 +32,31 @@ JOURNALNODE_MAIN = "org.apache.hadoop.hdfs.qjournal.server.JournalNode"
 ZKFC_MAIN = "org.apache.hadoop.hdfs.tools.DFSZKFailoverController"
 
 
-def ha_server_conf(settings: Settings, cs: HdfsClusterSettings, cluster: str) -> dict[str, str]:
+def fencing_method(lay: Layout, cluster: str) -> str:
+    """``dfs.ha.fencing.methods`` of the HA stack: ``shell(<python> -m ferry stack fence …)``,
+    which SIGKILLs the target NameNode's process (found by pid file and markers) if it listens on
+    the target's RPC port, and succeeds once it is gone, was not running or was not listening
+    (:func:`ferry_kit.stack.process.fence`).
+
+    Why not ``shell(/bin/true)``: Hadoop's "HDFS High Availability Using the Quorum Journal
+    Manager" (Fencing) — the JournalNodes stop an unfenced old active from writing, but it serves
+    out-of-date reads until it next tries to write. A NameNode SIGSTOPped while active and then
+    continued answered listings from before the failover: a Hive count over HiveServer2, whose HDFS
+    client was still on it, missed the 20 files loaded through the new active (CI, HA scenario 2).
+    ``$target_namenodeid`` and ``$target_port`` are set by Hadoop's ShellCommandFencer
+    (``NNHAServiceTarget``, ``HAServiceTarget.getFencingParameters``)."""
+    return (
+        f"shell({sys.executable} -m ferry stack fence --var-dir {lay.var} "
+        f"--port $target_port hdfs-{cluster}-$target_namenodeid)"
+    )
+
+
+def ha_server_conf(
+    settings: Settings, cs: HdfsClusterSettings, cluster: str, lay: Layout
+) -> dict[str, str]:
     """The HA server keys every daemon of ``cluster`` shares (hdfs-default.xml,
     core-default.xml): shared edits on the JournalNodes, automatic failover through the stack's
-    ZooKeeper, fencing ``shell(/bin/true)``, and a ZKFC health check that declares a NameNode
+    ZooKeeper, fencing by :func:`fencing_method`, and a ZKFC health check that declares a NameNode
     dead after 10 s without an answer (a SIGSTOPped NameNode keeps its ZKFC's ZooKeeper session
     alive: only this check moves the active role)."""
     journals = ";".join(f"{cs.host}:{rpc}" for rpc, _ in cs.journalnode_ports)
@@ -44,7 +66,7 @@ def ha_server_conf(settings: Settings, cs: HdfsClusterSettings, cluster: str) ->
         "ha.zookeeper.quorum": settings.zookeeper.connect,
         "ha.zookeeper.parent-znode": f"/ferry/hadoop-ha-{cluster}",
         "ha.zookeeper.session-timeout.ms": str(settings.zookeeper.max_session_timeout_ms),
-        "dfs.ha.fencing.methods": "shell(/bin/true)",
+        "dfs.ha.fencing.methods": fencing_method(lay, cluster),
         "ha.health-monitor.check-interval.ms": "1000",
         "ha.health-monitor.rpc-timeout.ms": "10000",
         "ha.failover-controller.cli-check.rpc-timeout.ms": "10000",
@@ -119,7 +141,7 @@ def ha_components(settings: Settings, lay: Layout, cluster: str) -> list[Compone
     cs = settings.cluster(cluster)
     # its own directory: a DataNode formatted for the one-NameNode cluster would refuse the HA one
     base = lay.data / f"hdfs-{cluster}-ha"
-    shared = ha_server_conf(settings, cs, cluster)
+    shared = ha_server_conf(settings, cs, cluster, lay)
     prefix = f"hdfs-{cluster}"
     comps: list[Component] = []
     jn_names: list[str] = []
@@ -257,4 +279,10 @@ def ha_components(settings: Settings, lay: Layout, cluster: str) -> list[Compone
     return comps
 
 
-__all__ = ["active_namenode", "ha_components", "ha_server_conf", "namenode_state"]
+__all__ = [
+    "active_namenode",
+    "fencing_method",
+    "ha_components",
+    "ha_server_conf",
+    "namenode_state",
+]

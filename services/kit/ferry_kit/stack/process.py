@@ -131,6 +131,50 @@ def stop(name: str, pid: int, *, grace_s: float = 20.0) -> str:
     return "killed"
 
 
+def fence(
+    name: str, pid_file: Path, var_dir: Path, *, port: int | None = None, wait_s: float = 10.0
+) -> str:
+    """SIGKILL component ``name``'s process group, the HA fence of a NameNode that may still
+    believe it is active (a SIGSTOPped or hung JVM), and wait up to ``wait_s`` seconds for it to go.
+
+    Hadoop's "HDFS High Availability Using the Quorum Journal Manager" (Fencing): the JournalNodes'
+    epochs stop an old active from writing, but it "could serve out-of-date read responses to
+    clients" until it next tries to write, so a fencing method must still stop the process. This is
+    the one-machine form of ``sshfence``, which kills whatever listens on the target's RPC port
+    (``fuser -k -n tcp <port>``) and counts "nothing listens" as fenced: with ``port``, a process
+    not listening on it (a NameNode still loading its namespace, which the ZKFC of the other may
+    fence at start from an old breadcrumb in ZooKeeper) is left alone. A SIGSTOPped process keeps
+    its listening socket and dies on SIGKILL without running again.
+
+    Returns ``"killed"``, ``"not listening"`` (with ``port``) or ``"not running"`` (already dead,
+    or the pid file points at another process): each means fenced.
+
+    Raises:
+        StackError: the process is still alive after ``wait_s`` seconds.
+    """
+    import psutil
+
+    pid = owned_pid(name, pid_file, var_dir)
+    if pid is None:
+        return "not running"
+    if port is not None:
+        try:
+            sockets = psutil.Process(pid).net_connections(kind="tcp")
+        except psutil.NoSuchProcess:
+            return "not running"
+        if not any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in sockets):
+            return "not listening"
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _reap(pid)
+    if alive(pid):
+        raise StackError(f"{name} (pid {pid}) survived SIGKILL for {wait_s:.0f} s")
+    return "killed"
+
+
 def _reap(pid: int) -> None:
     # ChildProcessError: not our child (started by an earlier `ferry stack up`): init reaps it.
     with contextlib.suppress(ChildProcessError):
