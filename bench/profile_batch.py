@@ -42,8 +42,11 @@ from ferry_kit.testing.slices import dataset_slices
 UI_PORT = 14050
 
 
-def session(settings: Settings, cluster: str, hive: bool) -> Any:
-    """Ferry's session for ``cluster`` with the Spark UI on (its REST API lists the stages)."""
+def session(
+    settings: Settings, cluster: str, hive: bool, extra: dict[str, str] | None = None
+) -> Any:
+    """Ferry's session for ``cluster`` with the Spark UI on (its REST API lists the stages), and
+    ``extra`` Spark configuration over Ferry's."""
     import os
 
     from pyspark.sql import SparkSession
@@ -51,7 +54,7 @@ def session(settings: Settings, cluster: str, hive: bool) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", settings.spark.host)
     builder = SparkSession.builder
     conf = session_conf(settings, f"ferry-profile-{cluster}", cluster, hive=hive)
-    conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(UI_PORT)}
+    conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(UI_PORT), **(extra or {})}
     for k, v in conf.items():
         builder = builder.config(k, v)
     if hive:
@@ -158,13 +161,19 @@ def transform(settings: Settings, args: argparse.Namespace, state: Path) -> None
     kw = {"staging_root": staging, "rejects_root": f"{a.fs_url}{root}/rejects"}
     staged: dict[str, dict[str, str]] = {}
     walls: dict[str, float] = {}
-    # one Spark application per executor JVM option variant, one after the other (same driver)
-    for opts in args.executor_opts or [settings.spark.executor_java_options]:
+    # one Spark application per variant (executor JVM options × --conf), one after the other
+    variants = [
+        (opts, conf)
+        for opts in args.executor_opts or [settings.spark.executor_java_options]
+        for conf in args.conf or [""]
+    ]
+    for opts, conf in variants:
         mine = settings.model_copy(
             update={"spark": settings.spark.model_copy(update={"executor_java_options": opts})}
         )
-        spark = session(mine, "b", hive=False)
-        print(f"\n##### executor JVM options: {opts!r}")
+        extra = dict(kv.split("=", 1) for kv in conf.split(",") if kv)
+        spark = session(mine, "b", hive=False, extra=extra)
+        print(f"\n##### executor JVM options: {opts!r}; Spark configuration over Ferry's: {extra}")
         t0 = time.perf_counter()
         run_batch(spark, spec, dict(items[:8]), **kw)  # warm-up: a new application's first batch
         print(f"\n=== warm-up: first batch of 8 files: wall {time.perf_counter() - t0:.2f}s")
@@ -191,7 +200,7 @@ def transform(settings: Settings, args: argparse.Namespace, state: Path) -> None
                 lambda: run_batch(spark, spec, {path: fid}, fs=fs, **kw),  # noqa: B023
                 fs,
             )
-            walls[opts] = time.perf_counter() - t0
+            walls[f"{opts} {conf}".strip()] = time.perf_counter() - t0
             staged["big"] = {fid: str(res[fid].staged_path)}
         spark.stop()
     if big is not None and args.floor:
@@ -199,11 +208,8 @@ def transform(settings: Settings, args: argparse.Namespace, state: Path) -> None
 
         secs = floor("flights", [big], work / "floor-out", work / "floor.log")
         print(f"\n=== floor: Spark local[2] CSV → Parquet of {big.name}: {secs:.2f}s")
-        for opts, wall in walls.items():
-            print(
-                f"  transform / floor, executors {opts!r}: {wall:.2f} / {secs:.2f} = "
-                f"{wall / secs:.1f}×"
-            )
+        for variant, wall in walls.items():
+            print(f"  transform / floor, {variant!r}: {wall:.2f} / {secs:.2f} = {wall / secs:.1f}×")
     state.write_text(json.dumps({"root": root, **staged}))
     hdfs.delete(root, recursive=True)
     hdfs.close()
@@ -245,6 +251,12 @@ def main() -> int:
         action="append",
         help="executor JVM options of one run (repeat: one Spark application each, in order; "
         "default: the settings')",
+    )
+    ap.add_argument(
+        "--conf",
+        action="append",
+        help="Spark configuration of one run over Ferry's, K=V[,K=V] (repeat: one Spark "
+        "application each, after each --executor-opts; default: Ferry's)",
     )
     args = ap.parse_args()
     settings = get_settings()
