@@ -70,6 +70,10 @@ def ha_server_conf(
         "ha.health-monitor.check-interval.ms": "1000",
         "ha.health-monitor.rpc-timeout.ms": "10000",
         "ha.failover-controller.cli-check.rpc-timeout.ms": "10000",
+        # Before it yields the active role, the ZKFC of a NameNode that stopped answering asks
+        # that NameNode's /stacks for a thread dump (HDFS-6184) for up to 20 s (hdfs-default.xml);
+        # a hung NameNode never answers, so that was 20 of a SIGSTOP failover's 37 s
+        "dfs.ha.zkfc.nn.http.timeout.ms": "2000",
         # the standby reads the JournalNodes' edits every 2 s (default 60 s), so it is close
         # behind when it becomes active
         "dfs.ha.tail-edits.period": "2s",
