@@ -118,16 +118,22 @@ def stop(name: str, pid: int, *, grace_s: float = 20.0) -> str:
             _reap(pid)
             return "stopped"
         time.sleep(0.2)
+    return _sigkill(name, pid)
+
+
+def _sigkill(name: str, pid: int, wait_s: float = 10.0) -> str:
+    """SIGKILL the process group of ``pid`` and wait up to ``wait_s`` seconds for it to go;
+    ``"stopped"`` if it was already gone, else ``"killed"``. Raises StackError if it survives."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         return "stopped"
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + wait_s
     while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.05)
     _reap(pid)
     if alive(pid):
-        raise StackError(f"{name} (pid {pid}) survived SIGKILL")
+        raise StackError(f"{name} (pid {pid}) survived SIGKILL for {wait_s:.0f} s")
     return "killed"
 
 
@@ -164,15 +170,7 @@ def fence(
             return "not running"
         if not any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in sockets):
             return "not listening"
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    deadline = time.monotonic() + wait_s
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    _reap(pid)
-    if alive(pid):
-        raise StackError(f"{name} (pid {pid}) survived SIGKILL for {wait_s:.0f} s")
-    return "killed"
+    return "killed" if _sigkill(name, pid, wait_s) == "killed" else "not running"
 
 
 def _reap(pid: int) -> None:
