@@ -6,27 +6,27 @@ Spark master pair and worker, the Hive metastore with SASL; the four stages as c
 The e2e scenario (daily files of both datasets and the field cases, tests/e2e/scenario.py) flows
 NAS → Hive with exact counts. Spark drivers log in from the keytab, their executors use HDFS
 delegation tokens (docs/security.md, "Spark and the metastore"); the NameNodes' logs show both.
-Hive is read back through a Spark session of this process (HiveServer2 is not a Kerberos client
-yet).
+Hive is read back through the kerberized HiveServer2 (the Spark Thrift Server logged in as hive/,
+JDBC over SASL GSSAPI with Ferry's ticket), as an analyst reads it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from functools import partial
 
 import pytest
 from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
 from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
 
-from ferry.clusters.spark import build_session
+from ferry.clusters.hiveserver2 import rows_by_file
 from ferry.settings import Settings
 
 _SETTINGS = Settings()
 
 pytestmark = [
-    pytest.mark.stack("kdc", "kafka", "hdfs", "spark", "hive-metastore"),
+    pytest.mark.stack("kdc", "kafka", "hdfs", "spark", "hive-metastore", "hiveserver2"),
     pytest.mark.skipif(
         not (_SETTINGS.kerberos.enabled and _SETTINGS.kafka.security_protocol == "SASL_SSL"),
         reason="needs Kerberos and Kafka on SASL_SSL: FERRY_PROFILE=secure (make test-secure)",
@@ -44,23 +44,6 @@ def pipeline(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
         stop_pipeline(p)
 
 
-def spark_rows(settings: Settings) -> Any:
-    """``hive_rows`` for the scenario: rows per ``ferry_file_id`` through a Kerberos Spark
-    session with Hive support (the metastore over SASL, HDFS A with a delegation token)."""
-    spark = build_session(settings, "ferry-krb-verify", "a", hive=True)
-
-    def rows(table: str, file_ids: list[str]) -> dict[str, int]:
-        assert re.fullmatch(r"\w+\.\w+", table) and all(re.fullmatch(r"\w+", f) for f in file_ids)
-        ids = ", ".join(f"'{f}'" for f in file_ids)
-        got = spark.sql(
-            f"SELECT ferry_file_id, count(*) FROM {table} WHERE ferry_file_id IN ({ids}) "
-            "GROUP BY ferry_file_id"
-        ).collect()
-        return {r[0]: int(r[1]) for r in got}
-
-    return rows
-
-
 def test_files_reach_hive_with_exact_counts_over_kerberos_and_sasl_ssl(
     pipeline: Pipeline, stack: Settings
 ) -> None:
@@ -68,7 +51,7 @@ def test_files_reach_hive_with_exact_counts_over_kerberos_and_sasl_ssl(
         pipeline.settings,
         pipeline.nas_dir,
         pipeline.work,
-        spark_rows(pipeline.settings),
+        partial(rows_by_file, pipeline.settings),
         deadline_s=600,
         check_alive=pipeline.group.check_alive,
     )

@@ -123,6 +123,29 @@ def test_the_metastore_from_hive_site(tmp_path):
     assert got["hive_properties"]["hive.metastore.sasl.enabled"] == "true"
 
 
+def test_a_kerberized_hiveserver2_principal_comes_from_hive_site_unless_given(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv("FERRY_PROFILE", raising=False)
+    write(
+        tmp_path,
+        "hive-site.xml",
+        {
+            "hive.metastore.uris": "thrift://ms1.example:9083",
+            "hive.server2.authentication": "kerberos",
+            "hive.server2.authentication.kerberos.principal": "hive/_HOST@EXAMPLE.COM",
+        },
+    )
+    monkeypatch.setenv("FERRY_METASTORE__HIVE_CONF_DIR", str(tmp_path))
+    monkeypatch.setenv("FERRY_HIVESERVER2__HOST", "hs2.example")
+    assert Settings().hiveserver2.principal == "hive/hs2.example@EXAMPLE.COM"
+    monkeypatch.setenv("FERRY_HIVESERVER2__PRINCIPAL", "hive/other@EXAMPLE.COM")
+    assert Settings().hiveserver2.principal == "hive/other@EXAMPLE.COM"
+    monkeypatch.delenv("FERRY_HIVESERVER2__PRINCIPAL")
+    write(tmp_path, "hive-site.xml", {"hive.metastore.uris": "thrift://ms1.example:9083"})
+    assert Settings().hiveserver2.principal is None  # no hive.server2.authentication
+
+
 def test_a_bad_directory_is_named_by_its_setting(tmp_path, monkeypatch):
     monkeypatch.delenv("FERRY_PROFILE", raising=False)
     monkeypatch.setenv("FERRY_METASTORE__HIVE_CONF_DIR", str(tmp_path / "hive"))

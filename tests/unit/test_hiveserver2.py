@@ -103,6 +103,50 @@ def test_urls_and_the_beeline_command_come_from_settings():
     ]
 
 
+def test_on_kerberos_the_url_names_the_server_principal_and_beeline_reads_the_ticket_cache():
+    s = get_settings().model_copy(
+        update={
+            "hiveserver2": get_settings().hiveserver2.model_copy(
+                update={"principal": "hive/hs2.example.com@EXAMPLE.COM"}
+            )
+        }
+    )
+    hs = s.hiveserver2
+    assert jdbc_url(s, "ferry") == (
+        f"jdbc:hive2://{hs.host}:{hs.port}/ferry;principal=hive/hs2.example.com@EXAMPLE.COM"
+    )
+    assert hs.service_and_host == ("hive", "hs2.example.com")
+    argv = beeline_argv(s)
+    assert argv[2:4] == [
+        f"-Djava.security.krb5.conf={s.kerberos.krb5_conf}",
+        "-Djavax.security.auth.useSubjectCredsOnly=false",
+    ]
+    assert argv[argv.index("-u") + 1] == jdbc_url(s)
+
+
+@pytest.mark.parametrize("principal", ["hive", "hive@EXAMPLE.COM", "/h@R"])
+def test_a_principal_without_service_and_host_is_refused(principal):
+    from ferry.settings.hive import HiveServer2Settings
+
+    with pytest.raises(ValueError, match="is not service/host@REALM"):
+        _ = HiveServer2Settings(principal=principal).service_and_host
+
+
+def test_a_kerberos_server_principal_without_kerberos_is_a_config_error_before_connecting():
+    from ferry.clusters.hiveserver2 import query
+    from ferry.core.errors import ConfigError
+
+    s = get_settings().model_copy(
+        update={
+            "hiveserver2": get_settings().hiveserver2.model_copy(
+                update={"principal": "hive/localhost@FERRY.LOCAL", "port": 1}
+            )
+        }
+    )
+    with pytest.raises(ConfigError, match="hiveserver2.principal is set: Kerberos needs"):
+        query(s, "SELECT 1")
+
+
 @pytest.mark.parametrize(
     ("table", "ids", "message"),
     [

@@ -193,7 +193,6 @@ KERBEROS_SPARK_KEYS = {
 
 def test_the_kerberos_metastore_runs_sasl_with_its_keytab(tmp_path: Path) -> None:
     comps = {c.name: c for c in build_components(Settings(var_dir=tmp_path, kerberos=ON))}
-    assert "hiveserver2" not in comps  # not a Kerberos client yet (docs/security.md)
     ms = comps["hive-metastore"]
     ms.prepare()
     site = (tmp_path / "conf" / "hive-metastore" / "hive-site.xml").read_text()
@@ -232,3 +231,35 @@ def test_each_thread_negotiates_with_its_own_spnego_state() -> None:
     t.join()
     assert len(made) == 2
     assert [m[0] for m in mine] == [made[0], made[0]] and other == [(made[1], "r3")]
+
+
+def test_the_kerberos_hiveserver2_logs_in_as_hive_and_takes_kerberos_from_jdbc_clients(
+    tmp_path: Path,
+) -> None:
+    """The Spark Thrift Server on Kerberos: spark-submit logs the JVM in from the hive keytab
+    (HDFS A, the metastore over SASL) and hive.server2.authentication=KERBEROS with the same
+    principal and keytab; it starts after the KDC."""
+    settings = Settings(
+        var_dir=tmp_path, kerberos=ON, hiveserver2={"principal": "hive/localhost@FERRY.LOCAL"}
+    )
+    hs2 = {c.name: c for c in build_components(settings)}["hiveserver2"]
+    argv = hs2.launch.argv
+    keytab = str(tmp_path / "conf" / "krb5" / "hive.keytab")
+    confs = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--conf")
+    hive = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--hiveconf")
+    assert {k: confs[k] for k in sorted(confs) if "kerberos" in k or "sasl" in k} == {
+        "spark.hadoop.dfs.datanode.kerberos.principal": "hdfs/localhost@FERRY.LOCAL",
+        "spark.hadoop.dfs.namenode.kerberos.principal": "hdfs/localhost@FERRY.LOCAL",
+        "spark.hadoop.hive.metastore.kerberos.principal": "hive/localhost@FERRY.LOCAL",
+        "spark.hadoop.hive.metastore.sasl.enabled": "true",
+        "spark.kerberos.keytab": keytab,
+        "spark.kerberos.principal": "hive/localhost@FERRY.LOCAL",
+    }
+    assert confs["spark.hadoop.hadoop.security.authentication"] == "kerberos"
+    assert {k: v for k, v in hive.items() if k.startswith("hive.server2.authentication")} == {
+        "hive.server2.authentication": "KERBEROS",
+        "hive.server2.authentication.kerberos.principal": "hive/localhost@FERRY.LOCAL",
+        "hive.server2.authentication.kerberos.keytab": keytab,
+    }
+    assert f"-Djava.security.krb5.conf={settings.kerberos.krb5_conf}" in argv
+    assert hs2.requires == ("hive-metastore", "kdc")

@@ -152,7 +152,7 @@ def _listener(name: str, var, port: int) -> Component:  # type: ignore[no-untype
 
     code = (
         "import socket, time; s = socket.socket(); "
-        f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(300)"
+        f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(300)"  # its lifetime (killed)
     )
     argv = [sys.executable, "-c", code, *process.markers(name, var)]
     launch = process.Launch(

@@ -14,6 +14,9 @@ Two clients:
 
 Every call is bounded: the socket timeout of every Thrift call and the connection
 (``settings.hiveserver2.query_timeout_s``).
+
+On Kerberos (``hiveserver2.principal``, docs/security.md, "HiveServer2") both log in with Ferry's
+ticket: impyla with SASL GSSAPI, beeline with ``;principal=…`` in its JDBC URL.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
-from ferry.core.errors import PermanentError, TransientError
+from ferry.clusters.kerberos import configure_process
+from ferry.core.errors import AuthenticationFailed, ConfigError, PermanentError, TransientError
 from ferry.settings import Settings
 
 # impyla logs a refused connection itself before raising it; the raised error says it once.
@@ -84,9 +88,12 @@ class Result:
 
 
 def jdbc_url(settings: Settings, database: str = "default") -> str:
-    """``jdbc:hive2://host:port/<database>`` of the configured HiveServer2 (for JDBC clients)."""
+    """``jdbc:hive2://host:port/<database>`` of the configured HiveServer2 (for JDBC clients),
+    with ``;principal=<hiveserver2.principal>`` on Kerberos (Hive's JDBC URL format: the driver
+    then authenticates with the caller's ticket)."""
     hs = settings.hiveserver2
-    return f"jdbc:hive2://{hs.host}:{hs.port}/{database}"
+    url = f"jdbc:hive2://{hs.host}:{hs.port}/{database}"
+    return f"{url};principal={hs.principal}" if hs.principal else url
 
 
 def jdbc_text(value: Any) -> str | None:
@@ -122,11 +129,26 @@ def _jars() -> str:
 
 def beeline_argv(settings: Settings, *args: str, database: str = "default") -> list[str]:
     """Command line of Hive's ``beeline`` shell connected to the configured HiveServer2; ``args``
-    are passed on (e.g. ``-e "SELECT …"``, ``--outputformat=csv2``)."""
+    are passed on (e.g. ``-e "SELECT …"``, ``--outputformat=csv2``).
+
+    On Kerberos (``hiveserver2.principal``) the JVM reads ``kerberos.krb5_conf`` and takes its
+    ticket from the process's ticket cache (``KRB5CCNAME``, ``useSubjectCredsOnly=false``): call
+    :func:`ferry.clusters.kerberos.ticket_cache` first so the cache holds one.
+    """
     hs = settings.hiveserver2
+    krb = settings.kerberos
+    kerberos = (
+        [
+            f"-Djava.security.krb5.conf={krb.krb5_conf}",
+            "-Djavax.security.auth.useSubjectCredsOnly=false",
+        ]
+        if hs.principal
+        else []
+    )
     return [
         java(),
         f"-Xmx{CLIENT_HEAP_MB}m",
+        *kerberos,
         "-cp",
         _jars(),
         "org.apache.hive.beeline.BeeLine",
@@ -146,8 +168,15 @@ def query(settings: Settings, *statements: str, database: str = "default") -> li
     changed the table under it: :class:`FilesChanged`) is run again, :data:`READ_ATTEMPTS`
     times at most, 1 s apart.
 
+    With ``hiveserver2.principal`` the session is opened with Kerberos (SASL GSSAPI, impyla over
+    pure-sasl and pykerberos) as ``kerberos.principal``, its ticket from ``kerberos.keytab``
+    (:func:`ferry.clusters.kerberos.configure_process`); else with SASL PLAIN and
+    ``hiveserver2.user``.
+
     Raises:
         HiveServer2Unavailable: no connection, or no answer within ``query_timeout_s``.
+        AuthenticationFailed: no Kerberos ticket could be had, or the server refused the login
+            (e.g. PLAIN at a Kerberos server): one line, never retried.
         HiveQueryError: the server refused a statement (the message names it and its first line);
             FilesChanged after the last attempt.
     """
@@ -157,18 +186,27 @@ def query(settings: Settings, *statements: str, database: str = "default") -> li
 
     hs = settings.hiveserver2
     where = jdbc_url(settings, database)
+    if hs.principal:
+        service, host = hs.service_and_host
+        auth: dict[str, Any] = {
+            "auth_mechanism": "GSSAPI",
+            "kerberos_service_name": service,
+            "krb_host": host,
+        }
+        if not settings.kerberos.enabled:
+            raise ConfigError("hiveserver2.principal is set: Kerberos needs kerberos.enabled")
+        configure_process(settings.kerberos)
+    else:  # SASL PLAIN needs a password; a server without authentication ignores it
+        auth = {"auth_mechanism": "PLAIN", "user": hs.user, "password": "ferry"}
     try:
         conn = connect(
-            host=hs.host,
-            port=hs.port,
-            database=database,
-            auth_mechanism="PLAIN",
-            user=hs.user,
-            password="ferry",  # SASL PLAIN needs one; a server without authentication ignores it
-            timeout=hs.query_timeout_s,
+            host=hs.host, port=hs.port, database=database, timeout=hs.query_timeout_s, **auth
         )
-    except (OSError, TException, ImpylaError) as exc:
-        raise HiveServer2Unavailable(f"HiveServer2 {where}: {_first_line(exc)}") from exc
+    except (OSError, TException, ImpylaError, *_gss_errors()) as exc:
+        line = _first_line(exc)
+        if _login_refused(exc, line):
+            raise AuthenticationFailed(f"HiveServer2 {where}: login refused: {line}") from None
+        raise HiveServer2Unavailable(f"HiveServer2 {where}: {line}") from exc
     results: list[Result] = []
     try:
         cursor = conn.cursor()
@@ -229,8 +267,29 @@ def _column(description: Sequence[Any]) -> Column:
     return Column(str(name), str(type_name).lower(), int(precision or 0), int(scale or 0))
 
 
+def _gss_errors() -> tuple[type[BaseException], ...]:
+    """pykerberos' error types when it is installed (the ``kerberos`` extra), else none."""
+    try:
+        import kerberos  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return ()
+    return (kerberos.GSSError, kerberos.KrbError)
+
+
+#: What a HiveServer2 login refusal says (pykerberos, the server's SASL negotiation status 3/4
+#: BAD/ERROR, an unsupported mechanism), as opposed to a server that is away.
+_REFUSED = re.compile(r"Bad status: [34]|[Uu]nsupported mechanism|GSS|Kerberos")
+
+
+def _login_refused(exc: BaseException, line: str) -> bool:
+    return isinstance(exc, _gss_errors()) or bool(_REFUSED.search(line))
+
+
 def _first_line(exc: BaseException) -> str:
     """The error's first line without the server's exception class names."""
+    if isinstance(exc, _gss_errors()) and exc.args:  # ((major text, code), (minor text, code))
+        parts = [str(a[0]) if isinstance(a, tuple) and a else str(a) for a in exc.args]
+        return "Kerberos: " + "; ".join(p for p in parts if p)
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     line = lines[0] if lines else type(exc).__name__
     for prefix in ("org.apache.hive.service.cli.HiveSQLException: ",):

@@ -67,6 +67,37 @@ def configure_process(krb: KerberosSettings) -> None:
     os.environ.update(process_env(krb))
 
 
+def ticket_cache(krb: KerberosSettings) -> str:
+    """Get a ticket-granting ticket for ``krb.client_principal`` from ``krb.keytab`` into this
+    process's ticket cache (``KRB5CCNAME`` of :func:`configure_process`, replaced), as ``kinit -k
+    -t`` would (pykrb5: ``krb5_get_init_creds_keytab``, ``krb5_cc_store_cred``); returns the
+    cache's name. For a JVM child (beeline) that reads the cache, not the keytab.
+
+    Raises:
+        AuthenticationFailed: as :func:`configure_process`; the KDC refused (the message is
+            krb5's).
+    """
+    import krb5
+
+    configure_process(krb)
+    name = os.environ["KRB5CCNAME"]
+    try:
+        ctx = krb5.init_context()
+        principal = krb5.parse_name_flags(ctx, krb.client_principal.encode())
+        keytab = krb5.kt_resolve(ctx, f"FILE:{krb.keytab}".encode())
+        creds = krb5.get_init_creds_keytab(
+            ctx, principal, krb5.get_init_creds_opt_alloc(ctx), keytab=keytab
+        )
+        cache = krb5.cc_resolve(ctx, name.encode())
+        krb5.cc_initialize(ctx, cache, principal)
+        krb5.cc_store_cred(ctx, cache, creds)
+    except krb5.Krb5Error as exc:
+        raise AuthenticationFailed(
+            f"Kerberos: no ticket for {krb.client_principal} from {krb.keytab}: {exc}"
+        ) from None
+    return name
+
+
 def spnego_auth(krb: KerberosSettings) -> Any:
     """A ``requests`` auth that sends SPNEGO (``Authorization: Negotiate``) as
     ``krb.client_principal`` on a thread's first request, without waiting for a 401 (a WebHDFS

@@ -69,6 +69,10 @@ def sql(
 
     settings = get_settings()
     if query is None:
+        if settings.hiveserver2.principal:  # beeline's JVM reads the ticket cache
+            from ferry.clusters.kerberos import ticket_cache
+
+            ticket_cache(settings.kerberos)
         argv = beeline_argv(settings, f"--outputformat={output}", database=database)
         os.execvp(argv[0], argv)  # beeline owns the terminal (and the exit status) from here
     if output not in FORMATS:

@@ -235,7 +235,23 @@ def _client_configuration(data: dict[str, Any]) -> dict[str, Any]:
         except ConfigError as exc:
             raise ConfigError(f"metastore.hive_conf_dir: {exc}") from exc
         data = {**data, "metastore": {**found, **metastore}}
+        data = _hiveserver2_from_hive_site(data, found["hive_properties"])
     return data
+
+
+def _hiveserver2_from_hive_site(data: dict[str, Any], props: dict[str, str]) -> dict[str, Any]:
+    """``hiveserver2.principal`` from the cluster's ``hive-site.xml`` when the settings do not
+    give one: with ``hive.server2.authentication=KERBEROS``, its
+    ``hive.server2.authentication.kerberos.principal`` with ``_HOST`` replaced by
+    ``hiveserver2.host`` (Hive's convention for server principals, as Hadoop's
+    ``SecurityUtil.getServerPrincipal``)."""
+    hs2 = _given(data.get("hiveserver2"))
+    principal = props.get("hive.server2.authentication.kerberos.principal", "")
+    kerberized = props.get("hive.server2.authentication", "").upper() == "KERBEROS"
+    if "principal" in hs2 or not kerberized or not principal:
+        return data
+    host = hs2.get("host") or HiveServer2Settings.model_fields["host"].default
+    return {**data, "hiveserver2": {**hs2, "principal": principal.replace("_HOST", host)}}
 
 
 def _files_under_var_dir(data: dict[str, Any]) -> dict[str, Any]:

@@ -55,3 +55,27 @@ class HiveServer2Settings(Frozen):
     query_timeout_s: float = Field(
         default=120.0, description="Login and query timeout of each JDBC call, s."
     )
+    principal: str | None = Field(
+        default=None,
+        description=(
+            "HiveServer2's Kerberos service principal, the server's "
+            "hive.server2.authentication.kerberos.principal with its host filled in (e.g. "
+            "hive/hs2.example.com@EXAMPLE.COM). Set: JDBC clients authenticate with Kerberos "
+            "(SASL GSSAPI) as kerberos.principal, and the JDBC URL carries ;principal=…; needs "
+            "kerberos.enabled. Unset: the user name is sent without authentication."
+        ),
+    )
+
+    @property
+    def service_and_host(self) -> tuple[str, str]:
+        """``(service, host)`` of :attr:`principal` (``hive/hs2.example.com@REALM`` →
+        ``("hive", "hs2.example.com")``), the GSSAPI host-based service name.
+
+        Raises:
+            ValueError: no principal, or not of the form ``service/host[@REALM]``.
+        """
+        primary = (self.principal or "").split("@", 1)[0]
+        service, _, host = primary.partition("/")
+        if not service or not host:
+            raise ValueError(f"hiveserver2.principal {self.principal!r} is not service/host@REALM")
+        return service, host

@@ -25,8 +25,8 @@ order. :func:`select` picks a subset by component or group name (``zookeeper``, 
 
 With ``kerberos.enabled`` (profile ``kerberos``), ``kdc`` (MIT krb5kdc, Debian's krb5-kdc;
 health: ``kinit -k``) starts first, the NameNodes and DataNodes run with Kerberos, the Hive
-metastore with SASL (health: TCP connect), and hiveserver2 is left out (not a Kerberos client
-yet) (:mod:`ferry_kit.stack.kdc`).
+metastore with SASL (health: TCP connect), and hiveserver2 logs in from the hive keytab and takes
+Kerberos from its JDBC clients (:mod:`ferry_kit.stack.kdc`, :mod:`ferry_kit.stack.hiveserver2`).
 
 With ``clusters.a.nameservice`` set (profile ``ha``), cluster A is an HA pair instead of one
 NameNode: hdfs-a-jn1..3 (JournalNode), hdfs-a-nn1/nn2 (NameNode; health: /jmx HA state, so
@@ -70,8 +70,7 @@ def build_components(settings: Settings) -> list[Component]:
         *hdfs,
         *spark_cluster(settings, lay),
         hive_metastore(settings, lay),
-        # not yet a Kerberos client (docs/security.md, "Not covered yet")
-        *([] if settings.kerberos.enabled else [hiveserver2(settings, lay)]),
+        hiveserver2(settings, lay),
     ]
 
 

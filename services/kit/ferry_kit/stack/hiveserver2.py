@@ -6,6 +6,13 @@ server's driver, so analysts' queries never take a core of the standalone worker
 load share. Its catalogue is the stack's Hive metastore; tables are read from HDFS A. Health: a
 TCP connect to the Thrift port, then a real JDBC query (``SELECT 1`` through
 :func:`ferry.clusters.hiveserver2.query`).
+
+With ``kerberos.enabled`` (profile ``kerberos``) the server is kerberized as HiveServer2 is on a
+secure cluster: ``spark-submit --principal/--keytab`` logs its JVM in as the hive principal (a
+``local`` master logs in; only ``standalone`` does not), with which it reads HDFS A and talks SASL
+to the metastore; ``hive.server2.authentication=KERBEROS`` with the same principal and keytab
+makes every JDBC client authenticate with SASL GSSAPI (Hive's "Setting Up HiveServer2",
+"Authentication/Security Configuration"). The health check then connects with Ferry's ticket.
 """
 
 from __future__ import annotations
@@ -14,10 +21,13 @@ import shutil
 import socket
 
 from ferry.clusters.hiveserver2 import HiveServer2Unavailable, query
+from ferry.clusters.kerberos import hadoop_client_conf
+from ferry.clusters.spark_kerberos import metastore_conf
 from ferry.core.errors import FerryError
 from ferry.settings import Settings
 from ferry_kit.stack import health
 from ferry_kit.stack.base import CONF_SRC, JAVA17_OPENS, Component, Layout, java, spark_home
+from ferry_kit.stack.kdc import hive_keytab
 from ferry_kit.stack.process import markers
 from ferry_kit.stack.servers import hdfs_conf
 
@@ -53,8 +63,10 @@ def hiveserver2(settings: Settings, lay: Layout) -> Component:
     conf = lay.conf / "hiveserver2"
     data = lay.data / "hiveserver2"
 
+    krb = settings.kerberos
+
     def prepare() -> None:
-        hdfs_conf(lay, "a", a)
+        hdfs_conf(lay, "a", a, krb=krb)
         conf.mkdir(parents=True, exist_ok=True)
         data.mkdir(parents=True, exist_ok=True)
         for name in ("core-site.xml", "hdfs-site.xml"):
@@ -77,16 +89,36 @@ def hiveserver2(settings: Settings, lay: Layout) -> Component:
         "spark.hadoop.fs.defaultFS": a.fs_url,
         **{f"spark.hadoop.{k}": v for k, v in a.hadoop_client_conf().items()},
         "spark.local.dir": str(data),
+        **(
+            {
+                "spark.kerberos.principal": krb.hive_principal,
+                "spark.kerberos.keytab": str(hive_keytab(lay)),
+                **{f"spark.hadoop.{k}": v for k, v in hadoop_client_conf(krb).items()},
+                **{f"spark.hadoop.{k}": v for k, v in metastore_conf(krb).items()},
+            }
+            if krb.enabled
+            else {}
+        ),
     }
     hive_conf = {
         "hive.server2.thrift.port": str(hs.port),
         "hive.server2.thrift.bind.host": hs.host,
         "hive.server2.transport.mode": "binary",
         "hive.server2.enable.doAs": "false",
+        **(
+            {
+                "hive.server2.authentication": "KERBEROS",
+                "hive.server2.authentication.kerberos.principal": krb.hive_principal,
+                "hive.server2.authentication.kerberos.keytab": str(hive_keytab(lay)),
+            }
+            if krb.enabled
+            else {}
+        ),
     }
     argv = [
         java(),
         f"-Xmx{hs.driver_memory_mb}m",
+        *([f"-Djava.security.krb5.conf={krb.krb5_conf}"] if krb.enabled else []),
         *markers("hiveserver2", lay.var),
         *JAVA17_OPENS,
         "-Djdk.reflect.useDirectMethodHandle=false",
@@ -112,7 +144,7 @@ def hiveserver2(settings: Settings, lay: Layout) -> Component:
         f"jdbc:hive2://{hs.host}:{hs.port}/default",
         lay.launch("hiveserver2", argv, env),
         check=lambda: hiveserver2_check(settings),
-        requires=("hive-metastore",),
+        requires=("hive-metastore", *(("kdc",) if krb.enabled else ())),
         ports=(hs.port,),
         host=hs.host,
         prepare=prepare,
