@@ -137,10 +137,16 @@ def test_a_kerberized_hiveserver2_principal_comes_from_hive_site_unless_given(
         },
     )
     monkeypatch.setenv("FERRY_METASTORE__HIVE_CONF_DIR", str(tmp_path))
-    monkeypatch.setenv("FERRY_HIVESERVER2__HOST", "hs2.example")
+    assert Settings().hiveserver2.principal is None  # Kerberos off: nothing derived
+    monkeypatch.setenv("FERRY_KERBEROS__ENABLED", "true")
+    with pytest.raises(ConfigError, match=r"names HiveServer2's principal .*set hiveserver2.host"):
+        Settings()
+    monkeypatch.setenv("FERRY_HIVESERVER2__HOST", "HS2.Example")
     assert Settings().hiveserver2.principal == "hive/hs2.example@EXAMPLE.COM"
     monkeypatch.setenv("FERRY_HIVESERVER2__PRINCIPAL", "hive/other@EXAMPLE.COM")
     assert Settings().hiveserver2.principal == "hive/other@EXAMPLE.COM"
+    monkeypatch.setenv("FERRY_HIVESERVER2__PRINCIPAL", "")  # blank: turned off, not derived
+    assert Settings().hiveserver2.principal is None
     monkeypatch.delenv("FERRY_HIVESERVER2__PRINCIPAL")
     write(tmp_path, "hive-site.xml", {"hive.metastore.uris": "thrift://ms1.example:9083"})
     assert Settings().hiveserver2.principal is None  # no hive.server2.authentication

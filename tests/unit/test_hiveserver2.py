@@ -136,15 +136,57 @@ def test_a_kerberos_server_principal_without_kerberos_is_a_config_error_before_c
     from ferry.clusters.hiveserver2 import query
     from ferry.core.errors import ConfigError
 
-    s = get_settings().model_copy(
-        update={
-            "hiveserver2": get_settings().hiveserver2.model_copy(
-                update={"principal": "hive/localhost@FERRY.LOCAL", "port": 1}
-            )
-        }
+    s = Settings(
+        kerberos={"enabled": False},
+        hiveserver2={"principal": "hive/localhost@FERRY.LOCAL", "port": 1},
     )
     with pytest.raises(ConfigError, match="hiveserver2.principal is set: Kerberos needs"):
         query(s, "SELECT 1")
+
+
+class GSSError(Exception):
+    """pykerberos' error shape: ((major text, code), (minor text, code))."""
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind", "message"),
+    [
+        (
+            OSError("Could not connect to any of [('127.0.0.1', 19084)]"),
+            "HiveServer2Unavailable",
+            "Could not connect to any of [('127.0.0.1', 19084)]",
+        ),
+        (
+            OSError("Bad status: 3 (b'Unsupported mechanism type PLAIN')"),
+            "AuthenticationFailed",
+            "login refused: Bad status: 3 (b'Unsupported mechanism type PLAIN')",
+        ),
+        (
+            GSSError(("Unspecified GSS failure", 851968), ("No Kerberos credentials available", 0)),
+            "AuthenticationFailed",
+            "no Kerberos ticket: Kerberos: Unspecified GSS failure; "
+            "No Kerberos credentials available",
+        ),
+        (
+            GSSError(("Unspecified GSS failure", 851968), ("Cannot contact any KDC for realm", 0)),
+            "HiveServer2Unavailable",
+            "Kerberos: Unspecified GSS failure; Cannot contact any KDC for realm",
+        ),
+    ],
+)
+def test_a_failed_login_is_refused_for_good_only_when_retrying_cannot_help(
+    monkeypatch, exc, kind, message
+):
+    """Refusals (a mechanism the server does not take, no ticket to be had) are never retried;
+    a server or KDC that did not answer is transient."""
+    import ferry.clusters.hiveserver2 as hs2
+
+    monkeypatch.setattr(hs2, "_gss_errors", lambda: (GSSError,))
+    err = hs2.login_error("jdbc:hive2://h:1/default", exc)
+    assert (type(err).__name__, str(err)) == (
+        kind,
+        f"HiveServer2 jdbc:hive2://h:1/default: {message}",
+    )
 
 
 @pytest.mark.parametrize(

@@ -263,3 +263,21 @@ def test_the_kerberos_hiveserver2_logs_in_as_hive_and_takes_kerberos_from_jdbc_c
     }
     assert f"-Djava.security.krb5.conf={settings.kerberos.krb5_conf}" in argv
     assert hs2.requires == ("hive-metastore", "kdc")
+
+
+def test_a_kerberos_hiveserver2_without_its_principal_in_the_settings_does_not_start(
+    tmp_path: Path,
+) -> None:
+    """Its clients would log in without Kerberos and be refused: said at start, not by a health
+    check that never passes."""
+    from ferry.core.errors import StackError
+
+    hs2 = {c.name: c for c in build_components(Settings(var_dir=tmp_path, kerberos=ON))}[
+        "hiveserver2"
+    ]
+    with pytest.raises(
+        StackError,
+        match=r"hiveserver2 on Kerberos runs as hive/localhost@FERRY.LOCAL: set "
+        r"hiveserver2.principal to it \(is None",
+    ):
+        hs2.prepare()

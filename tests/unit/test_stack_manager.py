@@ -206,5 +206,13 @@ def test_fence_kills_a_stopped_namenode_on_its_rpc_port_and_leaves_one_not_liste
         assert run_fence("nn1") == (0, "fence hdfs-a-nn1: not running")
         assert run_fence("nn2") == (0, "fence hdfs-a-nn2: not listening")
         assert st.pid(nn2) == other_pid
+        with socket.socket() as squatter:  # the port served by a process the stack did not start
+            squatter.bind(("127.0.0.1", port))
+            squatter.listen()
+            assert run_fence("nn1") == (
+                1,
+                f"fence hdfs-a-nn1 failed: hdfs-a-nn1: no process of this stack, yet port {port} "
+                "listens",
+            )
     finally:
         st.down()

@@ -34,8 +34,14 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
-from ferry.clusters.kerberos import configure_process
-from ferry.core.errors import AuthenticationFailed, ConfigError, PermanentError, TransientError
+from ferry.clusters.kerberos import configure_process, is_transient_gss
+from ferry.core.errors import (
+    AuthenticationFailed,
+    ConfigError,
+    FerryError,
+    PermanentError,
+    TransientError,
+)
 from ferry.settings import Settings
 
 # impyla logs a refused connection itself before raising it; the raised error says it once.
@@ -176,7 +182,8 @@ def query(settings: Settings, *statements: str, database: str = "default") -> li
     Raises:
         HiveServer2Unavailable: no connection, or no answer within ``query_timeout_s``.
         AuthenticationFailed: no Kerberos ticket could be had, or the server refused the login
-            (e.g. PLAIN at a Kerberos server): one line, never retried.
+            (e.g. PLAIN at a Kerberos server): one line, never retried (:func:`login_error`).
+        ConfigError: a principal without ``kerberos.enabled`` or without pykerberos.
         HiveQueryError: the server refused a statement (the message names it and its first line);
             FilesChanged after the last attempt.
     """
@@ -195,6 +202,11 @@ def query(settings: Settings, *statements: str, database: str = "default") -> li
         }
         if not settings.kerberos.enabled:
             raise ConfigError("hiveserver2.principal is set: Kerberos needs kerberos.enabled")
+        if not _gss_errors():
+            raise ConfigError(
+                "hiveserver2.principal needs pykerberos for SASL GSSAPI: "
+                "pip install -e '.[kerberos]' (make test-secure installs it)"
+            )
         configure_process(settings.kerberos)
     else:  # SASL PLAIN needs a password; a server without authentication ignores it
         auth = {"auth_mechanism": "PLAIN", "user": hs.user, "password": "ferry"}
@@ -203,10 +215,7 @@ def query(settings: Settings, *statements: str, database: str = "default") -> li
             host=hs.host, port=hs.port, database=database, timeout=hs.query_timeout_s, **auth
         )
     except (OSError, TException, ImpylaError, *_gss_errors()) as exc:
-        line = _first_line(exc)
-        if _login_refused(exc, line):
-            raise AuthenticationFailed(f"HiveServer2 {where}: login refused: {line}") from None
-        raise HiveServer2Unavailable(f"HiveServer2 {where}: {line}") from exc
+        raise login_error(where, exc) from exc
     results: list[Result] = []
     try:
         cursor = conn.cursor()
@@ -281,8 +290,19 @@ def _gss_errors() -> tuple[type[BaseException], ...]:
 _REFUSED = re.compile(r"Bad status: [34]|[Uu]nsupported mechanism|GSS|Kerberos")
 
 
-def _login_refused(exc: BaseException, line: str) -> bool:
-    return isinstance(exc, _gss_errors()) or bool(_REFUSED.search(line))
+def login_error(where: str, exc: BaseException) -> FerryError:
+    """The error of a failed HiveServer2 connection ``exc`` at ``where``:
+    :class:`AuthenticationFailed` when the server refused the login or no Kerberos ticket could be
+    had (never retried), :class:`HiveServer2Unavailable` when the server or the KDC did not
+    answer (transient; :func:`ferry.clusters.kerberos.is_transient_gss`)."""
+    line = _first_line(exc)
+    if is_transient_gss(line):
+        return HiveServer2Unavailable(f"HiveServer2 {where}: {line}")
+    if isinstance(exc, _gss_errors()):
+        return AuthenticationFailed(f"HiveServer2 {where}: no Kerberos ticket: {line}")
+    if _REFUSED.search(line):
+        return AuthenticationFailed(f"HiveServer2 {where}: login refused: {line}")
+    return HiveServer2Unavailable(f"HiveServer2 {where}: {line}")
 
 
 def _first_line(exc: BaseException) -> str:

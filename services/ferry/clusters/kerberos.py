@@ -18,10 +18,17 @@ import stat
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ferry.core.errors import AuthenticationFailed, ConfigError
+from ferry.core.errors import AuthenticationFailed, ConfigError, TransientError
 
 if TYPE_CHECKING:
     from ferry.settings.kerberos import KerberosSettings
+
+
+class KerberosUnavailable(TransientError):
+    """The KDC did not answer a ticket request (retry later)."""
+
+    reason = "kerberos_unavailable"
+
 
 #: Messages of a GSSAPI failure that another attempt can cure (the KDC is down or slow).
 _TRANSIENT_GSS = ("Cannot contact any KDC", "Resource temporarily unavailable", "timed out")
@@ -76,9 +83,15 @@ def ticket_cache(krb: KerberosSettings) -> str:
     Raises:
         AuthenticationFailed: as :func:`configure_process`; the KDC refused (the message is
             krb5's).
+        KerberosUnavailable: the KDC did not answer (transient).
+        ConfigError: pykrb5 is not installed (the ``kerberos`` extra).
     """
-    import krb5
-
+    try:
+        import krb5
+    except ImportError:
+        raise ConfigError(
+            "a Kerberos ticket cache needs pykrb5: pip install -e '.[kerberos]'"
+        ) from None
     configure_process(krb)
     name = os.environ["KRB5CCNAME"]
     try:
@@ -92,6 +105,8 @@ def ticket_cache(krb: KerberosSettings) -> str:
         krb5.cc_initialize(ctx, cache, principal)
         krb5.cc_store_cred(ctx, cache, creds)
     except krb5.Krb5Error as exc:
+        if is_transient_gss(str(exc)):
+            raise KerberosUnavailable(f"Kerberos: KDC of {krb.realm}: {exc}") from None
         raise AuthenticationFailed(
             f"Kerberos: no ticket for {krb.client_principal} from {krb.keytab}: {exc}"
         ) from None

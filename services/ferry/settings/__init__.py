@@ -241,17 +241,25 @@ def _client_configuration(data: dict[str, Any]) -> dict[str, Any]:
 
 def _hiveserver2_from_hive_site(data: dict[str, Any], props: dict[str, str]) -> dict[str, Any]:
     """``hiveserver2.principal`` from the cluster's ``hive-site.xml`` when the settings do not
-    give one: with ``hive.server2.authentication=KERBEROS``, its
+    give one and Kerberos is on: with ``hive.server2.authentication=KERBEROS``, its
     ``hive.server2.authentication.kerberos.principal`` with ``_HOST`` replaced by
-    ``hiveserver2.host`` (Hive's convention for server principals, as Hadoop's
-    ``SecurityUtil.getServerPrincipal``)."""
+    ``hiveserver2.host`` in lower case (Hadoop's ``SecurityUtil.getServerPrincipal``). A
+    ``_HOST`` principal needs ``hiveserver2.host`` given (the default, an address, is no host
+    name a KDC knows)."""
     hs2 = _given(data.get("hiveserver2"))
     principal = props.get("hive.server2.authentication.kerberos.principal", "")
     kerberized = props.get("hive.server2.authentication", "").upper() == "KERBEROS"
-    if "principal" in hs2 or not kerberized or not principal:
+    krb_on = str(_given(data.get("kerberos")).get("enabled", "")).lower() in ("true", "1")
+    if "principal" in hs2 or not (kerberized and principal and krb_on):
         return data
-    host = hs2.get("host") or HiveServer2Settings.model_fields["host"].default
-    return {**data, "hiveserver2": {**hs2, "principal": principal.replace("_HOST", host)}}
+    if "_HOST" in principal:
+        if not hs2.get("host"):
+            raise ConfigError(
+                f"metastore.hive_conf_dir: hive-site.xml names HiveServer2's principal "
+                f"{principal!r}: set hiveserver2.host (or hiveserver2.principal)"
+            )
+        principal = principal.replace("_HOST", str(hs2["host"]).lower())
+    return {**data, "hiveserver2": {**hs2, "principal": principal}}
 
 
 def _files_under_var_dir(data: dict[str, Any]) -> dict[str, Any]:

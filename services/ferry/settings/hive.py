@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ferry.settings.base import Frozen, WorkPath
 
@@ -65,6 +65,18 @@ class HiveServer2Settings(Frozen):
             "kerberos.enabled. Unset: the user name is sent without authentication."
         ),
     )
+
+    @field_validator("principal")
+    @classmethod
+    def _principal_form(cls, value: str | None) -> str | None:
+        """Blank means none (``FERRY_HIVESERVER2__PRINCIPAL=`` turns a profile's off); anything
+        else must read ``service/host[@REALM]``."""
+        if value is None or not value.strip():
+            return None
+        service, _, host = value.split("@", 1)[0].partition("/")
+        if not service or not host:
+            raise ValueError(f"hiveserver2.principal {value!r} is not service/host@REALM")
+        return value.strip()
 
     @property
     def service_and_host(self) -> tuple[str, str]:

@@ -17,6 +17,7 @@ HiveServer2 the client configuration in ``conf/hdfs-<cluster>``.
 
 from __future__ import annotations
 
+import shlex
 import socket
 import sys
 from collections.abc import Callable
@@ -46,8 +47,9 @@ def fencing_method(lay: Layout, cluster: str) -> str:
     ``$target_namenodeid`` and ``$target_port`` are set by Hadoop's ShellCommandFencer
     (``NNHAServiceTarget``, ``HAServiceTarget.getFencingParameters``)."""
     return (
-        f"shell({sys.executable} -m ferry stack fence --var-dir {lay.var} "
-        f"--port $target_port hdfs-{cluster}-$target_namenodeid)"
+        f"shell({shlex.quote(sys.executable)} -m ferry stack fence "
+        f"--var-dir {shlex.quote(str(lay.var))} --port $target_port "
+        f"hdfs-{cluster}-$target_namenodeid)"
     )
 
 

@@ -23,7 +23,7 @@ import socket
 from ferry.clusters.hiveserver2 import HiveServer2Unavailable, query
 from ferry.clusters.kerberos import hadoop_client_conf
 from ferry.clusters.spark_kerberos import metastore_conf
-from ferry.core.errors import FerryError
+from ferry.core.errors import FerryError, StackError
 from ferry.settings import Settings
 from ferry_kit.stack import health
 from ferry_kit.stack.base import CONF_SRC, JAVA17_OPENS, Component, Layout, java, spark_home
@@ -66,6 +66,11 @@ def hiveserver2(settings: Settings, lay: Layout) -> Component:
     krb = settings.kerberos
 
     def prepare() -> None:
+        if krb.enabled and hs.principal != krb.hive_principal:
+            raise StackError(
+                f"hiveserver2 on Kerberos runs as {krb.hive_principal}: set hiveserver2.principal "
+                f"to it (is {hs.principal!r}; the kerberos profile does)"
+            )
         hdfs_conf(lay, "a", a, krb=krb)
         conf.mkdir(parents=True, exist_ok=True)
         data.mkdir(parents=True, exist_ok=True)

@@ -156,20 +156,30 @@ def fence(
     or the pid file points at another process): each means fenced.
 
     Raises:
-        StackError: the process is still alive after ``wait_s`` seconds.
+        StackError: the process is still alive after ``wait_s`` seconds; with ``port``, no process
+            of the stack but something listens on it, or its sockets cannot be read.
     """
     import psutil
 
     pid = owned_pid(name, pid_file, var_dir)
-    if pid is None:
-        return "not running"
-    if port is not None:
-        try:
-            sockets = psutil.Process(pid).net_connections(kind="tcp")
-        except psutil.NoSuchProcess:
+    try:
+        if pid is None:
+            # no process of ours: fenced, unless something else serves the fenced port (a stale
+            # or unreadable pid file must not let an old active go on answering)
+            if port is not None and any(
+                c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                for c in psutil.net_connections(kind="tcp")
+            ):
+                raise StackError(f"{name}: no process of this stack, yet port {port} listens")
             return "not running"
-        if not any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in sockets):
-            return "not listening"
+        if port is not None:
+            sockets = psutil.Process(pid).net_connections(kind="tcp")
+            if not any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in sockets):
+                return "not listening"
+    except psutil.NoSuchProcess:
+        return "not running"
+    except psutil.AccessDenied as exc:
+        raise StackError(f"{name}: cannot see the sockets of pid {pid}: {exc}") from None
     return "killed" if _sigkill(name, pid, wait_s) == "killed" else "not running"
 
 
