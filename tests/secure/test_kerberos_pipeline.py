@@ -21,6 +21,8 @@ from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
 from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
 
 from ferry.clusters.hiveserver2 import rows_by_file
+from ferry.clusters.spark import build_session
+from ferry.datasets.spec import load_datasets
 from ferry.settings import Settings
 
 _SETTINGS = Settings()
@@ -65,8 +67,21 @@ def test_files_reach_hive_with_exact_counts_over_kerberos_and_sasl_ssl(
         text = log_file.read_text(errors="replace")
         found = [m for m in ("Mutual", "Kerberos:", "SpnegoError", password) if m in text]
         assert found == [], log_file
+    # A Spark session of Ferry's, as load's, reads the same rows from HDFS A: its executors
+    # with a delegation token (load's own executors read nothing from A in this scenario: its
+    # files are moved into the table by the driver)
+    spark = build_session(pipeline.settings, "ferry-krb-verify", "a", hive=True)
+    specs = load_datasets(pipeline.settings.paths.datasets_dir)
+    for dataset in sorted({d.dataset for d in result.dropped}):
+        table = specs[dataset].hive.full_name
+        ids = [d.file_id for d in result.dropped if d.dataset == dataset and d.rows]
+        got = spark.sql(
+            f"SELECT ferry_file_id, count(*) FROM {table} WHERE ferry_file_id IN "
+            f"({', '.join(repr(i) for i in ids)}) GROUP BY ferry_file_id"
+        ).collect()
+        assert {r[0]: int(r[1]) for r in got} == rows_by_file(pipeline.settings, table, ids)
     # Both NameNodes saw Ferry's principal with a ticket (drivers, WebHDFS) and with a delegation
-    # token (the Spark executors of transform on B and of load on A)
+    # token (transform's executors on B, the session above on A)
     principal = re.escape(stack.kerberos.client_principal)
     for cluster in ("b", "a"):
         log = (stack.var_dir / "log" / f"hdfs-{cluster}-namenode.log").read_text(errors="replace")
