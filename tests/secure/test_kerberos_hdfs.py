@@ -27,6 +27,7 @@ import requests
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.kerberos import spnego_auth
 from ferry.settings import Settings
+from ferry.settings.hdfs import HdfsClusterSettings
 
 pytestmark = [
     pytest.mark.stack("kdc", "hdfs"),
@@ -42,13 +43,20 @@ def chunks(data: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
         yield data[i : i + size]
 
 
+def ca(cs: HdfsClusterSettings) -> str | bool:
+    """``requests``' ``verify`` for the cluster's web servers: its CA file (WebHDFS over HTTPS on
+    profile ``secure``), else the default."""
+    return str(cs.ssl_ca_path) if cs.ssl_ca_path is not None else True
+
+
 def owner(settings: Settings, cluster: str, path: str) -> str:
     """The HDFS owner of ``path`` (raw WebHDFS GETFILESTATUS with SPNEGO)."""
     cs = settings.cluster(cluster)
     resp = requests.get(
-        f"http://{cs.host}:{cs.namenode_http_port}/webhdfs/v1{path}?op=GETFILESTATUS",
+        f"{cs.webhdfs_url}/webhdfs/v1{path}?op=GETFILESTATUS",
         auth=spnego_auth(settings.kerberos),
         timeout=(5, 30),
+        verify=ca(cs),
     )
     resp.raise_for_status()
     return str(resp.json()["FileStatus"]["owner"])
@@ -73,9 +81,8 @@ def test_bytes_cross_from_b_to_a_with_spnego_and_sasl_data_transfer(stack: Setti
 
 def test_a_request_without_spnego_gets_401(stack: Settings) -> None:
     cs = stack.cluster("a")
-    base = f"http://{cs.host}:{cs.namenode_http_port}"
     codes = [
-        requests.get(f"{base}{p}", timeout=(5, 30)).status_code
+        requests.get(f"{cs.webhdfs_url}{p}", timeout=(5, 30), verify=ca(cs)).status_code
         for p in ("/webhdfs/v1/?op=LISTSTATUS&user.name=ferry", "/jmx")
     ]
     assert codes == [401, 401]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import typing
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -105,13 +106,21 @@ def test_the_shipped_default_profile_changes_nothing(monkeypatch):  # type: igno
     assert with_profile == Settings()
 
 
-def test_the_secure_profile_is_secure_kafka_and_kerberos_together(monkeypatch):  # type: ignore[no-untyped-def]
+def test_the_secure_profile_is_secure_kafka_and_kerberos_with_wire_privacy(monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.delenv("FERRY_CONFIG", raising=False)
     monkeypatch.setenv("FERRY_PROFILE", "secure")
     secure = Settings()
     monkeypatch.setenv("FERRY_PROFILE", "secure-kafka,kerberos")
-    assert secure == Settings()
+    both = Settings()
     assert (secure.kafka.security_protocol, secure.kerberos.enabled) == ("SASL_SSL", True)
+    # plus wire privacy: RPC and block data encrypted, WebHDFS over HTTPS on both clusters
+    assert secure.kerberos == both.kerberos.model_copy(update={"protection": "privacy"})
+    ca = Path.cwd() / "var" / "secrets" / "hdfs-ca.pem"
+    assert {n: (c.http_policy, c.ssl_ca_path) for n, c in secure.clusters.items()} == {
+        "a": ("HTTPS_ONLY", ca),
+        "b": ("HTTPS_ONLY", ca),
+    }
+    assert secure.model_copy(update={"kerberos": both.kerberos, "clusters": both.clusters}) == both
 
 
 def test_stack_up_takes_a_profile_as_the_root_option_does(monkeypatch):  # type: ignore[no-untyped-def]

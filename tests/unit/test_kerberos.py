@@ -48,6 +48,7 @@ def test_hadoop_client_keys_of_a_kerberos_cluster() -> None:
     assert hadoop_client_conf(ON) == {
         "hadoop.security.authentication": "kerberos",
         "hadoop.security.authorization": "true",
+        "hadoop.rpc.protection": "authentication",
         "dfs.namenode.kerberos.principal": "hdfs/localhost@FERRY.LOCAL",
         "dfs.datanode.kerberos.principal": "hdfs/localhost@FERRY.LOCAL",
         "dfs.data.transfer.protection": "authentication",

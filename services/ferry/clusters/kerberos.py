@@ -185,14 +185,21 @@ def is_transient_gss(message: str) -> bool:
 
 def hadoop_client_conf(krb: KerberosSettings) -> dict[str, str]:
     """Hadoop client keys (core-site and hdfs-site) of a Kerberos cluster: empty when Kerberos is
-    off. Source: Hadoop's "Hadoop in Secure Mode" (SecureMode.md) and hdfs-default.xml."""
+    off; ``kerberos.protection`` as the RPC and data transfer protection. Source: Hadoop's
+    "Hadoop in Secure Mode" (SecureMode.md), core-default.xml and hdfs-default.xml."""
     if not krb.enabled:
         return {}
-    return {
+    conf = {
         "hadoop.security.authentication": "kerberos",
         "hadoop.security.authorization": "true",
+        "hadoop.rpc.protection": krb.protection,
         "dfs.namenode.kerberos.principal": krb.hdfs_principal,
         "dfs.datanode.kerberos.principal": krb.hdfs_principal,
-        "dfs.data.transfer.protection": "authentication",
+        "dfs.data.transfer.protection": krb.protection,
         "dfs.block.access.token.enable": "true",
     }
+    if krb.privacy:
+        # with privacy, SASL data transfer negotiates AES instead of DIGEST-MD5's own 3DES/RC4
+        # (HDFS-6606; hdfs-default.xml dfs.encrypt.data.transfer.cipher.suites)
+        conf["dfs.encrypt.data.transfer.cipher.suites"] = "AES/CTR/NoPadding"
+    return conf

@@ -200,8 +200,8 @@ def _client_configuration(data: dict[str, Any]) -> dict[str, Any]:
     """Fill what ``clusters.<x>.hadoop_conf_dir`` and ``metastore.hive_conf_dir`` describe
     (:mod:`ferry.settings.client_conf`) UNDER the values given explicitly and OVER Ferry's
     defaults. A cluster whose configuration says ``hadoop.security.authentication=kerberos``
-    turns ``kerberos.enabled`` on (and gives ``kerberos.realm`` from its NameNode's principal)
-    unless those are given.
+    turns ``kerberos.enabled`` on (and gives ``kerberos.realm`` from its NameNode's principal,
+    ``kerberos.protection`` from its ``hadoop.rpc.protection``) unless those are given.
 
     Raises:
         ConfigError: a configuration directory that cannot be read or lacks a required key.
@@ -210,6 +210,7 @@ def _client_configuration(data: dict[str, Any]) -> dict[str, Any]:
     kerberos = _given(data.get("kerberos"))
     secure = False
     realms: list[str] = []
+    protections: list[str] = []
     for name, given in clusters.items():
         conf_dir = given.get("hadoop_conf_dir")
         if not conf_dir:
@@ -220,6 +221,7 @@ def _client_configuration(data: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"clusters.{name}.hadoop_conf_dir: {exc}") from exc
         secure |= found.pop("kerberos")
         realms += [found.pop("kerberos_realm")] if "kerberos_realm" in found else []
+        protections += [found.pop("kerberos_protection")] if "kerberos_protection" in found else []
         clusters[name] = {**found, **given}
     if clusters:
         data = {**data, "clusters": clusters}
@@ -228,6 +230,8 @@ def _client_configuration(data: dict[str, Any]) -> dict[str, Any]:
         if realms and "realm" not in kerberos:
             kerberos["realm"] = realms[0]
         data = {**data, "kerberos": kerberos}
+    if protections and "protection" not in kerberos:
+        data = {**data, "kerberos": {**kerberos, "protection": protections[0]}}
     metastore = _given(data.get("metastore"))
     if metastore.get("hive_conf_dir"):
         try:

@@ -14,6 +14,9 @@ Keys read (their meaning as in core-default.xml, hdfs-default.xml and Hive's Hiv
   ``dfs.namenode.rpc-address.<ns>.<id>``, ``dfs.namenode.http-address.<ns>.<id>`` (WebHDFS;
   port 9870 when absent);
 * one NameNode: ``dfs.namenode.http-address`` (a wildcard host means ``fs.defaultFS``'s host);
+* ``dfs.http.policy``: other than ``HTTP_ONLY``, WebHDFS is reached over HTTPS at
+  ``dfs.namenode.https-address[.<ns>.<id>]`` (port 9871 when absent) instead;
+* ``hadoop.rpc.protection`` (Ferry's ``kerberos.protection`` when Ferry sets none);
 * ``hadoop.security.authentication`` (``kerberos`` turns Ferry's Kerberos client on) and the
   NameNode's principal ``dfs.namenode.kerberos.principal`` (its realm is Ferry's when Ferry sets
   none);
@@ -38,9 +41,10 @@ from xml.sax.saxutils import escape
 
 from ferry.core.errors import ConfigError
 
-#: Hadoop's default NameNode RPC and HTTP ports (hdfs-default.xml, Hadoop 3).
+#: Hadoop's default NameNode RPC, HTTP and HTTPS ports (hdfs-default.xml, Hadoop 3).
 DEFAULT_RPC_PORT = 8020
 DEFAULT_HTTP_PORT = 9870
+DEFAULT_HTTPS_PORT = 9871
 
 _VAR = re.compile(r"\$\{([^}]+)\}")
 
@@ -125,8 +129,10 @@ def cluster_from_conf_dir(conf_dir: Path) -> dict[str, Any]:
     """The fields of :class:`ferry.settings.hdfs.HdfsClusterSettings` that a cluster's client
     configuration (``core-site.xml`` and ``hdfs-site.xml`` in ``conf_dir``) gives: ``host``,
     ``namenode_rpc_port``, ``namenode_http_port`` (one NameNode) or ``nameservice`` and
-    ``namenodes`` (HA), ``kerberos`` (``hadoop.security.authentication``), ``kerberos_realm``
-    (from the NameNode's principal, when Kerberos is on) and ``hadoop_properties`` (every key).
+    ``namenodes`` (HA), ``http_policy``, ``kerberos`` (``hadoop.security.authentication``),
+    ``kerberos_realm`` (from the NameNode's principal, when Kerberos is on),
+    ``kerberos_protection`` (``hadoop.rpc.protection``, when given) and ``hadoop_properties``
+    (every key).
 
     Raises:
         ConfigError: the directory or its files are missing, unreadable, or lack
@@ -140,6 +146,13 @@ def cluster_from_conf_dir(conf_dir: Path) -> dict[str, Any]:
     if url.scheme != "hdfs" or not url.hostname:
         raise ConfigError(f"{conf_dir}: fs.defaultFS={default_fs!r} is not an hdfs:// URI")
     out: dict[str, Any] = {"hadoop_properties": props}
+    policy = props.get("dfs.http.policy", "HTTP_ONLY").strip().upper()
+    if policy not in ("HTTP_ONLY", "HTTPS_ONLY", "HTTP_AND_HTTPS"):
+        raise ConfigError(f"{conf_dir}: dfs.http.policy={policy!r} is not one of Hadoop's")
+    out["http_policy"] = policy
+    web, web_port = (
+        ("http", DEFAULT_HTTP_PORT) if policy == "HTTP_ONLY" else ("https", DEFAULT_HTTPS_PORT)
+    )
     nameservices = [s.strip() for s in props.get("dfs.nameservices", "").split(",") if s.strip()]
     ns = url.hostname if url.port is None and url.hostname in nameservices else None
     if ns is not None:
@@ -150,37 +163,34 @@ def cluster_from_conf_dir(conf_dir: Path) -> dict[str, Any]:
         for nn in ids:
             rpc_key, http_key = (
                 f"dfs.namenode.rpc-address.{ns}.{nn}",
-                f"dfs.namenode.http-address.{ns}.{nn}",
+                f"dfs.namenode.{web}-address.{ns}.{nn}",
             )
             if rpc_key not in props:
                 raise ConfigError(f"{conf_dir}: no {rpc_key} for NameNode {nn} of {ns}")
             host, rpc = _host_port(props[rpc_key], DEFAULT_RPC_PORT, key=rpc_key, conf_dir=conf_dir)
             http_host, http = _host_port(
-                props.get(http_key, f"{host}:{DEFAULT_HTTP_PORT}"),
-                DEFAULT_HTTP_PORT,
-                key=http_key,
-                conf_dir=conf_dir,
+                props.get(http_key, f"{host}:{web_port}"), web_port, key=http_key, conf_dir=conf_dir
             )
             namenodes.append({"id": nn, "host": http_host, "rpc_port": rpc, "http_port": http})
         out |= {"nameservice": ns, "namenodes": namenodes, "host": namenodes[0]["host"]}
     else:
         host, rpc = url.hostname, url.port or DEFAULT_RPC_PORT
+        http_key = f"dfs.namenode.{web}-address"
         http_host, http = _host_port(
-            props.get("dfs.namenode.http-address", f"{host}:{DEFAULT_HTTP_PORT}"),
-            DEFAULT_HTTP_PORT,
-            key="dfs.namenode.http-address",
-            conf_dir=conf_dir,
+            props.get(http_key, f"{host}:{web_port}"), web_port, key=http_key, conf_dir=conf_dir
         )
         if http_host in ("0.0.0.0", "::", "[::]"):
             http_host = host
         if http_host != host:
-            out["webhdfs_url_override"] = f"http://{http_host}:{http}"
+            out["webhdfs_url_override"] = f"{web}://{http_host}:{http}"
         out |= {"host": host, "namenode_rpc_port": rpc, "namenode_http_port": http}
     kerberos = props.get("hadoop.security.authentication", "simple").lower() == "kerberos"
     out["kerberos"] = kerberos
     principal = props.get("dfs.namenode.kerberos.principal", "")
     if kerberos and "@" in principal:
         out["kerberos_realm"] = principal.rsplit("@", 1)[1]
+    if kerberos and props.get("hadoop.rpc.protection", "").strip():
+        out["kerberos_protection"] = props["hadoop.rpc.protection"].strip()
     return out
 
 

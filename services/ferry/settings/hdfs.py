@@ -12,6 +12,10 @@ from ferry.settings.base import Frozen, WorkPath
 #: The clusters Ferry knows by name.
 ClusterName = Literal["a", "b"]
 
+#: Hadoop's ``dfs.http.policy`` (hdfs-default.xml): which of the NameNodes' and DataNodes' web
+#: servers run. ``HTTPS_ONLY`` is what a cluster with wire privacy runs (docs/security.md).
+HttpPolicy = Literal["HTTP_ONLY", "HTTPS_ONLY", "HTTP_AND_HTTPS"]
+
 
 class NameNodeSettings(Frozen):
     """One NameNode of an HA nameservice (``clusters.<x>.namenodes[i]``)."""
@@ -19,7 +23,9 @@ class NameNodeSettings(Frozen):
     id: str = Field(description="NameNode id in ``dfs.ha.namenodes.<nameservice>`` (nn1, nn2, …).")
     host: str = Field(default="127.0.0.1", description="Address the NameNode binds and advertises.")
     rpc_port: int = Field(description="NameNode RPC port.")
-    http_port: int = Field(description="NameNode HTTP port: WebHDFS and /jmx.")
+    http_port: int = Field(
+        description="NameNode web port: WebHDFS and /jmx (HTTPS with ``http_policy`` HTTPS)."
+    )
     zkfc_port: int = Field(
         default=0,
         description="RPC port of this NameNode's ZKFC (``dfs.ha.zkfc.port``; local stack only, "
@@ -76,7 +82,12 @@ class HdfsClusterSettings(Frozen):
         default="127.0.0.1", description="Address the NameNode and DataNode bind and advertise."
     )
     namenode_rpc_port: int = Field(description="NameNode RPC port (``hdfs://`` URLs).")
-    namenode_http_port: int = Field(description="NameNode HTTP port: WebHDFS and /jmx.")
+    namenode_http_port: int = Field(
+        description=(
+            "NameNode web port: WebHDFS and /jmx; ``dfs.namenode.https-address``'s port when "
+            "``http_policy`` is not HTTP_ONLY."
+        )
+    )
     nameservice: str | None = Field(
         default=None,
         description="HA nameservice id (``dfs.nameservices``); set with ``namenodes``. "
@@ -92,7 +103,10 @@ class HdfsClusterSettings(Frozen):
     )
     datanode_port: int = Field(description="DataNode data-transfer port.")
     datanode_http_port: int = Field(
-        description="DataNode HTTP port; WebHDFS redirects reads/writes here."
+        description=(
+            "DataNode web port; WebHDFS redirects reads/writes here (``dfs.datanode.https."
+            "address``'s port when ``http_policy`` is not HTTP_ONLY)."
+        )
     )
     datanode_ipc_port: int = Field(description="DataNode IPC port.")
     datanode_host_override: str | None = Field(
@@ -107,6 +121,22 @@ class HdfsClusterSettings(Frozen):
         description=(
             "WebHDFS base URL clients use instead of the NameNode's own (e.g. through a proxy); "
             "several separated by ';' for an HA pair."
+        ),
+    )
+    http_policy: HttpPolicy = Field(
+        default="HTTP_ONLY",
+        description=(
+            "The cluster's ``dfs.http.policy``. Not HTTP_ONLY: Ferry's WebHDFS clients use "
+            "``https://`` and verify the servers' certificates against ``ssl_ca_path``; the local "
+            "stack serves WebHDFS over TLS only (HTTPS_ONLY) on the web ports above."
+        ),
+    )
+    ssl_ca_path: WorkPath | None = Field(
+        default=None,
+        description=(
+            "PEM file of the CA(s) that signed the NameNodes' and DataNodes' certificates "
+            "(WebHDFS over HTTPS); None: ``REQUESTS_CA_BUNDLE`` or the system's CAs. The local "
+            "stack writes its CA there."
         ),
     )
     datanode_address_map: dict[str, str] = Field(
@@ -164,12 +194,17 @@ class HdfsClusterSettings(Frozen):
         return self.datanode_host_override or self.host
 
     @property
+    def web_scheme(self) -> str:
+        """``https`` unless ``http_policy`` is HTTP_ONLY (then ``http``)."""
+        return "http" if self.http_policy == "HTTP_ONLY" else "https"
+
+    @property
     def webhdfs_url(self) -> str:
-        """The override, or ``http://host:port`` of each NameNode, ``;``-separated (HdfsCLI's
-        form for HA: it tries them in turn)."""
+        """The override, or ``<web_scheme>://host:port`` of each NameNode, ``;``-separated
+        (HdfsCLI's form for HA: it tries them in turn)."""
         if self.webhdfs_url_override:
             return self.webhdfs_url_override
-        return ";".join(f"http://{nn.http_address}" for nn in self.namenode_list)
+        return ";".join(f"{self.web_scheme}://{nn.http_address}" for nn in self.namenode_list)
 
     def hadoop_client_conf(self) -> dict[str, str]:
         """Hadoop client keys: :attr:`hadoop_properties` (the cluster's own configuration), and

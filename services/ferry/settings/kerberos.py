@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ferry.settings.base import Frozen, WorkPath
+
+#: Hadoop's SASL quality-of-protection names (``hadoop.rpc.protection``, core-default.xml).
+QOP_LEVELS = ("authentication", "integrity", "privacy")
 
 
 class KerberosSettings(Frozen):
@@ -81,6 +84,18 @@ class KerberosSettings(Frozen):
         ),
     )
 
+    protection: str = Field(
+        default="authentication",
+        description=(
+            "Quality of protection of Hadoop RPC and of block data transfer, as the clusters' "
+            "``hadoop.rpc.protection`` and ``dfs.data.transfer.protection`` (Hadoop's "
+            "SecureMode.md): ``authentication``, ``integrity`` or ``privacy`` (encrypted), or "
+            "several, comma-separated. Taken from a cluster's core-site.xml when "
+            "``hadoop_conf_dir`` gives one; the local stack's servers require it (profile "
+            "``secure``: privacy)."
+        ),
+    )
+
     session_max_age_s: float = Field(
         default=43200,
         gt=0,
@@ -89,6 +104,23 @@ class KerberosSettings(Frozen):
             "a new HDFS delegation token before the old one expires (24 h unless renewed)."
         ),
     )
+
+    @field_validator("protection")
+    @classmethod
+    def _protection_values(cls, value: str) -> str:
+        levels = [v.strip().lower() for v in value.split(",") if v.strip()]
+        bad = [v for v in levels if v not in QOP_LEVELS]
+        if not levels or bad:
+            raise ValueError(
+                f"protection {value!r}: expected one or more of {', '.join(QOP_LEVELS)}, "
+                "comma-separated"
+            )
+        return ",".join(dict.fromkeys(levels))
+
+    @property
+    def privacy(self) -> bool:
+        """``protection`` includes ``privacy`` (RPC and block data encrypted on the wire)."""
+        return "privacy" in self.protection.split(",")
 
     @property
     def client_principal(self) -> str:

@@ -6,6 +6,8 @@ and the peer address, so an operator can act on the log line alone:
 * :class:`~ferry.core.errors.HdfsUnavailable` / :class:`~ferry.core.errors.HdfsTimeout`
   (transient): connection reset, NameNode refused, connect or read timeout, safe mode, 5xx, any
   remote exception not listed as permanent below.
+* :class:`~ferry.core.errors.AuthenticationFailed` (permanent): a Kerberos refusal, or a TLS
+  certificate that does not verify against ``clusters.<x>.ssl_ca_path`` (WebHDFS over HTTPS).
 * :class:`~ferry.core.errors.DataNodeUnreachable` (permanent, at once): the DataNode the NameNode
   redirected to cannot be connected to; every retry gets the same address
   (docs/field-cases.md, C06).
@@ -17,6 +19,7 @@ and the peer address, so an operator can act on the log line alone:
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Iterator
 
 import requests
@@ -93,6 +96,12 @@ def classify(
             return HdfsUnavailable(f"{what}: Kerberos: {gss}")
         return AuthenticationFailed(f"{what}: Kerberos: {gss}")
     chain = list(_exception_chain(exc))
+    untrusted = next((e for e in chain if isinstance(e, ssl.SSLCertVerificationError)), None)
+    if untrusted is not None:  # the same certificate on every attempt: never transient
+        return AuthenticationFailed(
+            f"{what}: TLS: the certificate of {netloc} is not trusted "
+            f"(clusters.<x>.ssl_ca_path): {untrusted.verify_message or untrusted}"
+        )
     connect_failed = any(
         isinstance(e, (requests.ConnectTimeout, NewConnectionError, ConnectionRefusedError))
         for e in chain

@@ -10,6 +10,9 @@ build it with ``WebHdfs.for_cluster("a", settings)``. Rules every caller can rel
   NAT gateway or a fault proxy (:mod:`ferry_kit.testing.faultproxy`) can sit in front of the
   DataNode
   (docs/field-cases.md, C06).
+* WebHDFS over HTTPS (``clusters.<x>.http_policy``): NameNodes' and DataNodes' certificates are
+  verified against ``clusters.<x>.ssl_ca_path``; one that is not trusted is
+  :class:`~ferry.core.errors.AuthenticationFailed` (permanent), never retried.
 * Failures surface as the Ferry errors of :func:`ferry.clusters.hdfs.errors.classify`, naming
   the cluster, the operation, the path and the address. The port never retries.
 * HA (``clusters.<x>.namenodes``): ``webhdfs_url`` lists every NameNode, ``;``-separated, and
@@ -68,9 +71,10 @@ class _DataNodeHopError(Exception):
 
 class _Client(_CliClient):
     """HdfsCLI's client with Ferry's rules: absolute NFC paths (no ``#LATEST`` markers), the
-    ``(connect, read)`` timeout on every request, ``user.name`` on NameNode requests only, and
-    every redirect target rewritten through the DataNode address map (GET redirects are followed
-    here, one hop at a time, instead of inside ``requests``)."""
+    ``(connect, read)`` timeout and the certificate check (``verify``: a CA file) on every
+    request, ``user.name`` on NameNode requests only, and every redirect target rewritten through
+    the DataNode address map (GET redirects are followed here, one hop at a time, instead of
+    inside ``requests``)."""
 
     def __init__(
         self,
@@ -80,9 +84,11 @@ class _Client(_CliClient):
         timeout: tuple[float, float],
         address_map: dict[str, str],
         session: requests.Session,
+        verify: str | bool = True,
     ) -> None:
         super().__init__(url, timeout=timeout, session=session)
         self._user = user
+        self._verify = verify
         self.address_map = dict(address_map)
         self.namenode_netlocs = {urlsplit(u).netloc for u in self.urls}
 
@@ -114,6 +120,9 @@ class _Client(_CliClient):
                     url=url,
                     params=params,
                     timeout=self._timeout,
+                    # per request: a Session's own verify loses to REQUESTS_CA_BUNDLE (requests
+                    # merges the environment over it)
+                    verify=self._verify,
                     allow_redirects=False,
                     headers={"content-type": "application/octet-stream"},
                     **kwargs,
@@ -149,7 +158,8 @@ class WebHdfs(HdfsPort):
     """:class:`HdfsPort` over WebHDFS for one cluster.
 
     Args:
-        cluster: the cluster's settings (``webhdfs_url``, ``datanode_address_map``).
+        cluster: the cluster's settings (``webhdfs_url``, ``datanode_address_map``; an
+            ``https://`` URL verifies the servers' certificates against ``ssl_ca_path``).
         retry: ``connect_timeout_s`` and ``read_timeout_s`` are applied to every HTTP call.
         name: cluster name, for messages.
         user: ``user.name`` sent to the NameNode; default ``$HADOOP_USER_NAME`` or the login user.
@@ -184,6 +194,7 @@ class WebHdfs(HdfsPort):
             timeout=self.timeout,
             address_map=cluster.datanode_address_map,
             session=self._session,
+            verify=str(cluster.ssl_ca_path) if cluster.ssl_ca_path is not None else True,
         )
         self._advertised = {v: k for k, v in cluster.datanode_address_map.items()}
         self._active = self._client.urls[0]

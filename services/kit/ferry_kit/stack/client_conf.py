@@ -7,10 +7,11 @@ services with only these directories for the clusters (:func:`client_conf_env`),
 exercise is Ferry reading a cluster's own configuration (:mod:`ferry.settings.client_conf`).
 
 A cluster directory has ``core-site.xml`` (``fs.defaultFS``, ``hadoop.security.authentication``
-and the Kerberos keys) and ``hdfs-site.xml`` (the nameservice and its NameNodes' RPC and HTTP
-addresses, or the one NameNode's; client keys). The Hive directory has ``hive-site.xml``
-(``hive.metastore.uris``, ``hive.metastore.warehouse.dir`` and, on Kerberos, the metastore's SASL
-keys).
+and the Kerberos keys, ``hadoop.rpc.protection`` among them) and ``hdfs-site.xml`` (the
+nameservice and its NameNodes' RPC and HTTP addresses, or the one NameNode's; ``dfs.http.policy``
+and the HTTPS addresses of a cluster on HTTPS; client keys). The Hive directory has
+``hive-site.xml`` (``hive.metastore.uris``, ``hive.metastore.warehouse.dir`` and, on Kerberos,
+the metastore's SASL keys).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ferry.settings import Settings
 from ferry.settings.client_conf import write_site_xml
 from ferry.settings.hdfs import HdfsClusterSettings, NameNodeSettings
 from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.stack.hdfs_tls import server_keys
 
 #: Hadoop client keys every local cluster's clients get: one DataNode (never look for a
 #: replacement in the write pipeline; one replica).
@@ -71,6 +73,11 @@ def cluster_files(
             "dfs.namenode.rpc-address": nn.rpc_address,
             "dfs.namenode.http-address": nn.http_address,
         }
+    if (
+        cs.http_policy != "HTTP_ONLY"
+    ):  # the web servers' ports serve HTTPS (ferry_kit.stack.hdfs_tls)
+        hdfs["dfs.http.policy"] = cs.http_policy
+        hdfs |= {k: v for k, v in server_keys(cs).items() if k.startswith("dfs.namenode.")}
     hdfs |= {k: v for k, v in secure.items() if k.startswith("dfs.")}
     return {"core-site.xml": core, "hdfs-site.xml": hdfs}
 
@@ -130,7 +137,8 @@ def client_conf_env(
     """Environment that makes a Ferry service read both HDFS clusters and the metastore from
     their client configuration directories (``dirs``, default the stack's) instead of the
     profile: ``FERRY_PROFILE`` from :func:`service_profile` and the ``hadoop_conf_dir`` /
-    ``hive_conf_dir`` settings."""
+    ``hive_conf_dir`` settings, and a cluster's ``ssl_ca_path`` (WebHDFS over HTTPS), which
+    Hadoop's files do not give as PEM."""
     dirs = dirs or {
         **{name: cluster_conf_dir(settings, name) for name in settings.clusters},
         "hive": hive_conf_dir(settings),
@@ -140,6 +148,9 @@ def client_conf_env(
         for name, path in dirs.items()
         if name != "hive"
     }
+    for name, cs in settings.clusters.items():
+        if cs.ssl_ca_path is not None:  # a PEM CA is Ferry's setting: Hadoop's names a truststore
+            env[f"FERRY_CLUSTERS__{name.upper()}__SSL_CA_PATH"] = str(cs.ssl_ca_path)
     env["FERRY_METASTORE__HIVE_CONF_DIR"] = str(dirs["hive"])
     env["FERRY_PROFILE"] = service_profile(profile)
     return env

@@ -98,35 +98,40 @@ def kafka_roundtrip(
     return "produce+consume ok"
 
 
-def _get_json(url: str, auth: Any = None) -> Any:
+def _get_json(url: str, auth: Any = None, verify: str | bool = True) -> Any:
     try:
-        resp = requests.get(url, timeout=(TIMEOUT_S, TIMEOUT_S), auth=auth)
+        resp = requests.get(url, timeout=(TIMEOUT_S, TIMEOUT_S), auth=auth, verify=verify)
         resp.raise_for_status()
         return resp.json()
     except (requests.RequestException, ValueError) as exc:
         raise Unhealthy(f"GET {url}: {exc}") from exc
 
 
-def namenode(http_url: str, auth: Callable[[], Any] | None = None) -> str:
+def namenode(
+    http_url: str, auth: Callable[[], Any] | None = None, verify: str | bool = True
+) -> str:
     """WebHDFS ``GETFILESTATUS /`` answers a directory. Returns a short summary. ``auth`` makes
-    the ``requests`` auth of a Kerberos cluster (SPNEGO as Ferry's principal; no ``user.name``)."""
+    the ``requests`` auth of a Kerberos cluster (SPNEGO as Ferry's principal; no ``user.name``);
+    ``verify`` is the CA file an ``https://`` URL is verified against (``requests``' own)."""
     query = "op=GETFILESTATUS" if auth else "op=GETFILESTATUS&user.name=ferry"
-    status = _get_json(f"{http_url}/webhdfs/v1/?{query}", auth() if auth else None)
+    status = _get_json(f"{http_url}/webhdfs/v1/?{query}", auth() if auth else None, verify)
     if status.get("FileStatus", {}).get("type") != "DIRECTORY":
         raise Unhealthy(f"GETFILESTATUS / returned {status}")
     return "webhdfs ok"
 
 
-def datanode(http_url: str, auth: Callable[[], Any] | None = None) -> str:
-    """The NameNode counts ≥1 live DataNode and has left safe mode (``auth``: as for
+def datanode(
+    http_url: str, auth: Callable[[], Any] | None = None, verify: str | bool = True
+) -> str:
+    """The NameNode counts ≥1 live DataNode and has left safe mode (``auth``, ``verify``: as for
     :func:`namenode`; a Kerberos NameNode wants SPNEGO on ``/jmx`` too)."""
     a = auth() if auth else None
-    jmx = _get_json(f"{http_url}/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState", a)
+    jmx = _get_json(f"{http_url}/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState", a, verify)
     beans = jmx.get("beans") or [{}]
     live = int(beans[0].get("NumLiveDataNodes", 0))
     if live < 1:
         raise Unhealthy("NameNode reports 0 live DataNodes")
-    info = _get_json(f"{http_url}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo", a)
+    info = _get_json(f"{http_url}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo", a, verify)
     safemode = (info.get("beans") or [{}])[0].get("Safemode", "")
     if safemode:
         raise Unhealthy(f"NameNode in safe mode: {safemode}")

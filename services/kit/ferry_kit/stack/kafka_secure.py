@@ -2,14 +2,14 @@
 ``secure-kafka``; docs/security.md).
 
 At every start (:func:`prepare`), under ``var/conf/kafka/tls`` (mode 0700), OpenSSL makes a CA
-and a broker certificate signed by it (subject alternative names: the broker host, ``localhost``
-and ``127.0.0.1``), packed with its key into a PKCS#12 keystore whose password is random; the
-CA's PEM is copied to ``kafka.ssl_ca_path`` for the clients. SCRAM users exist from the first
-start (Kafka's KIP-900: ``kafka-storage format --add-scram``): ``kafka.sasl_username`` with the
-clients' password, and ``ferry-broker`` (inter-broker listener) with a random one kept in
-``var/conf/kafka/broker.password`` (0600). The clients' password is ``kafka.sasl_password``, else
-``kafka.sasl_password_file``, created with a random value (0600) when missing; each service of
-``kafka.service_users`` gets its user the same way.
+and a broker certificate signed by it (:func:`ferry_kit.stack.tls.make_pki`: subject alternative
+names the broker host, ``localhost`` and ``127.0.0.1``; a PKCS#12 keystore with a random
+password); the CA's PEM is copied to ``kafka.ssl_ca_path`` for the clients. SCRAM users exist
+from the first start (Kafka's KIP-900: ``kafka-storage format --add-scram``):
+``kafka.sasl_username`` with the clients' password, and ``ferry-broker`` (inter-broker listener)
+with a random one kept in ``var/conf/kafka/broker.password`` (0600). The clients' password is
+``kafka.sasl_password``, else ``kafka.sasl_password_file``, created with a random value (0600)
+when missing; each service of ``kafka.service_users`` gets its user the same way.
 
 The broker runs KRaft's ``StandardAuthorizer``: its super users are ``ferry-broker`` and
 ``ANONYMOUS`` (the PLAINTEXT controller listener, bound to the stack's host, which the broker
@@ -26,7 +26,6 @@ password changes the directory is formatted anew (local test data only).
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import os
 import secrets
 import shutil
@@ -42,26 +41,16 @@ from ferry.ops.kafka_cli import operator_topics
 from ferry.settings import Settings
 from ferry.settings.kafka import KafkaSettings
 from ferry.settings.secrets import read_secret_file
-from ferry_kit.stack.base import Layout, render, run_once
+from ferry_kit.stack.base import Layout, render
+from ferry_kit.stack.tls import make_pki, write_private
 
 #: SCRAM user of the broker's own inter-broker connections.
 BROKER_USER = "ferry-broker"
-#: Days the stack's CA and broker certificate are valid (remade at every start).
-CERT_DAYS = 30
 
 
 def data_dir(lay: Layout) -> Path:
     """Data directory of the SASL_SSL broker (apart from the plaintext one)."""
     return lay.data / "kafka-sasl_ssl"
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by its owner only (created 0600, parents 0700)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(path, 0o600)
 
 
 def client_password(kf: KafkaSettings) -> str:
@@ -75,7 +64,7 @@ def client_password(kf: KafkaSettings) -> str:
         raise StackError("kafka SASL_SSL: set kafka.sasl_password or kafka.sasl_password_file")
     file = kf.sasl_password_file
     if kf.sasl_password is None and file is not None and not file.exists():
-        _write_private(file, secrets.token_hex(24) + "\n")
+        write_private(file, secrets.token_hex(24) + "\n")
     try:
         return kf.password().get_secret_value()
     except ConfigError as exc:
@@ -93,7 +82,7 @@ def service_password(kf: KafkaSettings, service: str) -> str:
     if u.sasl_password is None and u.sasl_password_file is None:
         raise StackError(f"kafka SASL_SSL: set kafka.service_users.{service}.sasl_password_file")
     if u.sasl_password is None and u.sasl_password_file and not u.sasl_password_file.exists():
-        _write_private(u.sasl_password_file, secrets.token_hex(24) + "\n")
+        write_private(u.sasl_password_file, secrets.token_hex(24) + "\n")
     try:
         return kf.model_copy(update={"service": service}).password().get_secret_value()
     except ConfigError as exc:
@@ -132,51 +121,8 @@ def grant(settings: Settings) -> int:
 def _broker_password(lay: Layout) -> str:
     path = lay.conf / "kafka" / "broker.password"
     if not path.exists():
-        _write_private(path, secrets.token_hex(24) + "\n")
+        write_private(path, secrets.token_hex(24) + "\n")
     return read_secret_file(path, "broker.password").get_secret_value()
-
-
-def make_pki(tls: Path, host: str, log: Path) -> tuple[Path, Path, str]:
-    """CA + broker certificate under ``tls`` with OpenSSL; returns (CA PEM, PKCS#12 keystore,
-    keystore password). Passwords go through files, never on a command line.
-
-    Raises:
-        StackError: an ``openssl`` step failed (its output is in ``log``).
-    """
-    if tls.exists():
-        shutil.rmtree(tls)
-    tls.mkdir(parents=True, mode=0o700)
-    password = secrets.token_hex(16)
-    _write_private(tls / "keystore.password", password)
-    try:
-        ipaddress.ip_address(host)
-        names = {f"IP:{host}", "IP:127.0.0.1", "DNS:localhost"}
-    except ValueError:
-        names = {f"DNS:{host}", "IP:127.0.0.1", "DNS:localhost"}
-    (tls / "broker.ext").write_text(f"subjectAltName={','.join(sorted(names))}\n")
-    t = {n: str(tls / n) for n in ("ca.key", "ca.pem", "broker.key", "broker.csr", "broker.pem")}
-    steps = [
-        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", t["ca.key"], "-out",
-         t["ca.pem"], "-days", str(CERT_DAYS), "-subj", "/CN=Ferry local stack CA",
-         "-addext", "basicConstraints=critical,CA:TRUE",
-         "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
-        ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", t["broker.key"], "-out",
-         t["broker.csr"], "-subj", "/CN=ferry-kafka"],
-        ["x509", "-req", "-in", t["broker.csr"], "-CA", t["ca.pem"], "-CAkey", t["ca.key"],
-         "-CAcreateserial", "-out", t["broker.pem"], "-days", str(CERT_DAYS),
-         "-extfile", str(tls / "broker.ext")],
-        ["pkcs12", "-export", "-in", t["broker.pem"], "-inkey", t["broker.key"], "-certfile",
-         t["ca.pem"], "-name", "broker", "-out", str(tls / "broker.p12"),
-         "-passout", f"file:{tls / 'keystore.password'}"],
-    ]  # fmt: skip
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise StackError("kafka SASL_SSL: openssl not found (Debian package openssl)")
-    for step in steps:
-        run_once("kafka-tls", [openssl, *step], log, timeout_s=60)
-    for key in ("ca.key", "broker.key"):
-        os.chmod(t[key], 0o600)
-    return tls / "ca.pem", tls / "broker.p12", password
 
 
 def prepare(kf: KafkaSettings, lay: Layout, props: Path) -> list[str]:
@@ -191,9 +137,14 @@ def prepare(kf: KafkaSettings, lay: Layout, props: Path) -> list[str]:
     if kf.ssl_ca_path is None:
         raise StackError("kafka SASL_SSL: set kafka.ssl_ca_path (where the stack writes its CA)")
     password, broker_password = client_password(kf), _broker_password(lay)
-    ca, keystore, keystore_password = make_pki(
-        lay.conf / "kafka" / "tls", kf.host, lay.logs / "kafka-tls.log"
+    pki = make_pki(
+        lay.conf / "kafka" / "tls",
+        kf.host,
+        lay.logs / "kafka-tls.log",
+        name="broker",
+        common_name="ferry-kafka",
     )
+    ca, keystore, keystore_password = pki.ca_pem, pki.keystore, pki.password
     kf.ssl_ca_path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(ca, kf.ssl_ca_path)
     data = data_dir(lay)
@@ -222,7 +173,7 @@ def prepare(kf: KafkaSettings, lay: Layout, props: Path) -> list[str]:
         if stamp_file.exists() and stamp_file.read_text().strip() == stamp:
             return []
         shutil.rmtree(data)  # other users/passwords: a fresh local store
-    _write_private(stamp_file, stamp + "\n")
+    write_private(stamp_file, stamp + "\n")
     args = []
     for name, secret in users:
         args += ["--add-scram", f"{kf.sasl_mechanism}=[name={name},password={secret}]"]

@@ -20,7 +20,7 @@ from ferry.settings import Settings
 from ferry.settings.client_conf import xml_properties
 from ferry.settings.hdfs import HdfsClusterSettings
 from ferry.settings.kerberos import KerberosSettings
-from ferry_kit.stack import health, kafka_secure
+from ferry_kit.stack import hdfs_tls, health, kafka_secure
 from ferry_kit.stack.base import (
     CONF_SRC,
     JAVA17_OPENS,
@@ -193,11 +193,13 @@ def hdfs_conf(
     ``conf/<conf_name>`` (default ``hdfs-<cluster>``) with ``extra`` hdfs-site keys (an HA
     daemon's own ids and directories) and, with ``krb.enabled``, the Kerberos keys of the
     clients (:func:`ferry.clusters.kerberos.hadoop_client_conf`, in both files) and of the daemons
-    (:func:`ferry_kit.stack.kdc.hdfs_server_conf`); returns that directory."""
+    (:func:`ferry_kit.stack.kdc.hdfs_server_conf`), and for a cluster on HTTPS its keys and
+    ``ssl-server.xml`` (:mod:`ferry_kit.stack.hdfs_tls`); returns that directory."""
     d = lay.conf / (conf_name or f"hdfs-{cluster}")
     secure: dict[str, str] = {}
     if krb is not None and krb.enabled:
         secure = {**hadoop_client_conf(krb), **hdfs_server_conf(krb, lay)}
+    secure = hdfs_tls.prepare(lay, cs, d, secure)
     values = dict(
         cluster=cluster,
         host=cs.host,
@@ -295,13 +297,12 @@ def namenode(settings: Settings, lay: Layout, cluster: str) -> Component:
                 lay.logs / f"{name}-format.log",
             )
 
-    http = f"http://{cs.host}:{cs.namenode_http_port}"
     argv = hadoop_argv(lay, name, cs.namenode_heap_mb, cluster, NAMENODE_MAIN, krb=krb)
     return Component(
         name,
         cs.fs_url,
         lay.launch(name, argv),
-        check=partial(health.namenode, http, _spnego(settings)),
+        check=hdfs_tls.web_check(health.namenode, cs, _spnego(settings)),
         requires=("kdc",) if krb.enabled else (),
         ports=(cs.namenode_rpc_port, cs.namenode_http_port),
         host=cs.host,
@@ -322,11 +323,9 @@ def datanode(settings: Settings, lay: Layout, cluster: str) -> Component:
     argv = hadoop_argv(lay, name, cs.datanode_heap_mb, cluster, DATANODE_MAIN, krb=krb)
     return Component(
         name,
-        f"{cs.host}:{cs.datanode_port} (http {cs.datanode_http_port})",
+        f"{cs.host}:{cs.datanode_port} ({cs.web_scheme} {cs.datanode_http_port})",
         lay.launch(name, argv),
-        check=partial(
-            health.datanode, f"http://{cs.host}:{cs.namenode_http_port}", _spnego(settings)
-        ),
+        check=hdfs_tls.web_check(health.datanode, cs, _spnego(settings)),
         requires=(f"hdfs-{cluster}-namenode",),
         ports=(cs.datanode_port, cs.datanode_http_port, cs.datanode_ipc_port),
         host=cs.host,
