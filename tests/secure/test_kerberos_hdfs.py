@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 import requests
+from tests.secure.clients import webhdfs_list_error
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.kerberos import spnego_auth
@@ -88,35 +88,12 @@ def test_a_request_without_spnego_gets_401(stack: Settings) -> None:
     assert codes == [401, 401]
 
 
-def client_error(stack: Settings, env: dict[str, str]) -> tuple[int, str, float]:
-    """Run a WebHDFS LISTSTATUS of cluster A in a child process with ``env`` (its Kerberos
-    environment is its own); returns (exit code, last stderr line, seconds)."""
-    code = (
-        "from ferry.settings import get_settings\n"
-        "from ferry.clusters.hdfs.webhdfs import WebHdfs\n"
-        "from ferry.core.errors import FerryError\n"
-        "try:\n"
-        "    with WebHdfs.for_cluster('a', get_settings()) as a: a.list('/')\n"
-        "except FerryError as exc:\n"
-        "    raise SystemExit(f'{type(exc).__name__}: {exc}')\n"
-    )
-    t0 = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "FERRY_VAR_DIR": str(stack.var_dir), **env},
-        timeout=120,
-        check=False,
-    )
-    return out.returncode, out.stderr.strip().splitlines()[-1], time.monotonic() - t0
-
-
 def test_a_client_without_a_ticket_is_refused_with_one_line(stack: Settings, tmp_path) -> None:
     empty = tmp_path / "nobody.keytab"
     empty.write_bytes(b"\x05\x02")  # a keytab (format 0x502) with no key in it
     empty.chmod(0o600)
-    rc, line, took = client_error(stack, {"FERRY_KERBEROS__KEYTAB": str(empty)})
+    rc, lines, took = webhdfs_list_error(stack, {"FERRY_KERBEROS__KEYTAB": str(empty)})
+    line = lines[-1]
     nn = f"127.0.0.1:{stack.cluster('a').namenode_http_port}"
     assert (rc, took < 60) == (1, True), (took, line)
     assert line.startswith(
@@ -125,7 +102,8 @@ def test_a_client_without_a_ticket_is_refused_with_one_line(stack: Settings, tmp
     assert "ferry@FERRY.LOCAL" in line, line
 
     missing = tmp_path / "missing.keytab"
-    rc, line, _ = client_error(stack, {"FERRY_KERBEROS__KEYTAB": str(missing)})
+    rc, lines, _ = webhdfs_list_error(stack, {"FERRY_KERBEROS__KEYTAB": str(missing)})
+    line = lines[-1]
     assert (rc, line) == (
         1,
         f"AuthenticationFailed: kerberos.keytab '{missing}' of ferry@FERRY.LOCAL: "

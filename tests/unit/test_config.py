@@ -106,15 +106,18 @@ def test_the_shipped_default_profile_changes_nothing(monkeypatch):  # type: igno
     assert with_profile == Settings()
 
 
-def test_the_secure_profile_is_secure_kafka_and_kerberos_with_wire_privacy(monkeypatch):  # type: ignore[no-untyped-def]
+def test_the_secure_profile_is_secure_kafka_and_kerberos_with_wire_privacy_and_a_trust(monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.delenv("FERRY_CONFIG", raising=False)
     monkeypatch.setenv("FERRY_PROFILE", "secure")
     secure = Settings()
     monkeypatch.setenv("FERRY_PROFILE", "secure-kafka,kerberos")
     both = Settings()
     assert (secure.kafka.security_protocol, secure.kerberos.enabled) == ("SASL_SSL", True)
-    # plus wire privacy: RPC and block data encrypted, WebHDFS over HTTPS on both clusters
-    assert secure.kerberos == both.kerberos.model_copy(update={"protection": "privacy"})
+    # plus wire privacy (RPC and block data encrypted, WebHDFS over HTTPS on both clusters) and a
+    # partner realm in trust
+    assert secure.kerberos == both.kerberos.model_copy(
+        update={"protection": "privacy", "trusted_realms": ["PARTNER.FERRY.LOCAL"]}
+    )
     ca = Path.cwd() / "var" / "secrets" / "hdfs-ca.pem"
     assert {n: (c.http_policy, c.ssl_ca_path) for n, c in secure.clusters.items()} == {
         "a": ("HTTPS_ONLY", ca),

@@ -5,6 +5,7 @@ The running servers are tests/secure/test_wire_privacy.py's."""
 
 from __future__ import annotations
 
+import re
 import ssl
 import stat
 from pathlib import Path
@@ -176,3 +177,104 @@ def test_https_without_a_ca_path_does_not_start(tmp_path: Path) -> None:
     cs = Settings().cluster("b").model_copy(update={"http_policy": "HTTPS_ONLY"})
     with pytest.raises(StackError, match="http_policy HTTPS_ONLY: set the cluster's ssl_ca_path"):
         hdfs_conf(Layout(tmp_path), "b", cs, krb=KerberosSettings(enabled=True))
+
+
+@pytest.mark.parametrize(
+    ("update", "shape"),
+    [
+        ({"http_policy": "HTTP_AND_HTTPS"}, "HTTP_AND_HTTPS"),
+        (
+            {
+                "nameservice": "ns",
+                "namenodes": [
+                    {"id": "nn1", "rpc_port": 1, "http_port": 2},
+                    {"id": "nn2", "rpc_port": 3, "http_port": 4},
+                ],
+            },
+            "HTTPS_ONLY with HA",
+        ),
+        ({"host": "10.1.2.3"}, "HTTPS_ONLY on ['10.1.2.3']"),
+    ],
+)
+def test_https_shapes_the_stack_does_not_build_do_not_start(
+    tmp_path: Path, update: dict[str, object], shape: str
+) -> None:
+    from ferry.core.errors import StackError
+
+    base = {"http_policy": "HTTPS_ONLY", "ssl_ca_path": tmp_path / "ca.pem"}
+    cs = (
+        Settings()
+        .cluster("a")
+        .model_validate({**Settings().cluster("a").model_dump(), **base, **update})
+    )
+    with pytest.raises(StackError, match=f"{re.escape(shape)} is not built"):
+        hdfs_conf(Layout(tmp_path), "a", cs, krb=KerberosSettings(enabled=True))
+
+
+def test_other_tls_failures_are_refusals_and_a_missing_ca_file_a_settings_error(
+    tmp_path: Path,
+) -> None:
+    from ferry.clusters.hdfs.webhdfs import WebHdfs
+
+    plain = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")
+    plain.reason = "WRONG_VERSION_NUMBER"
+    try:
+        raise requests.exceptions.SSLError("HTTPSConnectionPool(…)") from plain
+    except requests.exceptions.SSLError as exc:
+        err = classify(
+            "WebHDFS LISTSTATUS '/'", exc, netloc="nn:1", is_datanode=False, timeout=(1, 2)
+        )
+    assert (type(err), str(err)) == (
+        AuthenticationFailed,
+        "WebHDFS LISTSTATUS '/': TLS with nn:1 failed: WRONG_VERSION_NUMBER "
+        "(clusters.<x>.http_policy must be the cluster's dfs.http.policy)",
+    )
+    eof = requests.exceptions.SSLError(ssl.SSLEOFError(8, "EOF occurred in violation of protocol"))
+    assert (
+        type(classify("op", eof, netloc="nn:1", is_datanode=False, timeout=(1, 2)))
+        is HdfsUnavailable
+    )
+    s = Settings()
+    cs = s.cluster("a").model_copy(
+        update={"http_policy": "HTTPS_ONLY", "ssl_ca_path": tmp_path / "none.pem"}
+    )
+    with pytest.raises(ConfigError, match=r"clusters\.a\.ssl_ca_path '.*none\.pem': no such file"):
+        WebHdfs(cs, s.retry, name="a")
+
+
+def test_an_ha_cluster_on_https_names_its_namenodes_https_addresses() -> None:
+    cs = (
+        Settings()
+        .cluster("a")
+        .model_validate(
+            {
+                **Settings().cluster("a").model_dump(),
+                "http_policy": "HTTPS_ONLY",
+                "nameservice": "ns",
+                "namenodes": [{"id": "nn1", "rpc_port": 1, "http_port": 2}],
+            }
+        )
+    )
+    conf = cs.hadoop_client_conf()
+    assert (
+        conf["dfs.namenode.https-address.ns.nn1"],
+        "dfs.namenode.http-address.ns.nn1" in conf,
+    ) == (
+        "127.0.0.1:2",
+        False,
+    )
+
+
+def test_a_clusters_own_protections_win_over_ferrys_in_its_spark_sessions(tmp_path: Path) -> None:
+    from ferry.clusters.spark import session_conf
+    from ferry.clusters.spark_kerberos import write_conf_dir as write_conf_dir_of_spark
+
+    own = {"hadoop.rpc.protection": "privacy", "dfs.data.transfer.protection": "authentication"}
+    s = Settings(var_dir=tmp_path, kerberos=KerberosSettings(enabled=True, protection="integrity"))
+    a = s.cluster("a").model_copy(update={"hadoop_properties": own})
+    s = s.model_copy(update={"clusters": {**s.clusters, "a": a}})
+    conf = session_conf(s, "ferry-load", "a", hive=False)
+    keys = ("spark.hadoop.hadoop.rpc.protection", "spark.hadoop.dfs.data.transfer.protection")
+    assert [conf[k] for k in keys] == ["privacy", "authentication"]
+    site = read_site_xml(write_conf_dir_of_spark(s, "a") / "core-site.xml")
+    assert [site[k.removeprefix("spark.hadoop.")] for k in keys] == ["privacy", "authentication"]

@@ -185,8 +185,11 @@ def is_transient_gss(message: str) -> bool:
 
 def hadoop_client_conf(krb: KerberosSettings) -> dict[str, str]:
     """Hadoop client keys (core-site and hdfs-site) of a Kerberos cluster: empty when Kerberos is
-    off; ``kerberos.protection`` as the RPC and data transfer protection. Source: Hadoop's
-    "Hadoop in Secure Mode" (SecureMode.md), core-default.xml and hdfs-default.xml."""
+    off; ``kerberos.protection`` as the RPC and data transfer protection; with principals of other
+    realms (``kerberos.trusted_realms``, Ferry's own), the ``auth_to_local`` rules that map them
+    (a Hadoop client refuses to log in as a principal it cannot map: "No rules applied to …").
+    Source: Hadoop's "Hadoop in Secure Mode" (SecureMode.md), core-default.xml and
+    hdfs-default.xml."""
     if not krb.enabled:
         return {}
     conf = {
@@ -202,4 +205,6 @@ def hadoop_client_conf(krb: KerberosSettings) -> dict[str, str]:
         # with privacy, SASL data transfer negotiates AES instead of DIGEST-MD5's own 3DES/RC4
         # (HDFS-6606; hdfs-default.xml dfs.encrypt.data.transfer.cipher.suites)
         conf["dfs.encrypt.data.transfer.cipher.suites"] = "AES/CTR/NoPadding"
+    if krb.auth_to_local != "DEFAULT":
+        conf["hadoop.security.auth_to_local"] = krb.auth_to_local
     return conf

@@ -57,13 +57,21 @@ def metastore_conf(krb: KerberosSettings) -> dict[str, str]:
     }
 
 
+def client_keys(settings: Settings, cluster: str) -> dict[str, str]:
+    """The Hadoop client keys of a Kerberos session on ``cluster``: Ferry's
+    (:func:`ferry.clusters.kerberos.hadoop_client_conf`) under the cluster's own configuration
+    (``clusters.<x>.hadoop_conf_dir``), which wins: a cluster whose RPC and data transfer
+    protections differ, or that names its own principals, keeps them."""
+    return {**hadoop_client_conf(settings.kerberos), **settings.cluster(cluster).hadoop_properties}
+
+
 def session_conf(settings: Settings, cluster: str, app_name: str, hive: bool) -> dict[str, str]:
     """The Spark keys of a Kerberos session (empty when Kerberos is off)."""
     krb = settings.kerberos
     if not krb.enabled:
         return {}
     java = f"-Djava.security.krb5.conf={krb.krb5_conf}"
-    hadoop = {**hadoop_client_conf(krb), **(metastore_conf(krb) if hive else {})}
+    hadoop = {**client_keys(settings, cluster), **(metastore_conf(krb) if hive else {})}
     return {
         **{f"spark.hadoop.{k}": v for k, v in hadoop.items()},
         "spark.driver.extraJavaOptions": java,
@@ -81,7 +89,7 @@ def write_conf_dir(settings: Settings, cluster: str) -> Path:
     :func:`conf_dir`, atomically (every Spark application of every service on this host rewrites
     it at start while others may be reading it); returns the directory."""
     keys = {"fs.defaultFS": settings.cluster(cluster).fs_url}
-    keys |= hadoop_client_conf(settings.kerberos)
+    keys |= client_keys(settings, cluster)
     d = conf_dir(settings, cluster)
     write_site_xml(d / "core-site.xml", keys)
     return d
@@ -99,7 +107,7 @@ def prepare_driver(jvm: Any, settings: Settings, cluster: str, app_name: str) ->
     configure_process(krb)
     cs = settings.cluster(cluster)
     hconf = jvm.org.apache.hadoop.conf.Configuration()
-    for k, v in {"fs.defaultFS": cs.fs_url, **hadoop_client_conf(krb)}.items():
+    for k, v in {"fs.defaultFS": cs.fs_url, **client_keys(settings, cluster)}.items():
         hconf.set(k, v)
     ugi = jvm.org.apache.hadoop.security.UserGroupInformation
     path = token_file(settings, cluster, app_name)

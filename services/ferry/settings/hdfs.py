@@ -210,7 +210,8 @@ class HdfsClusterSettings(Frozen):
         """Hadoop client keys: :attr:`hadoop_properties` (the cluster's own configuration), and
         the keys that make ``fs_url`` resolvable: none for one NameNode; for HA,
         ``dfs.nameservices``, ``dfs.ha.namenodes.<ns>``, ``dfs.namenode.rpc-address.<ns>.<id>``,
-        ``dfs.namenode.http-address.<ns>.<id>`` and ``dfs.client.failover.proxy.provider.<ns>``
+        ``dfs.namenode.http-address.<ns>.<id>`` (``https-address`` unless ``http_policy`` is
+        HTTP_ONLY) and ``dfs.client.failover.proxy.provider.<ns>``
         (:data:`FAILOVER_PROXY_PROVIDER`) — the keys of hdfs-default.xml and of Hadoop's "HDFS
         High Availability Using the Quorum Journal Manager" page. Spark takes them prefixed with
         ``spark.hadoop.``; the metastore and HiveServer2 in their hdfs-site.xml."""
@@ -225,5 +226,5 @@ class HdfsClusterSettings(Frozen):
         }
         for nn in self.namenodes:
             conf[f"dfs.namenode.rpc-address.{ns}.{nn.id}"] = nn.rpc_address
-            conf[f"dfs.namenode.http-address.{ns}.{nn.id}"] = nn.http_address
+            conf[f"dfs.namenode.{self.web_scheme}-address.{ns}.{nn.id}"] = nn.http_address
         return conf

@@ -9,6 +9,7 @@ kerberos``, and Ferry's WebHDFS clients authenticate with SPNEGO (docs/security.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import Field, field_validator
@@ -17,6 +18,9 @@ from ferry.settings.base import Frozen, WorkPath
 
 #: Hadoop's SASL quality-of-protection names (``hadoop.rpc.protection``, core-default.xml).
 QOP_LEVELS = ("authentication", "integrity", "privacy")
+
+#: A realm name as MIT and AD spell them: upper-case labels separated by dots.
+_REALM = re.compile(r"[A-Z0-9][A-Z0-9-]*(\.[A-Z0-9][A-Z0-9-]*)*")
 
 
 class KerberosSettings(Frozen):
@@ -32,10 +36,26 @@ class KerberosSettings(Frozen):
         default=False,
         description="Kerberos on HDFS: SPNEGO for WebHDFS, Kerberos on Hadoop RPC.",
     )
-    realm: str = Field(default="FERRY.LOCAL", description="Kerberos realm of Ferry and HDFS.")
+    realm: str = Field(
+        default="FERRY.LOCAL",
+        description="Kerberos realm of the HDFS clusters' services (krb5.conf's default realm).",
+    )
     principal: str = Field(
         default="ferry",
-        description="Ferry's client principal (without @realm: the realm is appended).",
+        description=(
+            "Ferry's client principal; without ``@REALM`` ``realm`` is appended. It may be in "
+            "one of ``trusted_realms`` (``svc-ferry@CORP.EXAMPLE.COM``)."
+        ),
+    )
+    trusted_realms: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Realms in two-way cross-realm trust with ``realm`` (``krbtgt/<R>@<realm>`` and "
+            "``krbtgt/<realm>@<R>``), such as the corporate domain of service accounts. Ferry's "
+            "principal's name in each maps to its short name (``hadoop.security.auth_to_local`` "
+            "of Ferry's Hadoop clients and of the local stack's servers; no other name of R is "
+            "mapped); the local stack's KDC serves each realm and the trust."
+        ),
     )
     keytab: WorkPath = Field(
         default=Path("var") / "secrets" / "ferry.keytab",
@@ -116,6 +136,39 @@ class KerberosSettings(Frozen):
                 "comma-separated"
             )
         return ",".join(dict.fromkeys(levels))
+
+    @field_validator("trusted_realms")
+    @classmethod
+    def _realm_names(cls, value: list[str]) -> list[str]:
+        bad = [r for r in value if not _REALM.fullmatch(r)]
+        if bad:
+            raise ValueError(f"trusted_realms {bad}: a realm is upper case, like CORP.EXAMPLE.COM")
+        return list(dict.fromkeys(value))
+
+    @property
+    def client_realm(self) -> str:
+        """The realm of :attr:`client_principal`."""
+        return self.client_principal.rsplit("@", 1)[1]
+
+    @property
+    def auth_to_local(self) -> str:
+        """``hadoop.security.auth_to_local`` rules: Ferry's principal ``name@R`` → ``name`` for
+        each realm ``R`` of ``trusted_realms`` and of Ferry's own principal other than ``realm``,
+        then ``DEFAULT`` (principals of ``realm``). Only Ferry's name is mapped: a rule for every
+        ``.*@R`` would also make ``hdfs@R`` the clusters' superuser and ``hive@R`` a proxy user.
+        Rule syntax: Hadoop's SecureMode.md, "Mapping from Kerberos principals to OS user
+        accounts" (the rule's pattern must match the whole ``$1@$0``); one rule per line."""
+        parts = self.client_principal.rsplit("@", 1)[0].split("/")
+        # [n:$1@$0] is the first component and the realm (a two-component name/host@R maps to
+        # name, whatever its host); the pattern then names Ferry's first component and R exactly
+        first = re.escape(parts[0])
+        foreign = dict.fromkeys([*self.trusted_realms, self.client_realm])
+        rules = [
+            f"RULE:[{len(parts)}:$1@$0]({first}@{re.escape(r)})s/@.*//"
+            for r in foreign
+            if r != self.realm
+        ]
+        return "\n".join([*rules, "DEFAULT"])
 
     @property
     def privacy(self) -> bool:

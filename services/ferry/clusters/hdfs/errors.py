@@ -6,8 +6,10 @@ and the peer address, so an operator can act on the log line alone:
 * :class:`~ferry.core.errors.HdfsUnavailable` / :class:`~ferry.core.errors.HdfsTimeout`
   (transient): connection reset, NameNode refused, connect or read timeout, safe mode, 5xx, any
   remote exception not listed as permanent below.
-* :class:`~ferry.core.errors.AuthenticationFailed` (permanent): a Kerberos refusal, or a TLS
-  certificate that does not verify against ``clusters.<x>.ssl_ca_path`` (WebHDFS over HTTPS).
+* :class:`~ferry.core.errors.AuthenticationFailed` (permanent): a Kerberos refusal, a principal
+  the cluster's ``auth_to_local`` rules do not map (``No rules applied to …``), a TLS
+  certificate that does not verify against ``clusters.<x>.ssl_ca_path`` (WebHDFS over HTTPS), or
+  another TLS failure that repeats (HTTPS to a plain-HTTP server: ``WRONG_VERSION_NUMBER``).
 * :class:`~ferry.core.errors.DataNodeUnreachable` (permanent, at once): the DataNode the NameNode
   redirected to cannot be connected to; every retry gets the same address
   (docs/field-cases.md, C06).
@@ -19,6 +21,7 @@ and the peer address, so an operator can act on the log line alone:
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Callable, Iterator
 
@@ -102,6 +105,22 @@ def classify(
             f"{what}: TLS: the certificate of {netloc} is not trusted "
             f"(clusters.<x>.ssl_ca_path): {untrusted.verify_message or untrusted}"
         )
+    # the other TLS failures (a plain-HTTP server, no common protocol or cipher) repeat on every
+    # attempt; an EOF in the handshake is a dropped connection, and transient
+    tls = next(
+        (
+            e
+            for e in chain
+            if isinstance(e, ssl.SSLError)
+            and not isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
+        ),
+        None,
+    )
+    if tls is not None:
+        return AuthenticationFailed(
+            f"{what}: TLS with {netloc} failed: {tls.reason or tls} "
+            "(clusters.<x>.http_policy must be the cluster's dfs.http.policy)"
+        )
     connect_failed = any(
         isinstance(e, (requests.ConnectTimeout, NewConnectionError, ConnectionRefusedError))
         for e in chain
@@ -139,6 +158,11 @@ _PERMANENT_MESSAGES = (
 _NAME_TOO_LONG_MESSAGE = "maximum path component name limit"
 
 
+#: Hadoop's ``KerberosName$NoMatchingRule`` as a NameNode's web server reports it: the
+#: authenticated principal is not mapped to a user by the cluster's ``auth_to_local`` rules.
+_NO_RULE = re.compile(r"No rules applied to ([^\s<]+)")
+
+
 def _remote_error(what: str, exc: _CliError) -> FerryError:
     name = (exc.exception or "").rsplit(".", 1)[-1].rsplit("$", 1)[-1]
     message = exc.message
@@ -151,9 +175,26 @@ def _remote_error(what: str, exc: _CliError) -> FerryError:
         return _name_too_long(f"{what}: {name or 'error'}: {message}")
     if any(m in message for m in _PERMANENT_MESSAGES):
         return HdfsRequestRejected(f"{what}: {name or 'error'}: {message}")
+    unmapped = _NO_RULE.search(message)
+    if unmapped:  # the same on every attempt: the NameNode answers HTTP 500 with an HTML page
+        return AuthenticationFailed(
+            f"{what}: the cluster maps {unmapped[1]} to no user (No rules applied: its "
+            "hadoop.security.auth_to_local has no rule for this principal)"
+        )
     if not name and "Authentication failure" in message:  # HTTP 401 (HdfsCLI's _to_error)
         return AuthenticationFailed(f"{what}: HTTP 401, the server refused Ferry's credentials")
     return HdfsUnavailable(f"{what}: {name or 'HTTP error'}: {message}")
+
+
+def empty_answer(exc: BaseException) -> bool:
+    """``exc`` is an HTTP error answer with no body and no remote exception (HdfsCLI's
+    ``HdfsError`` of it), as a NameNode's web server gives a PUT or POST it failed."""
+    if not isinstance(exc, _CliError) or exc.exception:
+        return False
+    message = exc.message
+    return not (
+        message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message or "")
+    ).strip()
 
 
 def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
@@ -174,4 +215,4 @@ def _short(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
 
 
-__all__ = ["NAME_TOO_LONG", "classify"]
+__all__ = ["NAME_TOO_LONG", "classify", "empty_answer"]

@@ -13,7 +13,7 @@ import posixpath
 import unicodedata
 import uuid
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 #: Bytes per chunk read from or written to WebHDFS (1 MiB): large enough to keep the HTTP
 #: overhead small, small enough that a file is never held in memory.
@@ -72,6 +72,18 @@ class FileStatus:
     @property
     def is_dir(self) -> bool:
         return self.kind == "DIRECTORY"
+
+    @classmethod
+    def from_webhdfs(cls, path: str, raw: dict[str, Any]) -> FileStatus:
+        """From a WebHDFS ``FileStatus`` JSON object (``type``, ``length``,
+        ``modificationTime``, ``pathSuffix``) of ``path``."""
+        return cls(
+            path=path,
+            name=raw.get("pathSuffix") or posixpath.basename(path),
+            kind=raw["type"],
+            size=int(raw.get("length", 0)),
+            mtime_ms=int(raw.get("modificationTime", 0)),
+        )
 
 
 @dataclass(frozen=True)

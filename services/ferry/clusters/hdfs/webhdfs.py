@@ -43,11 +43,11 @@ from hdfs.client import _to_error
 from hdfs.util import HdfsError as _CliError
 from requests.adapters import HTTPAdapter
 
-from ferry.clusters.hdfs.errors import classify
+from ferry.clusters.hdfs.errors import classify, empty_answer
 from ferry.clusters.hdfs.paths import FileStatus, normalize_path
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.clusters.kerberos import spnego_auth
-from ferry.core.errors import FerryError, HdfsRequestRejected, HdfsUnavailable
+from ferry.core.errors import ConfigError, FerryError, HdfsRequestRejected, HdfsUnavailable
 
 if TYPE_CHECKING:
     from ferry.settings import Settings
@@ -138,6 +138,19 @@ class _Client(_CliClient):
             url, params = self.rewrite(location), None  # the Location carries its own query
         raise HdfsUnavailable(f"more than {_MAX_REDIRECTS} WebHDFS redirects, last to {url}")
 
+    def failed_get(self, namenode: str) -> str | None:
+        """The body of ``namenode``'s (``scheme://host:port``) error answer to GETHOMEDIRECTORY,
+        the cheapest call that maps the caller to a user; None if it succeeds or goes unanswered."""
+        try:
+            res = self._session.get(
+                f"{namenode}/webhdfs/v1/?op=GETHOMEDIRECTORY",
+                timeout=self._timeout,
+                verify=self._verify,
+            )
+        except requests.RequestException:
+            return None
+        return None if res.ok else res.text
+
 
 #: Connections kept per NameNode/DataNode address: transfer runs ``transfer.parallel_files``
 #: files at once, each copying up to 4 data files (requests keeps 10 by default and drops the
@@ -168,6 +181,9 @@ class WebHdfs(HdfsPort):
         session: a ``requests.Session`` to use (default: a new one keeping
             :data:`POOL_CONNECTIONS` connections per host, owned and closed here).
         auth: a ``requests`` auth for every call (:func:`ferry.clusters.kerberos.spnego_auth`).
+
+    Raises:
+        ConfigError: ``ssl_ca_path`` is set and not a file (every call would fail the same way).
     """
 
     def __init__(
@@ -180,6 +196,11 @@ class WebHdfs(HdfsPort):
         session: requests.Session | None = None,
         auth: Any = None,
     ) -> None:
+        if cluster.ssl_ca_path is not None and not cluster.ssl_ca_path.is_file():
+            raise ConfigError(
+                f"clusters.{name}.ssl_ca_path {str(cluster.ssl_ca_path)!r}: no such file (the "
+                "PEM CA file of the cluster's NameNode and DataNode certificates)"
+            )
         self.name = name
         self.cluster = cluster
         self.timeout = (retry.connect_timeout_s, retry.read_timeout_s)
@@ -246,7 +267,7 @@ class WebHdfs(HdfsPort):
         p = normalize_path(path)
         with self._errors("GETFILESTATUS", p):
             raw = self._client.status(p)
-        return _file_status(p, raw)
+        return FileStatus.from_webhdfs(p, raw)
 
     def list(self, path: str) -> list[FileStatus]:
         p = normalize_path(path)
@@ -254,7 +275,7 @@ class WebHdfs(HdfsPort):
             raw = self._client._list_status(p).json()["FileStatuses"]["FileStatus"]
         if len(raw) == 1 and raw[0].get("pathSuffix") == "" and raw[0].get("type") != "DIRECTORY":
             raise HdfsRequestRejected(f"cluster {self.name!r}: LISTSTATUS {p!r}: not a directory")
-        entries = [_file_status(posixpath.join(p, s["pathSuffix"]), s) for s in raw]
+        entries = [FileStatus.from_webhdfs(posixpath.join(p, s["pathSuffix"]), s) for s in raw]
         return sorted(entries, key=lambda e: e.name)
 
     def mkdirs(self, path: str) -> None:
@@ -357,17 +378,16 @@ class WebHdfs(HdfsPort):
         peer, is_datanode = self._address(netloc)
         detail = f" {detail}" if detail else ""
         what = f"WebHDFS {op} {path!r}{detail} on cluster {self.name!r} via {peer}"
-        return classify(what, exc, netloc=netloc, is_datanode=is_datanode, timeout=self.timeout)
-
-
-def _file_status(path: str, raw: dict[str, Any]) -> FileStatus:
-    return FileStatus(
-        path=path,
-        name=raw.get("pathSuffix") or posixpath.basename(path),
-        kind=raw["type"],
-        size=int(raw.get("length", 0)),
-        mtime_ms=int(raw.get("modificationTime", 0)),
-    )
+        err = classify(what, exc, netloc=netloc, is_datanode=is_datanode, timeout=self.timeout)
+        if empty_answer(exc) and not is_datanode and self._session.auth is not None:
+            # An empty HTTP 500 is the NameNode's answer to a PUT or POST whose principal its
+            # auth_to_local does not map; a GET gets the reason, which makes it permanent.
+            reason = self._client.failed_get(f"{urlsplit(target).scheme}://{netloc}")
+            why = classify(
+                what, _CliError(reason or ""), netloc=netloc, is_datanode=False, timeout=(0, 0)
+            )
+            err = err if isinstance(why, HdfsUnavailable) else why
+        return err
 
 
 __all__ = ["WebHdfs"]

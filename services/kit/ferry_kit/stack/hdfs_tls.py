@@ -67,19 +67,14 @@ def web_check(
 
 def server_keys(cs: HdfsClusterSettings) -> dict[str, str]:
     """hdfs-site keys of a daemon of ``cs`` serving HTTPS (hdfs-default.xml): the policy and the
-    HTTPS addresses at the cluster's web ports; empty for ``HTTP_ONLY``."""
+    HTTPS addresses at the cluster's web ports (one NameNode); empty for ``HTTP_ONLY``."""
     if cs.http_policy == "HTTP_ONLY":
         return {}
-    keys = {
+    return {
         "dfs.http.policy": cs.http_policy,
         "dfs.datanode.https.address": f"{cs.datanode_host}:{cs.datanode_http_port}",
+        "dfs.namenode.https-address": f"{cs.host}:{cs.namenode_http_port}",
     }
-    if cs.ha:
-        for nn in cs.namenodes:
-            keys[f"dfs.namenode.https-address.{cs.nameservice}.{nn.id}"] = nn.http_address
-    else:
-        keys["dfs.namenode.https-address"] = f"{cs.host}:{cs.namenode_http_port}"
-    return keys
 
 
 def prepare(
@@ -91,10 +86,24 @@ def prepare(
     satisfies the DataNode). ``site`` as it is, nothing written, for ``HTTP_ONLY``.
 
     Raises:
-        StackError: the cluster serves HTTPS without ``ssl_ca_path``, or the PKI failed.
+        StackError: the cluster serves HTTPS without ``ssl_ca_path``, in a shape the stack does
+            not build (HTTP_AND_HTTPS, HA, hosts other than localhost/127.0.0.1), or the PKI
+            failed.
     """
     if cs.http_policy == "HTTP_ONLY":
         return site
+    # what is built: the other shapes need more than these keys (HTTP_AND_HTTPS: two web ports
+    # per daemon and privileged ones for the DataNode; HA: the JournalNodes' HTTPS and an
+    # ssl-client.xml for edits; other hosts: names in the certificate)
+    hosts = {cs.host, cs.datanode_host} - {"localhost", "127.0.0.1"}
+    if cs.http_policy != "HTTPS_ONLY" or cs.ha or hosts:
+        shape = (
+            cs.http_policy + (" with HA" if cs.ha else "") + (f" on {sorted(hosts)}" * bool(hosts))
+        )
+        raise StackError(
+            f"the local stack serves HDFS over HTTPS as HTTPS_ONLY, one NameNode per cluster, "
+            f"on localhost/127.0.0.1: {shape} is not built (docs/security.md, Wire privacy)"
+        )
     if cs.ssl_ca_path is None:
         raise StackError(
             f"http_policy {cs.http_policy}: set the cluster's ssl_ca_path (where the stack "

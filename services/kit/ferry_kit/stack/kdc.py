@@ -20,6 +20,12 @@ principal                       used by                                keytab
 Ferry's principal gets ``kerberos.ticket_lifetime_s`` as its longest ticket (``modprinc
 -maxlife``), so a test can watch tickets being renewed. The health check gets a ticket for the
 HDFS principal from its keytab (``kinit -k``) into a throw-away cache.
+
+Each realm of ``kerberos.trusted_realms`` is served by the same ``krb5kdc`` (``-r`` per realm),
+from a database of its own in ``var/data/kdc/<REALM>``, in two-way trust with ``kerberos.realm``:
+``krbtgt/<R>@<realm>`` and ``krbtgt/<realm>@<R>`` exist in both databases with the same keys
+(MIT's "Cross-realm authentication" in the Kerberos admin guide), and krb5.conf names the path in
+``[capaths]``. :func:`add_principal` makes a principal of any of these realms with its keytab.
 """
 
 from __future__ import annotations
@@ -105,10 +111,16 @@ def _principals(krb: KerberosSettings) -> list[str]:
     return [krb.hdfs_principal, krb.http_principal, f"HTTP/127.0.0.1@{krb.realm}"]
 
 
-def _kadmin(krb: KerberosSettings, lay: Layout, query: str) -> str:
-    """Run one ``kadmin.local`` query; returns its output."""
+def _realm_of(principal: str) -> str:
+    return principal.rsplit("@", 1)[1]
+
+
+def _kadmin(krb: KerberosSettings, lay: Layout, query: str, realm: str | None = None) -> str:
+    """Run one ``kadmin.local`` query on ``realm``'s database (default ``krb.realm``), given on
+    its standard input (a password in it never shows in the process list); returns its output."""
     proc = subprocess.run(  # noqa: S603 - argv built here
-        [_tool("kadmin.local"), "-r", krb.realm, "-q", query],
+        [_tool("kadmin.local"), "-r", realm or krb.realm],
+        input=query + "\n",
         capture_output=True,
         text=True,
         timeout=60,
@@ -120,53 +132,143 @@ def _kadmin(krb: KerberosSettings, lay: Layout, query: str) -> str:
     return proc.stdout + proc.stderr
 
 
+def _exists(krb: KerberosSettings, lay: Layout, principal: str, realm: str) -> bool:
+    return "Principal:" in _kadmin(krb, lay, f"getprinc {principal}", realm)
+
+
 def _ensure_principal(krb: KerberosSettings, lay: Layout, principal: str) -> None:
-    if "Principal:" not in _kadmin(krb, lay, f"getprinc {principal}"):
-        _kadmin(krb, lay, f"addprinc -randkey {principal}")
+    realm = _realm_of(principal)
+    if not _exists(krb, lay, principal, realm):
+        _kadmin(krb, lay, f"addprinc -randkey {principal}", realm)
 
 
 def _write_keytab(krb: KerberosSettings, lay: Layout, path: Path, principals: list[str]) -> None:
-    """(Re)write ``path`` with the current keys of ``principals`` (``ktadd -norandkey``)."""
+    """(Re)write ``path`` with the current keys of ``principals`` (``ktadd -norandkey``; all of
+    one realm)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.unlink(missing_ok=True)
-    out = _kadmin(krb, lay, f"ktadd -k {path} -norandkey {' '.join(principals)}")
+    query = f"ktadd -k {path} -norandkey {' '.join(principals)}"
+    out = _kadmin(krb, lay, query, _realm_of(principals[0]))
     if not path.exists() or "added to keytab" not in out:
         raise StackError(f"kadmin.local ktadd {path}: {out.strip()[-300:]}")
     os.chmod(path, 0o600)
 
 
-def prepare_realm(settings: Settings, lay: Layout) -> None:
-    """Render krb5.conf and kdc.conf, create the realm's database (first start), the principals
-    and their keytabs.
+def _ensure_trust(krb: KerberosSettings, lay: Layout, other: str) -> None:
+    """Two-way trust between ``krb.realm`` and ``other``: both cross-realm ``krbtgt`` principals
+    in both databases with the same keys (one random password, kvno 1 everywhere). A partial
+    set (one database recreated) is replaced whole."""
+    home = krb.realm
+    names = [f"krbtgt/{other}@{home}", f"krbtgt/{home}@{other}"]
+    realms = (home, other)
+    present = {(r, n): _exists(krb, lay, n, r) for r in realms for n in names}
+    if all(present.values()):
+        return
+    password = secrets.token_urlsafe(32)
+    for (realm, name), exists in present.items():
+        if exists:
+            _kadmin(krb, lay, f"delprinc -force {name}", realm)
+        # the output echoes the query, password included: checked, never shown
+        if f'Principal "{name}" created' not in _kadmin(
+            krb, lay, f"addprinc -pw {password} {name}", realm
+        ):
+            raise StackError(f"kadmin.local -r {realm}: {name} was not created")
+
+
+def add_principal(settings: Settings, lay: Layout, principal: str, keytab: Path) -> None:
+    """Make ``principal`` (``name[/instance]@REALM``, of ``kerberos.realm`` or one of
+    ``kerberos.trusted_realms``) if it does not exist, and write its keytab (mode 0600).
 
     Raises:
-        StackError: a Kerberos tool is missing or failed.
+        StackError: the realm is not one the KDC serves, or a Kerberos tool failed.
     """
     krb = settings.kerberos
+    if "@" not in principal or _realm_of(principal) not in _realms(krb):
+        raise StackError(f"{principal}: not a principal of {', '.join(_realms(krb))}")
+    _ensure_principal(krb, lay, principal)
+    _write_keytab(krb, lay, keytab, [principal])
+
+
+def _realms(krb: KerberosSettings) -> list[str]:
+    return [krb.realm, *(r for r in krb.trusted_realms if r != krb.realm)]
+
+
+def _database(lay: Layout, krb: KerberosSettings, realm: str) -> Path:
+    """``var/data/kdc`` for ``kerberos.realm`` (as before trusted realms existed), a directory
+    per other realm below it."""
     data = lay.data / "kdc"
+    return data if realm == krb.realm else data / realm
+
+
+def _conf_blocks(krb: KerberosSettings, lay: Layout) -> dict[str, str]:
+    """The realm-dependent parts of krb5.conf and kdc.conf."""
+    realms = _realms(krb)
+    kdcs = "".join(f"  {r} = {{\n    kdc = {krb.kdc_host}:{krb.kdc_port}\n  }}\n" for r in realms)
+    dbs = "".join(
+        f"  {r} = {{\n"
+        f"    database_name = {_database(lay, krb, r)}/principal\n"
+        f"    key_stash_file = {_database(lay, krb, r)}/stash\n"
+        f"    acl_file = {lay.data / 'kdc'}/kadm5.acl\n"
+        "    max_life = 24h\n"
+        "    max_renewable_life = 7d\n"
+        "    supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal\n"
+        "  }\n"
+        for r in realms
+    )
+    # each trusted realm trusts kerberos.realm directly ("." is "no intermediate realm"), and
+    # reaches another trusted realm through it (krb5.conf(5), [capaths])
+    home = krb.realm
+    paths = "".join(
+        f"  {r} = {{\n"
+        + "".join(f"    {o} = {'.' if home in (r, o) else home}\n" for o in realms if o != r)
+        + "  }\n"
+        for r in realms
+    )
+    return {"realm_kdcs": kdcs, "realm_databases": dbs, "capaths": paths if len(realms) > 1 else ""}
+
+
+def prepare_realm(settings: Settings, lay: Layout) -> None:
+    """Render krb5.conf and kdc.conf, create each realm's database (first start) and the trust
+    between them, the principals and their keytabs.
+
+    Raises:
+        StackError: a Kerberos tool is missing or failed, or Ferry's principal is of a realm the
+            KDC does not serve.
+    """
+    krb = settings.kerberos
+    if krb.client_realm not in _realms(krb):
+        raise StackError(
+            f"kerberos.principal {krb.client_principal}: the local KDC serves "
+            f"{', '.join(_realms(krb))} only (add its realm to kerberos.trusted_realms)"
+        )
     values = dict(
         realm=krb.realm,
-        kdc_host=krb.kdc_host,
         kdc_port=krb.kdc_port,
         service_host=krb.service_host,
-        data_dir=data,
         log_file=lay.logs / "kdc-audit.log",
+        **_conf_blocks(krb, lay),
     )
     render("krb5.conf.tmpl", krb.krb5_conf, **values)
     render("kdc.conf.tmpl", conf_dir(lay) / "kdc.conf", **values)
-    if not (data / "principal").exists():
+    for realm in _realms(krb):
+        data = _database(lay, krb, realm)
+        if (data / "principal").exists():
+            continue
         data.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (data / "kadm5.acl").write_text("", encoding="utf-8")
+        (lay.data / "kdc" / "kadm5.acl").write_text("", encoding="utf-8")
         run_once(
             "kdc",
             # the master key is random and kept only in the stash file (-s)
-            [_tool("kdb5_util"), "create", "-s", "-r", krb.realm, "-P", secrets.token_hex(24)],
-            lay.logs / "kdc-create.log",
+            [_tool("kdb5_util"), "create", "-s", "-r", realm, "-P", secrets.token_hex(24)],
+            lay.logs / f"kdc-create-{realm}.log",
             env=_kdc_env(krb, lay),
         )
+    for other in _realms(krb)[1:]:
+        _ensure_trust(krb, lay, other)
     for principal in [*_principals(krb), krb.hive_principal, krb.client_principal]:
         _ensure_principal(krb, lay, principal)
-    _kadmin(krb, lay, f'modprinc -maxlife "{krb.ticket_lifetime_s} seconds" {krb.client_principal}')
+    maxlife = f'modprinc -maxlife "{krb.ticket_lifetime_s} seconds" {krb.client_principal}'
+    _kadmin(krb, lay, maxlife, krb.client_realm)
     _write_keytab(krb, lay, hdfs_keytab(lay), _principals(krb))
     _write_keytab(krb, lay, hive_keytab(lay), [krb.hive_principal])
     _write_keytab(krb, lay, krb.keytab, [krb.client_principal])
@@ -191,13 +293,15 @@ def check(settings: Settings, lay: Layout) -> str:
 
 
 def kdc(settings: Settings, lay: Layout) -> Component:
-    """The KDC of realm ``kerberos.realm`` (``krb5kdc -n``); only when ``kerberos.enabled``."""
+    """The KDC of realm ``kerberos.realm`` and of ``kerberos.trusted_realms`` (``krb5kdc -n``);
+    only when ``kerberos.enabled``."""
     krb = settings.kerberos
 
     def prepare() -> None:
         prepare_realm(settings, lay)
 
-    kdc_argv = [shutil.which("krb5kdc") or "/usr/sbin/krb5kdc", "-n", "-r", krb.realm]
+    realms = [arg for r in _realms(krb) for arg in ("-r", r)]
+    kdc_argv = [shutil.which("krb5kdc") or "/usr/sbin/krb5kdc", "-n", *realms]
     # krb5kdc takes no free-form arguments, so a shell that waits for it carries the markers the
     # stack finds its processes by (ferry_kit.stack.process.owned_pid); stopping signals the whole
     # process group, the KDC included.
@@ -205,7 +309,7 @@ def kdc(settings: Settings, lay: Layout) -> Component:
     argv = ["/bin/sh", "-c", script, "ferry-kdc", *markers("kdc", lay.var)]
     return Component(
         "kdc",
-        f"{krb.kdc_host}:{krb.kdc_port} ({krb.realm})",
+        f"{krb.kdc_host}:{krb.kdc_port} ({', '.join(_realms(krb))})",
         lay.launch("kdc", argv, _kdc_env(krb, lay)),
         check=lambda: check(settings, lay),
         ports=(krb.kdc_port,),
