@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 
 import pytest
 from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
@@ -46,9 +47,25 @@ def pipeline(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
         stop_pipeline(p)
 
 
+def namenode_log(stack: Settings, cluster: str) -> Path:
+    return stack.var_dir / "log" / f"hdfs-{cluster}-namenode.log"
+
+
+def written_since(path: Path, offset: int) -> str:
+    """What ``path`` got after its first ``offset`` bytes (all of it if it was started anew):
+    the NameNode logs outlive test runs, and an earlier run's lines must not count."""
+    with path.open("rb") as f:
+        if f.seek(0, 2) >= offset:
+            f.seek(offset)
+        else:
+            f.seek(0)
+        return f.read().decode(errors="replace")
+
+
 def test_files_reach_hive_with_exact_counts_over_kerberos_and_sasl_ssl(
     pipeline: Pipeline, stack: Settings
 ) -> None:
+    offsets = {c: namenode_log(stack, c).stat().st_size for c in ("b", "a")}
     result = run_pipeline_scenario(
         pipeline.settings,
         pipeline.nas_dir,
@@ -84,6 +101,6 @@ def test_files_reach_hive_with_exact_counts_over_kerberos_and_sasl_ssl(
     # token (transform's executors on B, the session above on A)
     principal = re.escape(stack.kerberos.client_principal)
     for cluster in ("b", "a"):
-        log = (stack.var_dir / "log" / f"hdfs-{cluster}-namenode.log").read_text(errors="replace")
+        log = written_since(namenode_log(stack, cluster), offsets[cluster])
         methods = set(re.findall(rf"Auth successful for {principal} \(auth:(\w+)\)", log))
         assert {"KERBEROS", "TOKEN"} <= methods, (cluster, methods)

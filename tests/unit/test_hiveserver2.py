@@ -293,3 +293,36 @@ def test_rows_by_file_lists_few_ids_and_scans_the_table_once_for_many(monkeypatc
             "('b', 'z') GROUP BY ferry_file_id",
         ),
     ]
+
+
+def test_a_server_that_is_not_there_is_said_once_by_ferrys_error_alone():
+    """Thrift's socket logs the refused connection itself; without a handler Python would print
+    it on stderr before Ferry's one-line error (``ferry sql`` in a process of its own: pytest's
+    log capture would hide the difference)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "ferry", "sql", "SELECT 1"],
+            capture_output=True,
+            text=True,
+            env={
+                **{k: v for k, v in os.environ.items() if not k.startswith("FERRY_")},
+                "FERRY_HIVESERVER2__HOST": "127.0.0.1",
+                "FERRY_HIVESERVER2__PORT": str(port),
+            },
+            timeout=120,
+            check=False,
+        )
+    assert (out.returncode, out.stderr.splitlines()) == (
+        1,
+        [
+            f"ferry: HiveServer2Unavailable: HiveServer2 jdbc:hive2://127.0.0.1:{port}/default: "
+            f"Could not connect to any of [('127.0.0.1', {port})]"
+        ],
+    )

@@ -44,8 +44,10 @@ from ferry.core.errors import (
 )
 from ferry.settings import Settings
 
-# impyla logs a refused connection itself before raising it; the raised error says it once.
-logging.getLogger("impala").addHandler(logging.NullHandler())
+# impyla and Thrift's socket log a refused connection themselves before raising it (without a
+# handler, Python's last resort prints it on stderr); the raised error says it once.
+for _name in ("impala", "thrift"):
+    logging.getLogger(_name).addHandler(logging.NullHandler())
 
 #: Heap of the beeline shell's JVM, MiB: it only streams result rows to the terminal.
 CLIENT_HEAP_MB = 128
