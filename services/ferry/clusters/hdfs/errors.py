@@ -165,10 +165,7 @@ _NO_RULE = re.compile(r"No rules applied to ([^\s<]+)")
 
 def _remote_error(what: str, exc: _CliError) -> FerryError:
     name = (exc.exception or "").rsplit(".", 1)[-1].rsplit("$", 1)[-1]
-    message = exc.message
-    if isinstance(message, bytes):
-        message = message.decode("utf-8", "replace")
-    message = " ".join(str(message).split())[:500]
+    message = " ".join(_text(exc).split())[:500]
     if name in _PERMANENT_REMOTE:
         return _PERMANENT_REMOTE[name](f"{what}: {name}: {message}")
     if _NAME_TOO_LONG_MESSAGE in message:
@@ -189,12 +186,13 @@ def _remote_error(what: str, exc: _CliError) -> FerryError:
 def empty_answer(exc: BaseException) -> bool:
     """``exc`` is an HTTP error answer with no body and no remote exception (HdfsCLI's
     ``HdfsError`` of it), as a NameNode's web server gives a PUT or POST it failed."""
-    if not isinstance(exc, _CliError) or exc.exception:
-        return False
+    return isinstance(exc, _CliError) and not exc.exception and not _text(exc).strip()
+
+
+def _text(exc: _CliError) -> str:
+    """HdfsCLI's message of ``exc``: a remote exception's text, or an HTTP answer's body."""
     message = exc.message
-    return not (
-        message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message or "")
-    ).strip()
+    return message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message or "")
 
 
 def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
