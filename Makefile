@@ -17,6 +17,7 @@ APT_GET    := mkdir -p var && $$( [ "$$(id -u)" = 0 ] || echo sudo ) flock $(APT
 .PHONY: help install up down ps status demo test test-unit test-integration test-e2e test-compose \
         test-shared test-ha test-secure kerberos-tools kerberos-wheels lint bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
         beeline compose-up compose-down compose-test compose-engine compose-context compose-build \
+        compose-secrets compose-kerberos-up compose-kerberos-down \
         clean browser
 
 help: ## List the targets
@@ -70,20 +71,22 @@ test: install browser ## Set up and run every test tier (each tier starts and st
 	@# one SparkContext per process) run beside the `exclusive` integration and e2e modules,
 	@# which mostly wait on failovers; then the other integration and e2e modules two at a time
 	@# (SHARED_* above); the stack is stopped after them unless it was up before. Meanwhile in the
-	@# background: the compose image builds (about 6 min from nothing: engine, base image,
-	@# wheels, image) and then the compose tier runs (its containers publish no port, so they
-	@# never meet the local stack's; logs var/log/compose-{build,test}.log, printed at the
-	@# end), and the Kerberos extra's wheels compile for the secure tier. The HA tier (its own
+	@# background: the Kerberos extra's wheels compile (for the secure tier and the image),
+	@# then the compose image builds (about 6 min from nothing: engine, base image, wheels,
+	@# image) and the compose tier runs (its containers publish no port, so they never meet
+	@# the local stack's; logs var/log/compose-{build,test}.log, printed at the end). The
+	@# secure tier waits for the wheels' step to end. The HA tier (its own
 	@# ports and var directory, profiles/ha.yaml) runs beside the secure tier. Every
 	@# tier runs even when an earlier one failed (one CI run shows every failure); the target
 	@# fails if any tier failed, and names them, and prints each tier's wall time.
-	@mkdir -p var/log; failed=""; rm -f var/log/compose-*.rc var/log/unit.rc var/log/ha.rc; \
-	( $(MAKE) compose-build >var/log/compose-build.log 2>&1; echo $$? >var/log/compose-build.rc; \
+	@mkdir -p var/log; failed=""; rm -f var/log/compose-*.rc var/log/unit.rc var/log/ha.rc \
+	  var/log/kerberos-wheels.done; \
+	( $(MAKE) kerberos-wheels >var/log/kerberos-wheels.log 2>&1; touch var/log/kerberos-wheels.done; \
+	  $(MAKE) compose-build >var/log/compose-build.log 2>&1; echo $$? >var/log/compose-build.rc; \
 	  if [ "$$(cat var/log/compose-build.rc)" = 0 ]; then s=$$SECONDS; \
 	    $(MAKE) compose-test >var/log/compose-test.log 2>&1; echo $$? >var/log/compose-test.rc; \
 	    echo "$$((SECONDS - s))" >var/log/compose-test.s; fi ) & \
 	compose=$$!; \
-	( $(MAKE) kerberos-wheels >var/log/kerberos-wheels.log 2>&1 ) & krb=$$!; \
 	t=$$SECONDS; times=""; tier() { times="$$times $$1=$$((SECONDS - t))s"; t=$$SECONDS; }; \
 	pre=$$($(FERRY) stack status >/dev/null 2>&1 && echo up); \
 	( $(PYTEST) --durations=10 tests/unit >var/log/unit.log 2>&1; echo $$? >var/log/unit.rc ) & \
@@ -94,7 +97,7 @@ test: install browser ## Set up and run every test tier (each tier starts and st
 	$(SHARED_PARALLEL) || failed="$$failed integration+e2e"; tier integration+e2e; \
 	[ "$$pre" = up ] || $(FERRY) stack down >/dev/null; \
 	( $(MAKE) test-ha >var/log/ha.log 2>&1; echo $$? >var/log/ha.rc ) & ha=$$!; \
-	wait $$krb; tier kerberos-wheels-wait; \
+	until [ -e var/log/kerberos-wheels.done ]; do sleep 5; done; tier kerberos-wheels-wait; \
 	$(MAKE) test-secure || failed="$$failed secure"; tier secure; \
 	wait $$ha; tier ha-wait; echo "== ha tier, run beside the secure tier:"; cat var/log/ha.log; \
 	[ "$$(cat var/log/ha.rc)" = 0 ] || failed="$$failed ha"; \
@@ -198,7 +201,10 @@ $(COMPOSE_CTX)/.wheels: pyproject.toml services/kit/pyproject.toml Makefile $(PI
 	$(PY) -m pip wheel -q --wheel-dir $(COMPOSE_CTX)/wheels . ./services/kit
 	touch $@
 
-compose-context: install $(COMPOSE_CTX)/.wheels ## The image's build context: Ferry's wheels and its dependencies', the Maven jars of `make install`, the host's extra CA certificates
+compose-context: install $(COMPOSE_CTX)/.wheels $(KRB_WHEELS)/.ferry-built ## The image's build context: Ferry's wheels and its dependencies', the Kerberos extra's, the Maven jars of `make install`, the host's extra CA certificates
+	@# the Kerberos extra's wheels the wheelhouse lacks (a project already there keeps its version)
+	for w in $(KRB_WHEELS)/*.whl; do n=$$(basename $$w | cut -d- -f1); \
+	  ls $(COMPOSE_CTX)/wheels/$$n-*.whl >/dev/null 2>&1 || cp $$w $(COMPOSE_CTX)/wheels/; done
 	rm -rf $(COMPOSE_CTX)/jars $(COMPOSE_CTX)/ca && mkdir -p $(COMPOSE_CTX)/ca
 	cp -rL var/jars $(COMPOSE_CTX)/jars
 	rm -f $(COMPOSE_CTX)/jars/.ferry-installed
@@ -216,7 +222,22 @@ compose-up: compose-build ## Start every server and stage in containers and wait
 compose-down: ## Stop and remove the compose project (containers, networks, volumes)
 	-@command -v docker >/dev/null && COMPOSE_PROFILES=test docker compose down -v -t 10
 
-compose-test: install compose-build ## Compose tests: daily files, then network faults in sequence on one project (container logs kept in var/log/compose/)
+COMPOSE_KRB := docker compose --env-file deploy/docker/kerberos.env -f docker-compose.yml -f docker-compose.kerberos.yml
+TRUST_PASSWORD := var/compose-secrets/kerberos-trust.password
+
+compose-secrets: ## The two-realm deployment's cross-realm password (var/compose-secrets, made once, mode 0600, owned by the image's uid 10001 when run as root)
+	@mkdir -p -m 0700 var/compose-secrets var/compose-nas-kerberos && chmod 0777 var/compose-nas-kerberos
+	@[ -s $(TRUST_PASSWORD) ] || ( umask 077; $(PY) -c "import secrets; print(secrets.token_urlsafe(32))" >$(TRUST_PASSWORD) )
+	@# compose mounts a file secret as it is on the host: the KDCs (uid 10001) must read it
+	@if [ "$$(id -u)" = 0 ]; then chown 10001:10001 $(TRUST_PASSWORD); else chmod 0644 $(TRUST_PASSWORD); fi
+
+compose-kerberos-up: compose-build compose-secrets ## The two-realm deployment (docker-compose.kerberos.yml): a KDC per cluster, cross-realm trust, every server and stage on Kerberos
+	$(COMPOSE_KRB) up -d --wait
+
+compose-kerberos-down: ## Stop and remove the two-realm project (containers, networks, volumes)
+	-@command -v docker >/dev/null && COMPOSE_PROFILES=test $(COMPOSE_KRB) down -v -t 10
+
+compose-test: install compose-build compose-secrets ## Compose tests: daily files, then network faults in sequence on one project (container logs kept in var/log/compose/)
 	$(PYTEST) -s --durations=10 tests/compose
 
 clean: down ## Stop the stack, then remove local state (var/) but keep the jars

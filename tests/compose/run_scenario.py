@@ -19,6 +19,9 @@ pytest. Every command prints ONE JSON document on its last stdout line.
   when one did, 1 not.
 - ``hive ID...``: rows per file in the flights table (a local Spark session on the metastore);
   prints ``{id: rows}``.
+- ``hs2 ID...``: rows per file in every dataset's table, read through HiveServer2 as an analyst
+  reads them (:func:`ferry.clusters.hiveserver2.query`, Ferry's ticket on the two-realm
+  deployment); prints ``{id: rows}`` for the files that have rows.
 """
 
 from __future__ import annotations
@@ -150,6 +153,25 @@ def hive(ids: list[str]) -> int:
     return 0
 
 
+def hs2(ids: list[str]) -> int:
+    from ferry.clusters.hiveserver2 import query
+    from ferry.datasets.spec import load_datasets
+    from ferry.settings import get_settings
+
+    settings = get_settings()
+    listed = ", ".join(f"'{i}'" for i in ids)  # file ids are hex digests: nothing to escape
+    rows: dict[str, int] = {}
+    for spec in load_datasets(settings.paths.datasets_dir).values():
+        sql = (
+            f"SELECT ferry_file_id, COUNT(*) FROM {spec.hive.full_name} "
+            f"WHERE ferry_file_id IN ({listed}) GROUP BY ferry_file_id"
+        )
+        for result in query(settings, sql):
+            rows.update({str(r[0]): int(str(r[1])) for r in result.rows})
+    print(json.dumps(rows))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     cmd, args = (argv[0], argv[1:]) if argv else ("daily", [])
     if cmd == "daily":
@@ -162,7 +184,9 @@ def main(argv: list[str]) -> int:
         return reached(args[0], float(args[1]), args[2:])
     if cmd == "hive":
         return hive(args)
-    print(f"unknown command {cmd!r}: daily | drop | settle | reached | hive", file=sys.stderr)
+    if cmd == "hs2":
+        return hs2(args)
+    print(f"unknown command {cmd!r}: daily | drop | settle | reached | hive | hs2", file=sys.stderr)
     return 2
 
 

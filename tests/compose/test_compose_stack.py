@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.compose.compose_checks import REPO
+from tests.compose.engine import docker_unavailable, figure, save_logs
 
 from ferry_kit.testing.waiting import wait_for
 
@@ -42,26 +41,6 @@ RULE = "ferry-compose-fault"  #: iptables comment marking the rules the tests ad
 #: Every file a fault scenario dropped: {file_id: rows}, checked against Hive at the end.
 LEDGER: dict[str, int] = {}
 _next_slice = iter(range(0, 10_000, 2 * FILES))
-
-
-def docker_unavailable() -> str | None:
-    """Why the compose stack cannot run here, or None. Each probe has a timeout."""
-    if shutil.which("docker") is None:
-        return "no Docker engine: the docker client is not installed"
-    try:
-        import docker
-
-        client = docker.from_env(timeout=5)
-        client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure means: no engine to talk to
-        return f"no Docker engine: {type(exc).__name__}: {exc}".strip()
-    try:
-        probe = subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"no docker compose plugin: {exc}"
-    if probe.returncode != 0:
-        return f"no docker compose plugin: {probe.stderr.decode(errors='replace').strip()}"
-    return None
 
 
 def sh(*argv: str, timeout: float = 120, check: bool = True) -> str:
@@ -102,31 +81,11 @@ def compose() -> Iterator[object]:
         yield stack
     finally:
         try:
-            save_logs(REPO / "var" / "log" / "compose")
+            save_logs(COMPOSE, REPO / "var" / "log" / "compose")
         except (OSError, subprocess.SubprocessError) as exc:  # the project still goes down
             print(f"container logs not saved: {exc}")
         if os.environ.get("FERRY_KEEP_COMPOSE") != "1":
             stack.stop()
-
-
-def save_logs(into: Path) -> None:
-    """Each container's log (killed replicas included) to ``into/<container>.log`` before the
-    project goes down, so a failed scenario can be read after the run (each call bounded)."""
-    into.mkdir(parents=True, exist_ok=True)
-    names = subprocess.run(
-        [*COMPOSE, "ps", "-a", "--format", "{{.Name}}"], capture_output=True, text=True, timeout=60
-    ).stdout.split()
-    for name in names:
-        with (into / f"{name}.log").open("wb") as out:
-            subprocess.run(
-                ["docker", "logs", name], stdout=out, stderr=subprocess.STDOUT, timeout=60
-            )
-
-
-def figure(capsys: pytest.CaptureFixture[str], text: str) -> None:
-    """Print a measured figure past pytest's capture (the issue asks for them in the run's log)."""
-    with capsys.disabled():
-        print(f"\n[compose] {text}", flush=True)
 
 
 def driver(*args: str, timeout: float = SETTLE_S + 120) -> tuple[int, Any, str]:

@@ -180,3 +180,115 @@ def test_a_principal_the_cluster_does_not_map_is_a_refusal_and_an_empty_answer_i
         False,
     ]
     assert empty_answer(HdfsError("", exception="StandbyException")) is False
+
+
+def _kdc_a(tmp_path: Path, **more: object) -> KerberosSettings:
+    """Cluster A's KDC of the compose deployment: realm A here, realm B on host kdc-b."""
+    fields: dict[str, object] = {
+        "enabled": True,
+        "realm": "A.FERRY.LOCAL",
+        "service_host": "namenode-a",
+        "kdc_host": "kdc-a",
+        "trusted_realms": ["B.FERRY.LOCAL"],
+        "realm_kdcs": {"B.FERRY.LOCAL": "kdc-b:17088"},
+        "domain_realm": {"namenode-b": "B.FERRY.LOCAL"},
+    }
+    return KerberosSettings(**(fields | more))  # type: ignore[arg-type]
+
+
+def test_a_realm_served_by_another_host_gets_its_kdc_and_no_database_here(tmp_path: Path) -> None:
+    krb = _kdc_a(tmp_path)
+    blocks = kdc._conf_blocks(krb, Layout(tmp_path))
+    assert blocks["realm_kdcs"] == (
+        "  A.FERRY.LOCAL = {\n    kdc = kdc-a:17088\n  }\n"
+        "  B.FERRY.LOCAL = {\n    kdc = kdc-b:17088\n  }\n"
+    )
+    assert blocks["realm_databases"].count("database_name") == 1
+    assert blocks["realm_databases"].startswith("  A.FERRY.LOCAL = {\n")
+    assert blocks["domain_realm"] == (
+        "  namenode-a = A.FERRY.LOCAL\n  127.0.0.1 = A.FERRY.LOCAL\n  namenode-b = B.FERRY.LOCAL\n"
+    )
+    assert blocks["capaths"] == (
+        "  A.FERRY.LOCAL = {\n    B.FERRY.LOCAL = .\n  }\n"
+        "  B.FERRY.LOCAL = {\n    A.FERRY.LOCAL = .\n  }\n"
+    )
+    settings = Settings(var_dir=tmp_path, kerberos=krb)
+    argv = {c.name: c for c in build_components(settings)}["kdc"].launch.argv
+    assert argv[argv.index("-c") + 1].endswith("-n -r A.FERRY.LOCAL & wait $!")
+    with pytest.raises(StackError, match=r"ferry@B\.FERRY\.LOCAL: not a principal of A\.FERRY"):
+        kdc.add_principal(settings, Layout(tmp_path), "ferry@B.FERRY.LOCAL", tmp_path / "k")
+
+
+def test_the_half_of_a_trust_with_another_kdc_is_made_once_from_the_shared_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "trust.password"
+    secret.write_text("s3cret-shared-by-both-kdcs\n")
+    a, b = "A.FERRY.LOCAL", "B.FERRY.LOCAL"
+    fake = FakeKadmin(set())
+    monkeypatch.setattr(kdc.subprocess, "run", fake)
+    monkeypatch.setattr(kdc, "_tool", lambda name: f"/usr/sbin/{name}")
+    krb = _kdc_a(tmp_path, trust_password_file=secret)
+    kdc._ensure_remote_trust(krb, Layout(tmp_path), b)
+    adds = [(a_[a_.index("-r") + 1], q.split()) for a_, q in fake.calls if "addprinc" in q]
+    assert adds == [
+        (a, ["addprinc", "-pw", "s3cret-shared-by-both-kdcs", f"krbtgt/{b}@{a}"]),
+        (a, ["addprinc", "-pw", "s3cret-shared-by-both-kdcs", f"krbtgt/{a}@{b}"]),
+    ]
+    assert [argv for argv, _ in fake.calls if "s3cret" in " ".join(argv)] == []
+    fake.calls.clear()
+    kdc._ensure_remote_trust(krb, Layout(tmp_path), b)  # made: only looked at
+    assert {q.split()[0] for _, q in fake.calls} == {"getprinc"}
+
+
+@pytest.mark.parametrize("content", [None, ""])
+def test_a_trust_with_another_kdc_needs_a_password_file_that_says_something(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str | None
+) -> None:
+    monkeypatch.setattr(kdc.subprocess, "run", FakeKadmin(set()))
+    monkeypatch.setattr(kdc, "_tool", lambda name: f"/usr/sbin/{name}")
+    secret = tmp_path / "trust.password"
+    if content is not None:
+        secret.write_text(content)
+        match = "trust.password' is empty"
+    else:
+        match = r"serves B\.FERRY\.LOCAL elsewhere: set kerberos\.trust_password_file"
+    krb = _kdc_a(tmp_path, trust_password_file=secret if content is not None else None)
+    with pytest.raises(StackError, match=match):
+        kdc._ensure_remote_trust(krb, Layout(tmp_path), "B.FERRY.LOCAL")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("realm_kdcs", {"b.local": "kdc-b:88"}, "a realm is upper case"),
+        ("realm_kdcs", {"B.LOCAL": "kdc-b"}, "expected host:port"),
+        ("domain_realm", {"namenode-b": "b.local"}, "maps to an upper-case realm"),
+    ],
+)
+def test_kdc_addresses_and_host_realms_are_checked(field: str, value: object, match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        KerberosSettings(**{field: value})  # type: ignore[arg-type]
+
+
+def test_each_host_a_webhdfs_client_dials_in_this_realm_gets_its_http_principal() -> None:
+    clusters = {
+        "a": {"host": "namenode-a", "datanode_host_override": "datanode-a"},
+        "b": {"host": "namenode-b", "datanode_host_override": "datanode-b"},
+    }
+    krb = _kdc_a(
+        Path("."), domain_realm={"namenode-b": "B.FERRY.LOCAL", "datanode-b": "B.FERRY.LOCAL"}
+    )
+    settings = Settings(kerberos=krb, clusters=clusters)  # type: ignore[arg-type]
+    assert kdc._principals(settings) == [
+        "hdfs/namenode-a@A.FERRY.LOCAL",
+        "HTTP/namenode-a@A.FERRY.LOCAL",
+        "HTTP/127.0.0.1@A.FERRY.LOCAL",
+        "HTTP/datanode-a@A.FERRY.LOCAL",
+    ]
+    local = Settings(kerberos=KerberosSettings(enabled=True))
+    assert kdc._principals(local) == [
+        "hdfs/localhost@FERRY.LOCAL",
+        "HTTP/localhost@FERRY.LOCAL",
+        "HTTP/127.0.0.1@FERRY.LOCAL",
+    ]

@@ -3,6 +3,8 @@ are classified (no server; tests/secure/test_kerberos_hdfs.py runs the real KDC 
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from ferry.settings.kerberos import KerberosSettings
 from ferry.settings.spark import EXECUTOR_JAVA_OPTIONS
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.components import build_components
+from ferry_kit.stack.hiveserver2 import initiator_jaas
 from ferry_kit.stack.servers import hdfs_conf
 
 
@@ -161,7 +164,9 @@ def test_spark_sessions_get_the_keys_a_kerberos_driver_and_its_executors_need(
     conf = session_conf(Settings(var_dir=tmp_path, kerberos=ON), "ferry-load", "a", hive=True)
     java = f"-Djava.security.krb5.conf={tmp_path / 'conf' / 'krb5' / 'krb5.conf'}"
     token = conf["spark.executorEnv.HADOOP_TOKEN_FILE_LOCATION"]
-    assert token.startswith(str(tmp_path / "run" / "ferry-load-a-")) and token.endswith(".token")
+    host = socket.gethostname()
+    shared = tmp_path / "run" / "spark-kerberos"
+    assert token == str(shared / f"ferry-load-a-{host}-{os.getpid()}.token")
     assert {k: v for k, v in conf.items() if k in KERBEROS_SPARK_KEYS} == {
         "spark.hadoop.hadoop.security.authentication": "kerberos",
         "spark.hadoop.dfs.namenode.kerberos.principal": "hdfs/localhost@FERRY.LOCAL",
@@ -169,8 +174,8 @@ def test_spark_sessions_get_the_keys_a_kerberos_driver_and_its_executors_need(
         "spark.hadoop.hive.metastore.kerberos.principal": "hive/localhost@FERRY.LOCAL",
         "spark.driver.extraJavaOptions": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {java}",
         "spark.executor.extraJavaOptions": f"{EXECUTOR_JAVA_OPTIONS} {java}",
-        "spark.driver.extraClassPath": str(tmp_path / "conf" / "spark-kerberos-a"),
-        "spark.executor.extraClassPath": str(tmp_path / "conf" / "spark-kerberos-a"),
+        "spark.driver.extraClassPath": str(shared / "conf-a"),
+        "spark.executor.extraClassPath": str(shared / "conf-a"),
     }
     bare = {"driver_java_options": "", "executor_java_options": ""}
     alone = session_conf(Settings(var_dir=tmp_path, kerberos=ON, spark=bare), "l", "a", hive=True)
@@ -264,6 +269,32 @@ def test_the_kerberos_hiveserver2_logs_in_as_hive_and_takes_kerberos_from_jdbc_c
     }
     assert f"-Djava.security.krb5.conf={settings.kerberos.krb5_conf}" in argv
     assert hs2.requires == ("hive-metastore", "kdc")
+    # its query threads' metastore connections: default credentials from its own keytab
+    jaas = tmp_path / "conf" / "hiveserver2" / "jaas.conf"
+    assert [a for a in argv if "auth.login.config" in a or "useSubjectCredsOnly" in a] == [
+        f"-Djava.security.auth.login.config={jaas}",
+        "-Djavax.security.auth.useSubjectCredsOnly=false",
+    ]
+    assert initiator_jaas(settings.kerberos, Path(keytab)) == (
+        "com.sun.security.jgss.krb5.initiate {\n"
+        "  com.sun.security.auth.module.Krb5LoginModule required\n"
+        f'  useKeyTab=true keyTab="{keytab}" principal="hive/localhost@FERRY.LOCAL"\n'
+        "  storeKey=true doNotPrompt=true isInitiator=true;\n"
+        "};\n"
+    )
+
+
+def test_a_server_never_inherits_a_kerberos_clients_ticket_cache_or_keytab(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ferry_kit.stack.process import server_environ
+
+    monkeypatch.setenv("KRB5CCNAME", "FILE:/tmp/krb5cc_ferry-1")
+    monkeypatch.setenv("KRB5_CLIENT_KTNAME", "/var/secrets/ferry.keytab")
+    monkeypatch.setenv("KRB5_CONFIG", "/etc/krb5.conf")
+    env = server_environ()
+    assert ("KRB5CCNAME" in env, "KRB5_CLIENT_KTNAME" in env) == (False, False)
+    assert env["KRB5_CONFIG"] == "/etc/krb5.conf"
 
 
 def test_a_kerberos_hiveserver2_without_its_principal_in_the_settings_does_not_start(
@@ -282,3 +313,33 @@ def test_a_kerberos_hiveserver2_without_its_principal_in_the_settings_does_not_s
         r"hiveserver2.principal to it \(is None",
     ):
         hs2.prepare()
+
+
+def test_a_process_removes_its_own_ticket_cache_when_it_exits(tmp_path: Path) -> None:
+    """A container's health check is one such process every few seconds: no cache may stay."""
+    import subprocess
+    import sys
+
+    keytab, conf = tmp_path / "ferry.keytab", tmp_path / "krb5.conf"
+    keytab.write_bytes(b"\x05\x02")
+    keytab.chmod(0o600)
+    conf.write_text("[libdefaults]\n")
+    code = (
+        "import os\n"
+        "from ferry.clusters.kerberos import configure_process\n"
+        "from ferry.settings.kerberos import KerberosSettings\n"
+        f"krb = KerberosSettings(enabled=True, keytab={str(keytab)!r}, krb5_conf={str(conf)!r},"
+        f" ccache={str(tmp_path / 'cc')!r})\n"
+        "configure_process(krb)\n"
+        "configure_process(krb)\n"
+        "cache = os.environ['KRB5CCNAME'].removeprefix('FILE:')\n"
+        "open(cache, 'w').write('tickets')\n"
+        "print(cache)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    cache = Path(proc.stdout.strip())
+    assert cache.parent == tmp_path and cache.name.startswith("cc-")
+    assert not cache.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ferry.keytab", "krb5.conf"]

@@ -12,6 +12,8 @@ clients and daemons read the keys of :func:`hadoop_client_conf`.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
 import os
 import stat
@@ -64,14 +66,30 @@ def check_keytab(krb: KerberosSettings) -> None:
 
 def configure_process(krb: KerberosSettings) -> None:
     """Make this process a Kerberos client of ``krb`` (sets :func:`process_env` in
-    ``os.environ``; MIT Kerberos reads it when GSSAPI is first used).
+    ``os.environ``; MIT Kerberos reads it when GSSAPI is first used). The ticket cache, a file
+    of this process alone, is removed when the process exits (a container's health check runs
+    one such process every few seconds).
 
     Raises:
         AuthenticationFailed: the keytab or krb5.conf is missing, or the keytab is readable by
             others.
     """
     check_keytab(krb)
-    os.environ.update(process_env(krb))
+    env = process_env(krb)
+    os.environ.update(env)
+    cache = env["KRB5CCNAME"].removeprefix("FILE:")
+    if cache not in _caches_to_remove:
+        _caches_to_remove.add(cache)
+        atexit.register(_remove_cache, cache)
+
+
+#: Ticket caches this process made (removed at exit).
+_caches_to_remove: set[str] = set()
+
+
+def _remove_cache(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def ticket_cache(krb: KerberosSettings) -> str:

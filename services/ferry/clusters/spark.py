@@ -158,9 +158,18 @@ def build_session(
 def _kerberos_driver(settings: Settings, app_name: str, cluster: str, conf: dict[str, str]) -> None:
     """Start the driver's JVM with ``conf`` (its class path and Java options are read at launch),
     log it in from the keytab and write the executors' token file, before the SparkContext
-    exists (:func:`ferry.clusters.spark_kerberos.prepare_driver`)."""
+    exists (:func:`ferry.clusters.spark_kerberos.prepare_driver`).
+
+    The process's ticket cache gets a ticket first (:func:`ferry.clusters.kerberos.ticket_cache`):
+    a local-mode context's own delegation token manager logs in from the cache the JVM inherits
+    (``KRB5CCNAME``; Spark's ``HadoopDelegationTokenManager.doLogin`` without
+    ``spark.kerberos.keytab``), and an empty cache fails it ("Unable to obtain password from
+    user")."""
     from pyspark import SparkConf, SparkContext
 
+    from ferry.clusters.kerberos import ticket_cache
+
+    ticket_cache(settings.kerberos)
     spark_kerberos.write_conf_dir(settings, cluster)
     # pyspark's own start of the gateway (what SparkContext() does first), with the conf the
     # context gets: spark-submit receives it as --conf, as for any session

@@ -19,13 +19,15 @@ container:
 A delegation token lives ``dfs.namenode.delegation.token.renew-interval`` (24 h by default)
 unless renewed; :class:`ferry.clusters.spark.SparkHolder` rebuilds the session, and so fetches a
 new token, after ``kerberos.session_max_age_s`` (12 h). The executors must run on hosts that see
-the token file's path (the local stack's one worker does; a real standalone cluster needs it on
-a shared path, or Spark on YARN).
+the token file's path, ``kerberos.spark_files_dir`` (the local stack's one worker does; compose
+shares it between the driver's container and the worker's as a volume; a real standalone cluster
+needs a shared path, or Spark on YARN).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,13 +41,17 @@ if TYPE_CHECKING:
 
 
 def conf_dir(settings: Settings, cluster: str) -> Path:
-    """Directory of the driver's and executors' Hadoop ``core-site.xml`` for ``cluster``."""
-    return settings.var_dir / "conf" / f"spark-kerberos-{cluster}"
+    """Directory of the driver's and executors' Hadoop ``core-site.xml`` for ``cluster``
+    (``<kerberos.spark_files_dir>/conf-<cluster>``)."""
+    return settings.kerberos.spark_files_dir / f"conf-{cluster}"
 
 
 def token_file(settings: Settings, cluster: str, app_name: str) -> Path:
-    """The delegation token file of application ``app_name`` on ``cluster``."""
-    return settings.var_dir / "run" / f"{app_name}-{cluster}-{os.getpid()}.token"
+    """The delegation token file of application ``app_name`` on ``cluster``, in
+    ``kerberos.spark_files_dir``; named after this host and process, as drivers on several hosts
+    may share the directory."""
+    host = socket.gethostname()
+    return settings.kerberos.spark_files_dir / f"{app_name}-{cluster}-{host}-{os.getpid()}.token"
 
 
 def metastore_conf(krb: KerberosSettings) -> dict[str, str]:

@@ -270,8 +270,9 @@ def _files_under_var_dir(data: dict[str, Any]) -> dict[str, Any]:
     """Local files default under ``var_dir``: the tracker's store ``<var_dir>/tracker``,
     supervisord's home ``<var_dir>``, the OpenLineage file ``<var_dir>/lineage/openlineage.jsonl``
     (transport ``file``), and the Kerberos files ``<var_dir>/secrets/ferry.keytab``,
-    ``<var_dir>/conf/krb5/krb5.conf`` and ``<var_dir>/run/krb5cc_ferry`` (beside the KDC the
-    stack runs from that ``var_dir``); a value given for one of them wins."""
+    ``<var_dir>/conf/krb5/krb5.conf``, ``<var_dir>/run/krb5cc_ferry`` and
+    ``<var_dir>/run/spark-kerberos`` (beside the KDC the stack runs from that ``var_dir``); a
+    value given for one of them wins."""
     var = under_cwd(Path(data.get("var_dir") or "var"))
     defaults = {
         "tracker": {"data_dir": var / "tracker"},
@@ -281,6 +282,7 @@ def _files_under_var_dir(data: dict[str, Any]) -> dict[str, Any]:
             "keytab": var / "secrets" / "ferry.keytab",
             "krb5_conf": var / "conf" / "krb5" / "krb5.conf",
             "ccache": var / "run" / "krb5cc_ferry",
+            "spark_files_dir": var / "run" / "spark-kerberos",
         },
     }
     return data | {k: {**d, **_given(data.get(k))} for k, d in defaults.items()}

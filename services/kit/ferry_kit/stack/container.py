@@ -22,6 +22,7 @@ from ferry.settings import Settings, get_settings
 from ferry_kit.stack.base import Component
 from ferry_kit.stack.components import build_components
 from ferry_kit.stack.health import Unhealthy
+from ferry_kit.stack.process import server_environ
 
 
 def component(settings: Settings, name: str) -> Component:
@@ -52,7 +53,7 @@ def run_one(name: str, settings: Settings | None = None) -> None:
     os.chdir(launch.cwd)
     sys.stdout.flush()
     try:
-        os.execvpe(launch.argv[0], launch.argv, {**os.environ, **launch.env})  # noqa: S606
+        os.execvpe(launch.argv[0], launch.argv, {**server_environ(), **launch.env})  # noqa: S606
     except OSError as exc:
         raise StackError(f"cannot exec {name} ({launch.argv[0]}): {exc}") from exc
 

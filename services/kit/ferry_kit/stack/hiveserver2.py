@@ -13,18 +13,28 @@ secure cluster: ``spark-submit --principal/--keytab`` logs its JVM in as the hiv
 to the metastore; ``hive.server2.authentication=KERBEROS`` with the same principal and keytab
 makes every JDBC client authenticate with SASL GSSAPI (Hive's "Setting Up HiveServer2",
 "Authentication/Security Configuration"). The health check then connects with Ferry's ticket.
+
+Its queries run in threads whose Hadoop user is not the keytab's login (the session's), and their
+metastore connections find no ticket in that user's credentials. Java's GSS then gets its default
+initiator credentials from the JAAS entry ``com.sun.security.jgss.krb5.initiate``
+(``useSubjectCredsOnly=false``; the JDK's "JAAS and Java GSS-API" guide), which
+:func:`initiator_jaas` points at the server's own keytab. Without it the server took whatever
+ticket cache it inherited: the one of the process that started it (now kept out:
+``process.server_environ``).
 """
 
 from __future__ import annotations
 
 import shutil
 import socket
+from pathlib import Path
 
 from ferry.clusters.hiveserver2 import HiveServer2Unavailable, query
 from ferry.clusters.kerberos import hadoop_client_conf
 from ferry.clusters.spark_kerberos import metastore_conf
 from ferry.core.errors import FerryError, StackError
 from ferry.settings import Settings
+from ferry.settings.kerberos import KerberosSettings
 from ferry_kit.stack import health
 from ferry_kit.stack.base import CONF_SRC, JAVA17_OPENS, Component, Layout, java, spark_home
 from ferry_kit.stack.kdc import hive_keytab
@@ -55,6 +65,19 @@ def hiveserver2_check(settings: Settings) -> str:
     return "SELECT 1 over JDBC"
 
 
+def initiator_jaas(krb: KerberosSettings, keytab: Path) -> str:
+    """A JAAS configuration whose ``com.sun.security.jgss.krb5.initiate`` entry logs in as
+    ``krb.hive_principal`` from ``keytab`` (Krb5LoginModule: ``useKeyTab``, ``storeKey``,
+    ``doNotPrompt``): the server's default credentials when a thread's Subject has none."""
+    return (
+        "com.sun.security.jgss.krb5.initiate {\n"
+        "  com.sun.security.auth.module.Krb5LoginModule required\n"
+        f'  useKeyTab=true keyTab="{keytab}" principal="{krb.hive_principal}"\n'
+        "  storeKey=true doNotPrompt=true isInitiator=true;\n"
+        "};\n"
+    )
+
+
 def hiveserver2(settings: Settings, lay: Layout) -> Component:
     """The HiveServer2 component (group ``hive``), after the metastore."""
     hs = settings.hiveserver2
@@ -77,6 +100,8 @@ def hiveserver2(settings: Settings, lay: Layout) -> Component:
         for name in ("core-site.xml", "hdfs-site.xml"):
             shutil.copyfile(lay.conf / "hdfs-a" / name, conf / name)
         shutil.copyfile(CONF_SRC / "spark-log4j2.properties", conf / "log4j2.properties")
+        if krb.enabled:
+            (conf / "jaas.conf").write_text(initiator_jaas(krb, hive_keytab(lay)), encoding="utf-8")
 
     spark_conf = {
         "spark.master": "local[1]",
@@ -123,7 +148,15 @@ def hiveserver2(settings: Settings, lay: Layout) -> Component:
     argv = [
         java(),
         f"-Xmx{hs.driver_memory_mb}m",
-        *([f"-Djava.security.krb5.conf={krb.krb5_conf}"] if krb.enabled else []),
+        *(
+            [
+                f"-Djava.security.krb5.conf={krb.krb5_conf}",
+                f"-Djava.security.auth.login.config={conf / 'jaas.conf'}",
+                "-Djavax.security.auth.useSubjectCredsOnly=false",
+            ]
+            if krb.enabled
+            else []
+        ),
         *markers("hiveserver2", lay.var),
         *JAVA17_OPENS,
         "-Djdk.reflect.useDirectMethodHandle=false",

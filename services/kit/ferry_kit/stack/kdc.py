@@ -11,8 +11,10 @@ these principals exist, with random keys, and writes their keytabs (mode 0600):
 principal                       used by                                keytab
 ==============================  =====================================  =====================
 ``hdfs/<service_host>``         NameNodes and DataNodes (RPC, SASL)    var/conf/krb5/hdfs.keytab
-``HTTP/<service_host>``,        WebHDFS SPNEGO on the NameNodes        same
-``HTTP/127.0.0.1``              (a client names the host it dials)
+``HTTP/<service_host>``,        WebHDFS SPNEGO on the NameNodes and    same
+``HTTP/127.0.0.1``, ``HTTP/``   DataNodes (a client names the host it
+of each NameNode/DataNode host  dials; hosts of another realm's
+                                ``kerberos.domain_realm`` excepted)
 ``hive/<service_host>``         the Hive metastore (SASL)              var/conf/krb5/hive.keytab
 ``<kerberos.principal>``        Ferry's processes                      ``kerberos.keytab``
 ==============================  =====================================  =====================
@@ -26,6 +28,12 @@ from a database of its own in ``var/data/kdc/<REALM>``, in two-way trust with ``
 ``krbtgt/<R>@<realm>`` and ``krbtgt/<realm>@<R>`` exist in both databases with the same keys
 (MIT's "Cross-realm authentication" in the Kerberos admin guide), and krb5.conf names the path in
 ``[capaths]``. :func:`add_principal` makes a principal of any of these realms with its keytab.
+
+A trusted realm listed in ``kerberos.realm_kdcs`` is another host's KDC (compose runs one per
+cluster network, docs/compose.md): this KDC keeps no database for it, only the two cross-realm
+principals in its own, made with the password of ``kerberos.trust_password_file``, which the
+other KDC reads too; same password, same salt (realm and name), same kvno 1: the same keys on
+both sides. They are made once: a new password needs both databases made anew.
 """
 
 from __future__ import annotations
@@ -107,8 +115,16 @@ def hdfs_server_conf(krb: KerberosSettings, lay: Layout) -> dict[str, str]:
     }
 
 
-def _principals(krb: KerberosSettings) -> list[str]:
-    return [krb.hdfs_principal, krb.http_principal, f"HTTP/127.0.0.1@{krb.realm}"]
+def _principals(settings: Settings) -> list[str]:
+    """The HDFS keytab's principals: ``hdfs/<service_host>``, and ``HTTP/<host>`` for
+    ``service_host``, 127.0.0.1 and every NameNode and DataNode host of the clusters (a WebHDFS
+    client names the host it dials) but those ``kerberos.domain_realm`` puts in another realm."""
+    krb = settings.kerberos
+    hosts = [krb.service_host, "127.0.0.1"]
+    for cs in settings.clusters.values():
+        hosts += [nn.host for nn in cs.namenode_list] + [cs.datanode_host]
+    ours = [h for h in dict.fromkeys(hosts) if krb.domain_realm.get(h, krb.realm) == krb.realm]
+    return [krb.hdfs_principal, *(f"HTTP/{h}@{krb.realm}" for h in ours)]
 
 
 def _realm_of(principal: str) -> str:
@@ -175,6 +191,48 @@ def _ensure_trust(krb: KerberosSettings, lay: Layout, other: str) -> None:
             raise StackError(f"kadmin.local -r {realm}: {name} was not created")
 
 
+def _trust_password(krb: KerberosSettings, other: str) -> str:
+    """The cross-realm password shared with ``other``'s KDC (``kerberos.trust_password_file``).
+
+    Raises:
+        StackError: no file is set, or it cannot be read, or it is empty.
+    """
+    path = krb.trust_password_file
+    if path is None:
+        raise StackError(
+            f"kerberos.realm_kdcs serves {other} elsewhere: set kerberos.trust_password_file to "
+            "the password both KDCs make the cross-realm krbtgt principals with"
+        )
+    try:
+        password = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise StackError(f"kerberos.trust_password_file {str(path)!r}: {exc.strerror}") from None
+    if not password:
+        raise StackError(f"kerberos.trust_password_file {str(path)!r} is empty")
+    return password
+
+
+def _ensure_remote_trust(krb: KerberosSettings, lay: Layout, other: str) -> None:
+    """This KDC's half of the two-way trust with ``other``, whose KDC is another host's: both
+    cross-realm ``krbtgt`` principals in ``krb.realm``'s database, made (once) with the shared
+    password; the other KDC makes the same two in its own."""
+    home = krb.realm
+    missing = [
+        n
+        for n in (f"krbtgt/{other}@{home}", f"krbtgt/{home}@{other}")
+        if not _exists(krb, lay, n, home)
+    ]
+    if not missing:
+        return
+    password = _trust_password(krb, other)
+    for name in missing:
+        # the output echoes the query, password included: checked, never shown
+        if f'Principal "{name}" created' not in _kadmin(
+            krb, lay, f"addprinc -pw {password} {name}", home
+        ):
+            raise StackError(f"kadmin.local -r {home}: {name} was not created")
+
+
 def add_principal(settings: Settings, lay: Layout, principal: str, keytab: Path) -> None:
     """Make ``principal`` (``name[/instance]@REALM``, of ``kerberos.realm`` or one of
     ``kerberos.trusted_realms``) if it does not exist, and write its keytab (mode 0600).
@@ -183,14 +241,21 @@ def add_principal(settings: Settings, lay: Layout, principal: str, keytab: Path)
         StackError: the realm is not one the KDC serves, or a Kerberos tool failed.
     """
     krb = settings.kerberos
-    if "@" not in principal or _realm_of(principal) not in _realms(krb):
-        raise StackError(f"{principal}: not a principal of {', '.join(_realms(krb))}")
+    if "@" not in principal or _realm_of(principal) not in _served(krb):
+        raise StackError(f"{principal}: not a principal of {', '.join(_served(krb))}")
     _ensure_principal(krb, lay, principal)
     _write_keytab(krb, lay, keytab, [principal])
 
 
 def _realms(krb: KerberosSettings) -> list[str]:
+    """``kerberos.realm`` and the trusted realms: every realm krb5.conf names."""
     return [krb.realm, *(r for r in krb.trusted_realms if r != krb.realm)]
+
+
+def _served(krb: KerberosSettings) -> list[str]:
+    """The realms this KDC serves: :func:`_realms` but those another host's KDC serves
+    (``kerberos.realm_kdcs``)."""
+    return [krb.realm, *(r for r in _realms(krb)[1:] if r not in krb.realm_kdcs)]
 
 
 def _database(lay: Layout, krb: KerberosSettings, realm: str) -> Path:
@@ -203,7 +268,8 @@ def _database(lay: Layout, krb: KerberosSettings, realm: str) -> Path:
 def _conf_blocks(krb: KerberosSettings, lay: Layout) -> dict[str, str]:
     """The realm-dependent parts of krb5.conf and kdc.conf."""
     realms = _realms(krb)
-    kdcs = "".join(f"  {r} = {{\n    kdc = {krb.kdc_host}:{krb.kdc_port}\n  }}\n" for r in realms)
+    here = f"{krb.kdc_host}:{krb.kdc_port}"
+    kdcs = "".join(f"  {r} = {{\n    kdc = {krb.realm_kdcs.get(r, here)}\n  }}\n" for r in realms)
     dbs = "".join(
         f"  {r} = {{\n"
         f"    database_name = {_database(lay, krb, r)}/principal\n"
@@ -213,7 +279,7 @@ def _conf_blocks(krb: KerberosSettings, lay: Layout) -> dict[str, str]:
         "    max_renewable_life = 7d\n"
         "    supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal\n"
         "  }\n"
-        for r in realms
+        for r in _served(krb)
     )
     # each trusted realm trusts kerberos.realm directly ("." is "no intermediate realm"), and
     # reaches another trusted realm through it (krb5.conf(5), [capaths])
@@ -224,7 +290,14 @@ def _conf_blocks(krb: KerberosSettings, lay: Layout) -> dict[str, str]:
         + "  }\n"
         for r in realms
     )
-    return {"realm_kdcs": kdcs, "realm_databases": dbs, "capaths": paths if len(realms) > 1 else ""}
+    hosts = {krb.service_host: krb.realm, "127.0.0.1": krb.realm, **krb.domain_realm}
+    domains = "".join(f"  {h} = {r}\n" for h, r in hosts.items())
+    return {
+        "realm_kdcs": kdcs,
+        "realm_databases": dbs,
+        "capaths": paths if len(realms) > 1 else "",
+        "domain_realm": domains,
+    }
 
 
 def prepare_realm(settings: Settings, lay: Layout) -> None:
@@ -236,10 +309,10 @@ def prepare_realm(settings: Settings, lay: Layout) -> None:
             KDC does not serve.
     """
     krb = settings.kerberos
-    if krb.client_realm not in _realms(krb):
+    if krb.client_realm not in _served(krb):
         raise StackError(
             f"kerberos.principal {krb.client_principal}: the local KDC serves "
-            f"{', '.join(_realms(krb))} only (add its realm to kerberos.trusted_realms)"
+            f"{', '.join(_served(krb))} only (add its realm to kerberos.trusted_realms)"
         )
     values = dict(
         realm=krb.realm,
@@ -250,7 +323,7 @@ def prepare_realm(settings: Settings, lay: Layout) -> None:
     )
     render("krb5.conf.tmpl", krb.krb5_conf, **values)
     render("kdc.conf.tmpl", conf_dir(lay) / "kdc.conf", **values)
-    for realm in _realms(krb):
+    for realm in _served(krb):
         data = _database(lay, krb, realm)
         if (data / "principal").exists():
             continue
@@ -264,12 +337,15 @@ def prepare_realm(settings: Settings, lay: Layout) -> None:
             env=_kdc_env(krb, lay),
         )
     for other in _realms(krb)[1:]:
-        _ensure_trust(krb, lay, other)
-    for principal in [*_principals(krb), krb.hive_principal, krb.client_principal]:
+        if other in krb.realm_kdcs:
+            _ensure_remote_trust(krb, lay, other)
+        else:
+            _ensure_trust(krb, lay, other)
+    for principal in [*_principals(settings), krb.hive_principal, krb.client_principal]:
         _ensure_principal(krb, lay, principal)
     maxlife = f'modprinc -maxlife "{krb.ticket_lifetime_s} seconds" {krb.client_principal}'
     _kadmin(krb, lay, maxlife, krb.client_realm)
-    _write_keytab(krb, lay, hdfs_keytab(lay), _principals(krb))
+    _write_keytab(krb, lay, hdfs_keytab(lay), _principals(settings))
     _write_keytab(krb, lay, hive_keytab(lay), [krb.hive_principal])
     _write_keytab(krb, lay, krb.keytab, [krb.client_principal])
 
@@ -289,7 +365,7 @@ def check(settings: Settings, lay: Layout) -> str:
         )
     if proc.returncode != 0:
         raise health.Unhealthy(f"kinit {krb.hdfs_principal}: {proc.stderr.strip()[-200:]}")
-    return f"realm {krb.realm}"
+    return f"realm {', '.join(_served(krb))}"
 
 
 def kdc(settings: Settings, lay: Layout) -> Component:
@@ -300,7 +376,7 @@ def kdc(settings: Settings, lay: Layout) -> Component:
     def prepare() -> None:
         prepare_realm(settings, lay)
 
-    realms = [arg for r in _realms(krb) for arg in ("-r", r)]
+    realms = [arg for r in _served(krb) for arg in ("-r", r)]
     kdc_argv = [shutil.which("krb5kdc") or "/usr/sbin/krb5kdc", "-n", *realms]
     # krb5kdc takes no free-form arguments, so a shell that waits for it carries the markers the
     # stack finds its processes by (ferry_kit.stack.process.owned_pid); stopping signals the whole

@@ -58,6 +58,18 @@ def owned_pid(name: str, pid_file: Path, var_dir: Path) -> int | None:
     return None
 
 
+#: A Kerberos client's own ticket cache and keytab (ferry.clusters.kerberos.process_env): the
+#: process that starts the servers may be one (its health checks use SPNEGO), and a server that
+#: inherited them would act with Ferry's ticket instead of its own keytab.
+CLIENT_KERBEROS_ENV = ("KRB5CCNAME", "KRB5_CLIENT_KTNAME")
+
+
+def server_environ() -> dict[str, str]:
+    """This process's environment without :data:`CLIENT_KERBEROS_ENV`: what a server starts
+    with (before its own ``Launch.env``)."""
+    return {k: v for k, v in os.environ.items() if k not in CLIENT_KERBEROS_ENV}
+
+
 def start(launch: Launch) -> int:
     """Start ``launch`` in its own session (process group), stdout+stderr appended to its log.
 
@@ -66,7 +78,7 @@ def start(launch: Launch) -> int:
     """
     launch.log_file.parent.mkdir(parents=True, exist_ok=True)
     launch.pid_file.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **launch.env}
+    env = {**server_environ(), **launch.env}
     with launch.log_file.open("ab") as log:
         banner = f"\n==== ferry stack: starting {launch.name} at {time.strftime('%F %T')} ====\n"
         log.write(banner.encode())
