@@ -24,7 +24,6 @@ compose-secrets``). Skips with the reason when no Docker engine or no compose v2
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
@@ -33,7 +32,7 @@ from typing import Any
 
 import pytest
 from tests.compose.compose_checks import REPO
-from tests.compose.engine import docker_unavailable, figure, save_logs
+from tests.compose.engine import figure, run_driver, run_project
 
 pytestmark = pytest.mark.compose
 
@@ -43,7 +42,6 @@ KRB = ["docker", "compose", "--env-file", str(ENV_FILE), "-f", FILES[0], "-f", F
 KRB += ["--profile", "test"]
 TRUST = REPO / "var" / "compose-secrets" / "kerberos-trust.password"
 NAS = REPO / "var" / "compose-nas-kerberos"
-IMAGE = "ferry:0.1.0"
 TICKET_S = 120  #: FERRY_KERBEROS__TICKET_LIFETIME_S of docker-compose.kerberos.yml
 A, B = "A.FERRY.LOCAL", "B.FERRY.LOCAL"
 KEYTABS = "/var/lib/ferry/conf/krb5"
@@ -53,40 +51,10 @@ OUTPUTS: list[str] = []
 
 @pytest.fixture(scope="module")
 def realms() -> Iterator[object]:
-    reason = docker_unavailable()
-    if reason:
-        pytest.skip(reason)
-    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode:
-        pytest.fail(f"no image {IMAGE}: run `make compose-build` (or `make compose-test`)")
     if not TRUST.is_file():
         pytest.fail(f"no {TRUST.relative_to(REPO)}: run `make compose-secrets` (compose-test does)")
-    from testcontainers.compose import DockerCompose
-
-    NAS.mkdir(parents=True, exist_ok=True)
-    os.chmod(NAS, 0o777)
-    stack = DockerCompose(
-        str(REPO), compose_file_name=FILES, env_file=str(ENV_FILE), wait=True, profiles=["test"]
-    )
-    t0 = time.monotonic()
-    try:
-        stack.start()
-    except subprocess.CalledProcessError as exc:
-        logs = stack.get_logs()
-        stack.stop()
-        pytest.fail(
-            f"docker compose up failed ({exc.returncode}):\n{exc.stderr.decode(errors='replace')}\n"
-            f"{logs[0][-20000:]}"
-        )
-    print(f"two realms: compose up --wait: {time.monotonic() - t0:.0f} s")
-    try:
-        yield stack
-    finally:
-        try:
-            save_logs(KRB, REPO / "var" / "log" / "compose-kerberos")
-        except (OSError, subprocess.SubprocessError) as exc:  # the project still goes down
-            print(f"container logs not saved: {exc}")
-        if os.environ.get("FERRY_KEEP_COMPOSE") != "1":
-            stack.stop()
+    logs = REPO / "var" / "log" / "compose-kerberos"
+    yield from run_project(FILES, KRB, NAS, logs, env_file=ENV_FILE)
 
 
 def compose(*args: str, timeout: float = 120) -> str:
@@ -99,22 +67,11 @@ def compose(*args: str, timeout: float = 120) -> str:
 
 
 def driver(*args: str, timeout: float = 900) -> tuple[int, Any, str]:
-    """tests/compose/run_scenario.py in the scenario container (ferry@A.FERRY.LOCAL)."""
-    proc = subprocess.run(
-        [*KRB, "exec", "-T", "scenario", "python", "-m", "tests.compose.run_scenario", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    OUTPUTS.append(proc.stdout + proc.stderr)
-    lines = proc.stdout.strip().splitlines()
-    try:
-        doc = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        doc = None
-    return proc.returncode, doc, proc.stdout[-5000:] + proc.stderr[-5000:]
+    """tests/compose/run_scenario.py in the scenario container (ferry@A.FERRY.LOCAL); its output
+    is kept for the secrets check."""
+    code, doc, out = run_driver(KRB, args, timeout)
+    OUTPUTS.append(out)
+    return code, doc, out
 
 
 def kdc_log(service: str) -> list[str]:

@@ -16,7 +16,6 @@ Skips with the reason when no Docker engine or no compose v2 answers.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -24,14 +23,13 @@ from typing import Any
 
 import pytest
 from tests.compose.compose_checks import REPO
-from tests.compose.engine import docker_unavailable, figure, save_logs
+from tests.compose.engine import figure, run_driver, run_project
 
 from ferry_kit.testing.waiting import wait_for
 
 pytestmark = pytest.mark.compose
 
 NAS = REPO / "var" / "compose-nas"
-IMAGE = "ferry:0.1.0"
 COMPOSE = ["docker", "compose", "--profile", "test"]
 FILES, ROWS = 6, 40  #: files per fault scenario, rows per file
 SETTLE_S = 480  #: each scenario's files must have an outcome within this many seconds
@@ -53,56 +51,12 @@ def sh(*argv: str, timeout: float = 120, check: bool = True) -> str:
 
 @pytest.fixture(scope="module")
 def compose() -> Iterator[object]:
-    reason = docker_unavailable()
-    if reason:
-        pytest.skip(reason)
-    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode:
-        pytest.fail(f"no image {IMAGE}: run `make compose-build` (or `make compose-test`)")
-    from testcontainers.compose import DockerCompose
-
-    # The stages run as uid 10001 in their containers; the bind-mounted NAS must be writable.
-    NAS.mkdir(parents=True, exist_ok=True)
-    os.chmod(NAS, 0o777)
-    stack = DockerCompose(
-        str(REPO), compose_file_name=["docker-compose.yml"], wait=True, profiles=["test"]
-    )
-    t0 = time.monotonic()
-    try:
-        stack.start()
-    except subprocess.CalledProcessError as exc:
-        logs = stack.get_logs()
-        stack.stop()
-        pytest.fail(
-            f"docker compose up failed ({exc.returncode}):\n{exc.stderr.decode(errors='replace')}\n"
-            f"{logs[0][-20000:]}"
-        )
-    print(f"compose up --wait: {time.monotonic() - t0:.0f} s")
-    try:
-        yield stack
-    finally:
-        try:
-            save_logs(COMPOSE, REPO / "var" / "log" / "compose")
-        except (OSError, subprocess.SubprocessError) as exc:  # the project still goes down
-            print(f"container logs not saved: {exc}")
-        if os.environ.get("FERRY_KEEP_COMPOSE") != "1":
-            stack.stop()
+    yield from run_project(["docker-compose.yml"], COMPOSE, NAS, REPO / "var" / "log" / "compose")
 
 
 def driver(*args: str, timeout: float = SETTLE_S + 120) -> tuple[int, Any, str]:
     """Run tests/compose/run_scenario.py in the scenario container: (exit code, JSON, output)."""
-    proc = subprocess.run(
-        [*COMPOSE, "exec", "-T", "scenario", "python", "-m", "tests.compose.run_scenario", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    lines = proc.stdout.strip().splitlines()
-    try:
-        doc = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        doc = None
-    return proc.returncode, doc, proc.stdout[-5000:] + proc.stderr[-5000:]
+    return run_driver(COMPOSE, args, timeout)
 
 
 def container(service: str, index: int = 0) -> str:
