@@ -105,9 +105,10 @@ class KerberosSettings(Frozen):
     trust_password_file: WorkPath | None = Field(
         default=None,
         description=(
-            "Local stack only: a file (mode 0600 or 0400) holding the password of the cross-realm "
-            "``krbtgt`` principals shared with the realms of ``realm_kdcs``; both KDCs derive the "
-            "same keys from it. Required when a trusted realm is in ``realm_kdcs``."
+            "Local stack only: a file, readable by the KDC alone, holding the password of the "
+            "cross-realm ``krbtgt`` principals shared with the realms of ``realm_kdcs``; both "
+            "KDCs derive the same keys from it. Required when a trusted realm is in "
+            "``realm_kdcs``."
         ),
     )
     spark_files_dir: WorkPath = Field(
