@@ -10,7 +10,8 @@ In order, on one running project:
 
 1. the daily-files scenario of tests/e2e/scenario.py (both datasets, field cases) with its exact
    expectations, then each file's rows read back through the kerberized HiveServer2 as an analyst
-   reads them, equal to the rows Spark counts through the metastore;
+   reads them, equal to the rows Spark counts through the metastore; the stages read their
+   clusters from the client configuration the NameNodes and the metastore wrote;
 2. after the first ticket of every stage has expired, more files flow: every one loaded, and the
    KDCs' logs show transfer's container getting a new ticket (one process, never restarted) and
    its cross-realm tickets (krbtgt/A@B from kdc-b, HTTP/namenode-a@A from kdc-a);
@@ -102,6 +103,10 @@ def test_daily_files_flow_across_two_realms_and_read_back_through_hiveserver2(
     code, via_hs2, out = driver("hs2", *hive, timeout=300)
     assert code == 0, out
     assert via_hs2 == hive
+    # transform's settings took cluster B's principals from the files namenode-b wrote
+    own = "from ferry.settings import get_settings as g; p = g().cluster('b').hadoop_properties; "
+    own += "print(p['dfs.namenode.kerberos.principal'])"
+    assert compose("exec", "-T", "transform", "python", "-c", own).strip() == f"hdfs/namenode-b@{B}"
     figure(
         capsys,
         f"two realms: daily scenario {daily_s:.0f} s, {len(doc['files'])} files; "

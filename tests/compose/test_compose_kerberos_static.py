@@ -41,8 +41,11 @@ def merged(service: str) -> dict[str, Any]:
     return svc
 
 
-def env_of(service: str) -> dict[str, str]:
-    return {**IMAGE_ENV, **merged(service)["environment"]}
+def env_of(service: str, conf_dirs: bool = False) -> dict[str, str]:
+    """The container's environment; without the client configuration directories (their files
+    exist only in the running project) unless ``conf_dirs``."""
+    env = {**IMAGE_ENV, **merged(service)["environment"]}
+    return env if conf_dirs else {k: v for k, v in env.items() if not k.endswith("_CONF_DIR")}
 
 
 def mount(service: str, target: str) -> str | None:
@@ -151,3 +154,52 @@ def test_the_merge_replaces_a_volume_by_its_target_and_adds_environment() -> Non
     assert (env["FERRY_KAFKA__HOST"], env["FERRY_KERBEROS__REALM"]) == ("kafka", REALM["b"])
     assert mount("extract", "/nas") == "./var/compose-nas-kerberos"
     assert Path(mount("extract", KRB5_DIR) or "").name == "krb5-b:ro"
+
+
+CLIENTS = "/var/lib/ferry/conf/clients"
+
+
+def test_each_stage_reads_its_clusters_own_client_configuration_from_their_volume() -> None:
+    reads = {
+        "extract": ["b"],
+        "transform": ["b"],
+        "transfer": ["a", "b"],
+        "gc": ["a", "b"],
+        "load": ["a", "hive"],
+        "scenario": ["a", "hive"],
+    }
+    for service, names in reads.items():
+        env = env_of(service, conf_dirs=True)
+        dirs = {k: v for k, v in env.items() if k.endswith("_CONF_DIR")}
+        want = {
+            "FERRY_METASTORE__HIVE_CONF_DIR"
+            if n == "hive"
+            else f"FERRY_CLUSTERS__{n.upper()}__HADOOP_CONF_DIR": f"{CLIENTS}/"
+            + ("hive" if n == "hive" else f"cluster-{n}")
+            for n in names
+        }
+        assert dirs == want, service
+        for path in dirs.values():
+            volume = "clients-hive" if path.endswith("hive") else f"clients-{path[-1]}"
+            assert mount(service, path) == f"{volume}:ro", service
+    writers = {"namenode-a": "cluster-a", "namenode-b": "cluster-b", "hive-metastore": "hive"}
+    for service, name in writers.items():
+        assert mount(service, f"{CLIENTS}/{name}") == f"clients-{name.removeprefix('cluster-')}"
+
+
+def test_the_files_a_namenode_writes_give_a_stage_its_clusters_principals(tmp_path: Path) -> None:
+    from ferry_kit.stack.client_conf import write_own_client_conf
+
+    namenode = ec.settings_from_env({**env_of("namenode-b"), "FERRY_VAR_DIR": str(tmp_path)})
+    written = write_own_client_conf(namenode, "hdfs-b-namenode")
+    assert written == tmp_path / "conf" / "clients" / "cluster-b"
+    env = {**env_of("transform"), "FERRY_CLUSTERS__B__HADOOP_CONF_DIR": str(written)}
+    props = ec.settings_from_env(env).cluster("b").hadoop_properties
+    assert (
+        props["dfs.namenode.kerberos.principal"],
+        props["hadoop.security.auth_to_local"],
+    ) == (
+        f"hdfs/namenode-b@{REALM['b']}",
+        "RULE:[1:$1@$0](ferry@A\\.FERRY\\.LOCAL)s/@.*//\nDEFAULT",
+    )
+    assert write_own_client_conf(namenode, "hdfs-b-datanode") is None

@@ -16,6 +16,7 @@ the metastore's SASL keys).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ferry.clusters.kerberos import hadoop_client_conf
@@ -92,6 +93,21 @@ def hive_files(settings: Settings) -> dict[str, dict[str, str]]:
     if settings.kerberos.enabled:
         hive |= metastore_conf(settings.kerberos)
     return {"hive-site.xml": hive}
+
+
+def write_own_client_conf(settings: Settings, component: str) -> Path | None:
+    """What server ``component`` tells its clients about its cluster, written where the stack
+    keeps it (a container's volume shares it with the stages; docs/compose.md): a NameNode
+    ``hdfs-<x>-namenode`` its cluster's directory, ``hive-metastore`` the metastore's. Returns the
+    directory, or None for other components (an HA cluster's NameNodes write none)."""
+    match = re.fullmatch(r"hdfs-(\w+)-namenode", component)
+    if match and match.group(1) in settings.clusters:
+        name = match.group(1)
+        files = cluster_files(settings.cluster(name), settings.kerberos)
+        return write_conf_dir(cluster_conf_dir(settings, name), files)
+    if component == "hive-metastore":
+        return write_conf_dir(hive_conf_dir(settings), hive_files(settings))
+    return None
 
 
 def write_conf_dir(directory: Path, files: dict[str, dict[str, str]]) -> Path:

@@ -20,6 +20,7 @@ import sys
 from ferry.core.errors import StackError
 from ferry.settings import Settings, get_settings
 from ferry_kit.stack.base import Component
+from ferry_kit.stack.client_conf import write_own_client_conf
 from ferry_kit.stack.components import build_components
 from ferry_kit.stack.health import Unhealthy
 from ferry_kit.stack.process import server_environ
@@ -38,7 +39,9 @@ def component(settings: Settings, name: str) -> Component:
 
 
 def run_one(name: str, settings: Settings | None = None) -> None:
-    """Prepare component ``name`` (config, storage format) and exec its JVM in this process.
+    """Prepare component ``name`` (config, storage format), write what it tells its clients
+    (:func:`ferry_kit.stack.client_conf.write_own_client_conf`: a NameNode's or the metastore's
+    client configuration directory) and exec its JVM in this process.
 
     Never returns on success: the process becomes the JVM (its pid 1 in a container, so
     ``docker stop`` signals the server itself).
@@ -46,8 +49,10 @@ def run_one(name: str, settings: Settings | None = None) -> None:
     Raises:
         StackError: unknown component, a set-up step failed, or the JVM cannot be executed.
     """
-    comp = component(settings or get_settings(), name)
+    settings = settings or get_settings()
+    comp = component(settings, name)
     comp.prepare()
+    write_own_client_conf(settings, name)
     launch = comp.launch
     launch.cwd.mkdir(parents=True, exist_ok=True)
     os.chdir(launch.cwd)
