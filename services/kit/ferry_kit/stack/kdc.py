@@ -170,6 +170,18 @@ def _write_keytab(krb: KerberosSettings, lay: Layout, path: Path, principals: li
     os.chmod(path, 0o600)
 
 
+def _add_with_password(
+    krb: KerberosSettings, lay: Layout, name: str, password: str, realm: str
+) -> None:
+    """``addprinc -pw`` of ``name`` in ``realm``'s database (the password on kadmin's standard
+    input). Raises StackError when kadmin does not say it was created."""
+    # the output echoes the query, password included: checked, never shown
+    if f'Principal "{name}" created' not in _kadmin(
+        krb, lay, f"addprinc -pw {password} {name}", realm
+    ):
+        raise StackError(f"kadmin.local -r {realm}: {name} was not created")
+
+
 def _ensure_trust(krb: KerberosSettings, lay: Layout, other: str) -> None:
     """Two-way trust between ``krb.realm`` and ``other``: both cross-realm ``krbtgt`` principals
     in both databases with the same keys (one random password, kvno 1 everywhere). A partial
@@ -184,11 +196,7 @@ def _ensure_trust(krb: KerberosSettings, lay: Layout, other: str) -> None:
     for (realm, name), exists in present.items():
         if exists:
             _kadmin(krb, lay, f"delprinc -force {name}", realm)
-        # the output echoes the query, password included: checked, never shown
-        if f'Principal "{name}" created' not in _kadmin(
-            krb, lay, f"addprinc -pw {password} {name}", realm
-        ):
-            raise StackError(f"kadmin.local -r {realm}: {name} was not created")
+        _add_with_password(krb, lay, name, password, realm)
 
 
 def _trust_password(krb: KerberosSettings, other: str) -> str:
@@ -226,11 +234,7 @@ def _ensure_remote_trust(krb: KerberosSettings, lay: Layout, other: str) -> None
         return
     password = _trust_password(krb, other)
     for name in missing:
-        # the output echoes the query, password included: checked, never shown
-        if f'Principal "{name}" created' not in _kadmin(
-            krb, lay, f"addprinc -pw {password} {name}", home
-        ):
-            raise StackError(f"kadmin.local -r {home}: {name} was not created")
+        _add_with_password(krb, lay, name, password, home)
 
 
 def add_principal(settings: Settings, lay: Layout, principal: str, keytab: Path) -> None:
