@@ -9,8 +9,10 @@ Run by bench/bench_pipeline.py, never imported by Ferry:
   into the dataset's Hive table in ``DATABASE`` (ferry.stages.load.job.load_files with one file);
 * ``python baseline_job.py floor DATASET OUT_DIR CSV...``: plain Spark ``local[2]``, CSV →
   Parquet with the dataset's parse schema, no validation, no Hive (the floor), timed after a
-  warm-up conversion of the first file. Prints one JSON line ``{"read_write_s": …,
-  "session_s": …}``.
+  warm-up conversion of the first file; then the same read written in the table's layout (the
+  dataset's derived columns, ``repartition`` by the table's partition columns and
+  ``partitionBy`` them: one file per partition, what a bulk job writing into the table does).
+  Prints one JSON line ``{"read_write_s": …, "partitioned_s": …, "session_s": …}``.
 
 Each prints one JSON line with what it did; exit status 1 when a file was not transformed.
 """
@@ -32,8 +34,9 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     if mode == "floor":
         from pyspark.sql import SparkSession
+        from pyspark.sql import functions as F
 
-        from ferry.clusters.spark_jobs import struct_for
+        from ferry.clusters.spark_jobs import spark_type, struct_for
 
         out, *csvs = rest
         spark = (
@@ -44,20 +47,35 @@ def main(argv: list[str]) -> int:
         )
         session_s = time.perf_counter() - t0
 
-        def convert(paths: list[str], dest: str) -> None:
-            (
+        def convert(paths: list[str], dest: str, partitioned: bool = False) -> None:
+            df = (
                 spark.read.schema(struct_for(spec.columns))
                 .option("header", str(spec.csv.header).lower())
                 .option("nullValue", spec.csv.null_value)
                 .csv(paths)
+            )
+            if not partitioned:
+                df.write.mode("overwrite").parquet(dest)
+                return
+            derived = {d.name: F.expr(d.expr).try_cast(spark_type(d.type)) for d in spec.derived}
+            parts = spec.hive.partition_by
+            (
+                df.withColumns(derived)
+                .repartition(*parts)
                 .write.mode("overwrite")
+                .partitionBy(*parts)
                 .parquet(dest)
             )
 
         convert(csvs[:1], f"{out}-warm-up")  # class loading and JIT: not the floor's cost
+        convert(csvs[:1], f"{out}-warm-up", partitioned=True)
         t1 = time.perf_counter()
         convert(csvs, out)
-        print(json.dumps({"read_write_s": time.perf_counter() - t1, "session_s": session_s}))
+        t2 = time.perf_counter()
+        convert(csvs, f"{out}-partitioned", partitioned=True)
+        t3 = time.perf_counter()
+        got = {"read_write_s": t2 - t1, "partitioned_s": t3 - t2, "session_s": session_s}
+        print(json.dumps(got))
         spark.stop()
         return 0
     from ferry.clusters.spark import build_session

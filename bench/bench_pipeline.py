@@ -46,6 +46,7 @@ from peers import peer_part
 from pipeline_parts import (
     BaselineResult,
     FerryRun,
+    Floor,
     RssSampler,
     big_file,
     floor,
@@ -117,29 +118,27 @@ def baseline_part(
 def floor_part(
     year: list[Any], bigs: list[Path], big_mb: list[int], work: Path, rows: list[tuple[str, ...]]
 ) -> None:
+    """Two rows per set of files: plain CSV → Parquet, and the same in the table's layout."""
     say("floor: plain Spark local[2] …")
     out, log = work / "floor-out", work / "floor.log"
+
+    def add(what: str, got: Floor, nb: int) -> None:
+        for label, secs in (("", got.plain), (", partitioned like the table", got.partitioned)):
+            rate = f"{nb / secs / 1e6:.1f} MB/s"
+            rows.append(
+                ("floor", f"Spark local[2] CSV → Parquet{label}, {what}", f"{secs:.1f}", rate, "")
+            )
+
     if year:  # ``--year 0``: only the big files
-        secs = sum(
+        got = [
             floor(ds, [f.path for f in year if f.dataset == ds], out, log)
             for ds in sorted({f.dataset for f in year})
-        )
+        ]
+        total = Floor(sum(g.plain for g in got), sum(g.partitioned for g in got))
         nb = sum(f.path.stat().st_size for f in year)
-        rows.append(
-            (
-                "floor",
-                f"Spark local[2] CSV → Parquet, the {len(year)} files (one job per dataset)",
-                f"{secs:.1f}",
-                f"{nb / secs / 1e6:.1f} MB/s",
-                "",
-            )
-        )
+        add(f"the {len(year)} files (one job per dataset)", total, nb)
     for path, m in zip(bigs, big_mb, strict=True):
-        secs = floor("flights", [path], out, log)
-        rate = f"{path.stat().st_size / secs / 1e6:.1f} MB/s"
-        rows.append(
-            ("floor", f"Spark local[2] CSV → Parquet, {m} MB file", f"{secs:.1f}", rate, "")
-        )
+        add(f"{m} MB file", floor("flights", [path], out, log), path.stat().st_size)
 
 
 def demo_files(work: Path, specs: Any) -> list[Any]:
