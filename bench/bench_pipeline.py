@@ -19,7 +19,8 @@ Parts (``--parts``, comma separated; default all, in this order):
   (partitioned Parquet into the table's location, ``MSCK REPAIR TABLE``), each in a ``local[2]``
   session, on the sample, the year (unless ``--year 0``) and each big file; with Ferry's seconds
   over the peer's for the sets Ferry ran in the same run;
-* ``floor``: plain Spark ``local[2]`` CSV → Parquet over the same bytes (the year; each big file).
+* ``floor``: plain Spark ``local[2]`` CSV → Parquet over the same bytes (the year; each big file),
+  and the same read written in the table's layout (one file per partition).
 
 Peak RSS of every stack component and service is sampled throughout (psutil, 0.5 s).
 MB = 10^6 bytes. Usage: ``python bench/bench_pipeline.py [--parts ferry,big,peer] [--sample 20]
