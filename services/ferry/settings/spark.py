@@ -78,14 +78,14 @@ class SparkSettings(Frozen):
     )
     worker_webui_port: int = Field(default=18082, description="HTTP port of the worker's web UI.")
     worker_cores: int = Field(
-        default=16,
+        default=32,
         description=(
             "Core slots the worker offers. Each Ferry application takes up to spark.cores.max "
-            "(app_cores_max, 2): transform, load, a hot-standby instance of each (ferry up "
-            "--replicas) and a verifying session (demo, tests) need 10. With 8 a second transform "
-            "instance got no executor and its warm-up waited 300 s ('Initial job has not accepted "
-            "any resources', tests/e2e/test_supervision.py, stop 11). Slots are not CPU "
-            "reservations: 16 slots on 2 cores is fine for this I/O-bound work."
+            "(app_cores_max, 4): transform, load, a hot-standby instance of each (ferry up "
+            "--replicas) and a verifying session (demo, tests) need 20. With too few a second "
+            "transform instance got no executor and its warm-up waited 300 s ('Initial job has "
+            "not accepted any resources', tests/e2e/test_supervision.py, stop 11). Slots are not "
+            "CPU reservations: 32 slots on 2 cores is fine for this latency-bound work."
         ),
     )
     worker_memory_mb: int = Field(
@@ -105,21 +105,24 @@ class SparkSettings(Frozen):
         default=None, description="Any Spark master URL (e.g. yarn, local[2])."
     )
     app_cores_max: int = Field(
-        default=2,
+        default=4,
         description=(
             "spark.cores.max of each Ferry application, cores (executors of executor_cores "
-            "each). Two let a big file's splits and a batch's scan run on both cores of the "
-            "development "
-            "machine (bench/profile_batch.py); transform and load then hold 4 of the worker's 8 "
-            "slots, and an application started when fewer slots are free gets what is free."
+            "each): task slots, not CPUs. Four slots in two executors on the 2-core development "
+            "machine let the HDFS round trips of a batch's per-file writes overlap: a batch of 256 "
+            "small files took 10.6 and 12.8 s against 13.2 and 17.1 s with 2 slots in two "
+            "executors, the 300 MB file 33.2 and 35.3 s against 35.1 s (bench/profile_batch.py, "
+            "docs/operations.md 'Task slots'). An application started when fewer slots are free "
+            "gets what is free, in whole executors."
         ),
     )
     executor_cores: int = Field(
-        default=1,
+        default=2,
         ge=1,
         description=(
             "spark.executor.cores, cores: an application of app_cores_max cores runs "
-            "app_cores_max / executor_cores executor JVMs on the worker."
+            "app_cores_max / executor_cores executor JVMs on the worker; their tasks share the "
+            "executor's heap (executor_memory_mb)."
         ),
     )
     executor_memory_mb: int = Field(default=640, description="spark.executor.memory, MiB.")
