@@ -22,7 +22,11 @@ Parts (``--parts``, comma separated; default all, in this order):
 * ``floor``: plain Spark ``local[2]`` CSV → Parquet over the same bytes (the year; each big file),
   and the same read written in the table's layout (one file per partition).
 
-Peak RSS of every stack component and service is sampled throughout (psutil, 0.5 s).
+Peak RSS of every stack component and service is sampled throughout (psutil, 0.5 s). Unless
+``--no-costs``, every Ferry set and every peer run is also metered (bench/costs.py): CPU seconds
+per file of every process and round trips per file by kind (HDFS namespace calls, DataNode blocks,
+Kafka records and offset commits, metastore calls, Spark jobs/stages/tasks from event logs, which
+every driver then writes under ``<work>/eventlogs``), printed as ``cost`` rows.
 MB = 10^6 bytes. Usage: ``python bench/bench_pipeline.py [--parts ferry,big,peer] [--sample 20]
 [--big-mb 300,1000] [--lone 5] [--work DIR]``. Starts the stack if needed and stops it at the
 end unless ``--keep-up``. Prints figures; asserts nothing about time.
@@ -43,6 +47,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from costs import CostMeter, cost_rows, environment_note, event_log_env
 from peers import peer_part
 from pipeline_parts import (
     BaselineResult,
@@ -75,6 +80,22 @@ from ferry_kit.stack.manager import Stack
 PARTS = ("baseline", "ferry", "big", "peer", "stream", "floor")
 YEAR = 729
 console = Console(width=160)
+
+
+@contextlib.contextmanager
+def metered(
+    meter: CostMeter | None, label: str, files: int, rows: list[tuple[str, ...]]
+) -> Iterator[None]:
+    """Meter the work inside (no-op without a meter): its cost rows are appended to ``rows``
+    when it finishes, also when it failed (what it cost until then)."""
+    if meter is None:
+        yield
+        return
+    before = meter.snapshot()
+    try:
+        yield
+    finally:
+        rows.extend(cost_rows(label, meter.costs(before, meter.snapshot()), files))
 
 
 @contextlib.contextmanager
@@ -234,6 +255,7 @@ def main() -> int:
     ap.add_argument("--gz-mb", type=int, default=300, help="the big file also dropped gzipped")
     ap.add_argument("--keep-up", action="store_true", help="leave the stack running")
     ap.add_argument("--work", default="", help="work directory (default var_dir/bench-pipeline)")
+    ap.add_argument("--no-costs", action="store_true", help="no cost rows, no Spark event logs")
     args = ap.parse_args()
     # SIGTERM (a timeout) unwinds like Ctrl-C: the services are stopped, the stack taken down
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -249,11 +271,15 @@ def main() -> int:
     settings = get_settings()
     specs = load_datasets(settings.paths.datasets_dir)
     work.mkdir(parents=True, exist_ok=True)
+    if not args.no_costs:  # before any driver starts: the services and peers inherit it
+        os.environ.update(event_log_env(work / "eventlogs"))
     t_all = time.monotonic()
     say("writing the demo's daily files …")
     demo = demo_files(work, specs)
     step = max(1, len(demo) // args.sample)
     sample = list(demo[::step][: args.sample])
+    # the first batch after the services are ready, then a second of as many other files
+    second = list(demo[step // 2 :: step][: args.sample]) if step > 1 else []
     year = list(demo[: args.year])
     bigs = [big_file(demo, work / "big" / f"flights_big{m}mb.csv", m * 10**6) for m in big_mb]
     rows: list[tuple[str, ...]] = []
@@ -262,6 +288,8 @@ def main() -> int:
     ensure_topics(build_admin(settings.kafka), settings.kafka)
     rss = RssSampler(settings)
     rss.start()
+    meter = None if args.no_costs else CostMeter(settings, rss.services, work / "eventlogs")
+    costs: list[tuple[str, ...]] = []
     base: BaselineResult | None = None
     group: ServiceGroup | None = None
     (nas := settings.paths.nas_dir).mkdir(parents=True, exist_ok=True)  # extract won't make it
@@ -275,10 +303,22 @@ def main() -> int:
             group.start()
             for name, proc in group.procs.items():
                 rss.services[name] = proc.pid
+            # as `ferry up` does: files are dropped once every stage is warm and in its group
+            ready = group.wait_ready(settings, 600)
+            rows.append(
+                (
+                    "ferry",
+                    "services started → ready (warm, in their groups)",
+                    f"{ready:.1f}",
+                    "",
+                    "",
+                )
+            )
         if "ferry" in parts:
             assert group is not None
             runs = [
                 (f"{len(sample)} sample files", sample),
+                (f"{len(second)} other files, after the sample", second),
                 (f"{len(year)} files (the year)", year),
             ]
             for label, fs in runs:
@@ -287,7 +327,8 @@ def main() -> int:
                 with guard("ferry", rows):
                     say(f"ferry: {label} …")
                     drops = [(f.dataset, f.path, nas / f.relative_path) for f in fs]
-                    r = run_ferry(settings, drops, 900, group)
+                    with metered(meter, f"ferry, {label}", len(fs), costs):
+                        r = run_ferry(settings, drops, 900, group)
                     ratio = ""
                     if base is not None:
                         x = statistics.mean(base.per_file_s) * r.files / r.wall_s
@@ -328,19 +369,30 @@ def main() -> int:
                 peer_sets += [
                     (f"{m} MB file", [("flights", p)]) for p, m in zip(bigs, big_mb, strict=True)
                 ]
-                peer_part(settings, peer_sets, work, ferry_s, rows, say)
+                peer_part(
+                    settings,
+                    peer_sets,
+                    work,
+                    ferry_s,
+                    rows,
+                    say,
+                    measure=lambda label, n: metered(meter, label, n, costs),
+                )
         if "stream" in parts and bigs:
             with guard("stream", rows):
                 say("stream: extract, transfer, hdfs dfs …")
                 stream(settings, bigs[0], rows)
     finally:
         rss.stop()
+        if meter is not None:
+            meter.close()
         if not args.keep_up:
             say("stopping the stack …")
             stack.down()
     if "floor" in parts:
         with guard("floor", rows):
             floor_part(year, bigs, big_mb, work, rows)
+    rows += costs
     for name, peak in sorted(rss.peak.items()):
         rows.append(("rss", f"peak RSS {name}", "", f"{peak / 2**20:.0f} MiB", ""))
     rows.append(("rss", "peak RSS, stack (sum)", "", f"{rss.peak_stack / 2**20:.0f} MiB", ""))
@@ -353,6 +405,8 @@ def main() -> int:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    if meter is not None:
+        console.print(environment_note())
     console.print(f"whole run: {time.monotonic() - t_all:.0f} s wall")
     return 0
 

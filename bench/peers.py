@@ -28,7 +28,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -226,10 +227,14 @@ def peer_part(
     ferry_s: dict[str, float],
     rows: list[tuple[str, ...]],
     say: Any,
+    measure: Callable[[str, int], AbstractContextManager[None]] | None = None,
 ) -> None:
     """Each peer on each ``(label, [(dataset, file)…])`` set; a row each, with Ferry's seconds
     over the peer's when ``ferry_s`` has the set's label (Ferry ran it in this run). Every
-    database and HDFS root the peers made is removed at the end, whatever happened."""
+    database and HDFS root the peers made is removed at the end, whatever happened.
+    ``measure(label, files)``, when given, wraps each peer's run (its whole process: the JVM's
+    start is inside), e.g. bench/costs.py's meter."""
+    import contextlib
     import uuid
 
     from ferry.clusters.hdfs.webhdfs import WebHdfs
@@ -245,7 +250,10 @@ def peer_part(
                 db, root = f"ferry_peer_{tag}_{i}_{kind}", f"/bench/peer-{tag}-{i}-{kind}"
                 made.append((db, root))
                 say(f"peer {kind}: {label} ({len(files)} files, {mb:.1f} MB) …")
-                out = run_peer(kind, db, root, dirs=dirs, log=log)
+                with (measure or (lambda *_: contextlib.nullcontext()))(
+                    f"peer {kind}, {label}", len(files)
+                ):
+                    out = run_peer(kind, db, root, dirs=dirs, log=log)
                 secs = float(out["seconds"])
                 got = sum(out["rows"].values())
                 ferry = ferry_s.get(label)

@@ -215,10 +215,12 @@ class SparkHolder:
             self._built_at = time.monotonic()
         return self._spark
 
-    def warm(self) -> None:
+    def warm(self) -> Any:
         """Build the session now and make it ready for a batch: one tiny job (the application
         gets its executor) and, for a Hive session, one metastore call (the Hive client).
-        A stage's ``warm_up``: what a hot standby does before it joins its consumer group.
+        Returns the session. The start of a stage's ``warm_up``: what every instance does
+        before it joins its consumer group (transform then runs a synthetic batch:
+        :mod:`ferry.stages.transform.warmup`).
 
         Raises whatever building the session raises (no master, no metastore).
         """
@@ -226,6 +228,7 @@ class SparkHolder:
         spark.range(1).count()
         if self.hive:
             spark.catalog.listDatabases()
+        return spark
 
     def reset(self) -> None:
         """Stop the session if its context died (e.g. the application was removed by a master)."""

@@ -113,6 +113,41 @@ class ServiceGroup:
                 tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
                 raise FerryError(f"service {name} exited with {proc.returncode}; log tail:\n{tail}")
 
+    def wait_ready(self, settings: Settings, deadline_s: float) -> float:
+        """Wait until every started service says it is healthy as ``ferry ps`` reads it: each
+        consuming stage's instance a member of its consumer group (it joins after its warm-up,
+        ``ferry.core.runtime.runner``), extract having scanned, the others running. ``settings``
+        must be the services' own (their topic prefix names the groups). Returns the seconds
+        waited.
+
+        Raises:
+            TimeoutError: not all healthy within ``deadline_s`` (names the ones that are not).
+            FerryError: a service exited (:meth:`check_alive`).
+        """
+        from ferry.core.services import CONSUMING_STAGES
+        from ferry_kit.supervise.health import extract_health, group_members, stage_health
+
+        t0 = time.monotonic()
+        while True:
+            self.check_alive()
+            consuming = [n for n in self.procs if n in CONSUMING_STAGES]
+            members = group_members(settings, consuming) if consuming else {}
+            waiting = [
+                name
+                for name in consuming
+                if not stage_health(name, self.procs[name].pid, members[name]).ok
+            ]
+            if (
+                "extract" in self.procs
+                and not extract_health(settings, self.procs["extract"].pid).ok
+            ):
+                waiting.append("extract")
+            if not waiting:
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > deadline_s:
+                raise TimeoutError(f"services not ready after {deadline_s:.0f} s: {waiting}")
+            time.sleep(0.5)  # polling the group's membership, a condition with a deadline
+
     def stop(self, timeout_s: float = 60) -> dict[str, int | None]:
         """SIGTERM every service, wait, SIGKILL stragglers. Returns exit codes."""
         for proc in self.procs.values():

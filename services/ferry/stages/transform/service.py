@@ -9,6 +9,7 @@ room (:mod:`ferry.core.runtime.waiting`) until it is fixed, while the other data
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from ferry.clusters.spark import SparkHolder
 from ferry.core.errors import SparkUnavailable
@@ -19,11 +20,12 @@ from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import Stage
 from ferry.core.runtime.waiting import WaitingRoom
 from ferry.core.wire.avro import default_codec
-from ferry.datasets.reload import Definitions
+from ferry.datasets.reload import Definitions, snapshot
 from ferry.datasets.spec import DatasetSpec
 from ferry.lineage.observer import lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
+from ferry.stages.transform.warmup import warm_transform
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,13 @@ def build(settings: Settings | None = None) -> StageRunner:
         "transform",
         {FileExtracted: transform_batch},
         settings.transform,
-        holder.warm,
+        partial(
+            warm_transform,
+            holder.warm,
+            lambda: snapshot(definitions).specs,
+            deps.staging_root,
+            run_batch,
+        ),
         tick=lambda: room.tick(definitions.ready_changed, definitions.ready),
     )
     return build_runner(stage, deps, settings, observer=lineage_observer(settings, stage.name))

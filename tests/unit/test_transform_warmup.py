@@ -1,0 +1,103 @@
+"""transform's warm-up batch (issue 45: the first batch after a start costs what the second does):
+the synthetic file, the real job run on it, nothing left behind."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.factories import dataset_spec
+
+from ferry.stages.transform.job import run_batch
+from ferry.stages.transform.warmup import (
+    WARM_FILE_ID,
+    synthetic_csv,
+    warm_dataset,
+    warm_transform,
+)
+
+SPEC = dataset_spec(
+    "tiny",
+    {"id": "int", "kind": "string", "y": "int", "m": "int", "d": "int", "amt": "decimal(9,2)"},
+    csv={"null_value": "NA", "delimiter": ";"},
+    validation={
+        "not_null": ["id"],
+        "ranges": {"m": {"min": 1, "max": 12}, "d": {"max": 31}},
+        "allowed_values": {"kind": ["b", "a"]},
+    },
+    derived=[
+        {
+            "name": "day",
+            "type": "date",
+            "expr": "try_to_date(format_string('%04d-%02d-%02d', y, m, d), 'yyyy-MM-dd')",
+        }
+    ],
+    hive={"database": "ferry", "table": "tiny", "partition_by": ["day"]},
+)
+
+
+def test_synthetic_csv_has_an_allowed_record_and_a_null_one() -> None:
+    """The first allowed value, a range's lower bound (else its upper), a type's sample; the
+    second record all ``null_value``; the dataset's delimiter."""
+    assert synthetic_csv(SPEC) == (b"id;kind;y;m;d;amt\n1;b;1;1;31;1\nNA;NA;NA;NA;NA;NA\n")
+
+
+def _recording(calls: list[dict[str, Any]]) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        out = run_batch(*args, **kwargs)
+        calls.append({"files": args[2], "kwargs": kwargs, "out": out})
+        return out
+
+    return run
+
+
+@pytest.mark.parametrize("name", ["flights", "weather"])
+def test_warm_batch_of_a_demo_dataset_stages_one_row_rejects_one(
+    spark: Any, specs: dict[str, Any], tmp_path: Path, name: str
+) -> None:
+    """The real job on the synthetic file: one valid row staged, one rejected, both counted;
+    its scratch directory under ``<staging>/<dataset>/_tmp`` removed afterwards."""
+    calls: list[dict[str, Any]] = []
+    staging = f"file://{tmp_path}/staging"
+    warm_dataset(spark, specs[name], staging, _recording(calls))
+    [call] = calls
+    [result] = call["out"].values()
+    assert (result.file_id, result.status) == (WARM_FILE_ID, "transformed")
+    assert (result.counts.rows_in, result.counts.rows_out, result.counts.rows_rejected) == (
+        2,
+        1,
+        1,
+    )
+    assert call["kwargs"]["staging_root"].startswith(f"{staging}/{name}/_tmp/warm-up-")
+    assert list((tmp_path / "staging" / name / "_tmp").iterdir()) == []
+
+
+def test_warm_up_goes_on_past_a_dataset_whose_batch_fails(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One session warm, then every dataset in name order; a failing one is logged, the next
+    one still warmed."""
+    seen: list[str] = []
+    sessions: list[str] = []
+
+    def warm(spark: Any, spec: Any, root: str, run: Any) -> float:
+        assert (spark, root, run) == ("session", "file:///nowhere", run_batch)
+        seen.append(spec.name)
+        if spec.name == "a":
+            raise RuntimeError("boom")
+        return 0.5
+
+    hive = {"database": "ferry", "table": "t", "partition_by": []}
+    specs = {n: dataset_spec(n, {"id": "int"}, hive=hive) for n in ("b", "a")}
+    with caplog.at_level(logging.WARNING, logger="ferry.stages.transform.warmup"):
+        warm_transform(
+            lambda: sessions.append("built") or "session",
+            lambda: specs,
+            "file:///nowhere",
+            run_batch,
+            warm=warm,
+        )
+    assert (sessions, seen) == (["built"], ["a", "b"])
+    assert [r.getMessage() for r in caplog.records] == ["transform: warm-up batch of a failed"]
