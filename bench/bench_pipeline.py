@@ -12,6 +12,10 @@ Parts (``--parts``, comma separated; default all, in this order):
   place: drop → Hive p50/p95 (bench/pipeline_variants.py);
 * ``big``: files of ``--big-mb`` MB (the year's flights repeated) through the services, per hop
   seconds and MB/s; the ``--gz-mb`` one also gzipped (dataset ``flights_gz``);
+* ``arrival``: files arriving at a steady rate on the running services (bench/arrival.py): for
+  each of ``--arrival-days`` (days of rows per file: 1, and 60 for case C23) and each rate of
+  ``--rates`` files/s, ``--minutes`` of drops by rename of ``--arrival-rows``-row files; drop →
+  Hive p50/p95/max, the backlog, the drain after the last drop, rows checked in Hive, a plot;
 * ``stream``: the first big file landed by extract's handler (WebHDFS, sha256) and copied B → A by
   transfer's copy, beside ``hdfs dfs -put`` and ``-cp`` of the same file (the stack's Hadoop jars);
 * ``peer``: what a data engineer would write instead (bench/peers.py): a Structured Streaming job
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import pickle
 import signal
@@ -47,6 +52,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from arrival import arrival_part
 from costs import CostMeter, cost_rows, environment_note, event_log_env
 from peers import peer_part
 from pipeline_parts import (
@@ -77,25 +83,34 @@ from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import ServiceGroup
 from ferry_kit.stack.manager import Stack
 
-PARTS = ("baseline", "ferry", "big", "peer", "stream", "floor")
+PARTS = ("baseline", "ferry", "big", "arrival", "peer", "stream", "floor")
 YEAR = 729
 console = Console(width=160)
+
+
+@dataclasses.dataclass
+class Metered:
+    """What :func:`metered` divides by: the work inside may set ``files`` once it knows."""
+
+    files: int
 
 
 @contextlib.contextmanager
 def metered(
     meter: CostMeter | None, label: str, files: int, rows: list[tuple[str, ...]]
-) -> Iterator[None]:
-    """Meter the work inside (no-op without a meter): its cost rows are appended to ``rows``
-    when it finishes, also when it failed (what it cost until then)."""
+) -> Iterator[Metered]:
+    """Meter the work inside (no-op without a meter): its cost rows, per file of
+    ``Metered.files``, are appended to ``rows`` when it finishes, also when it failed (what it
+    cost until then)."""
+    box = Metered(files)
     if meter is None:
-        yield
+        yield box
         return
     before = meter.snapshot()
     try:
-        yield
+        yield box
     finally:
-        rows.extend(cost_rows(label, meter.costs(before, meter.snapshot()), files))
+        rows.extend(cost_rows(label, meter.costs(before, meter.snapshot()), box.files))
 
 
 @contextlib.contextmanager
@@ -255,6 +270,10 @@ def main() -> int:
     ap.add_argument("--gz-mb", type=int, default=300, help="the big file also dropped gzipped")
     ap.add_argument("--keep-up", action="store_true", help="leave the stack running")
     ap.add_argument("--work", default="", help="work directory (default var_dir/bench-pipeline)")
+    ap.add_argument("--rates", default="1,3", help="arrival: files per second, each in turn")
+    ap.add_argument("--minutes", type=float, default=3.0, help="arrival: minutes of drops a rate")
+    ap.add_argument("--arrival-rows", type=int, default=60, help="arrival: rows per file")
+    ap.add_argument("--arrival-days", default="1,60", help="arrival: days of rows per file")
     ap.add_argument("--no-costs", action="store_true", help="no cost rows, no Spark event logs")
     args = ap.parse_args()
     # SIGTERM (a timeout) unwinds like Ctrl-C: the services are stopped, the stack taken down
@@ -298,7 +317,7 @@ def main() -> int:
         if "baseline" in parts:
             with guard("baseline", rows):
                 base = baseline_part(settings, sample, work, rows)
-        if "ferry" in parts or "big" in parts:
+        if {"ferry", "big", "arrival"} & set(parts):
             group = ServiceGroup({}, work / "logs")
             group.start()
             for name, proc in group.procs.items():
@@ -357,6 +376,25 @@ def main() -> int:
                 with guard("big", rows):
                     big = bigs[big_mb.index(args.gz_mb)]
                     gz_part(settings, big, args.gz_mb, group, rows, ferry_s, say)
+        if "arrival" in parts:
+            assert group is not None
+            for days in [int(d) for d in args.arrival_days.split(",") if d]:
+                n_rates = [float(r) for r in args.rates.split(",") if r]
+                label = f"arrival, {days} day(s) a file"
+                with guard("arrival", rows), metered(meter, label, 0, costs) as m:
+                    runs = arrival_part(
+                        settings,
+                        demo,
+                        work,
+                        group,
+                        rows,
+                        say,
+                        rates=n_rates,
+                        minutes=args.minutes,
+                        file_rows=args.arrival_rows,
+                        days=days,
+                    )
+                    m.files = sum(len(r.dropped_ms) for r in runs)
     finally:
         if group is not None:
             group.stop()

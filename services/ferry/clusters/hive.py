@@ -79,6 +79,34 @@ def has_per_file_layout(table: str, layout: str | None) -> bool:
     )
 
 
+def table_fingerprint(spark: SparkSession, table: str) -> str | None:
+    """What the metastore holds of ``table`` (``db.table``) that a load depends on, as one
+    string: its location, its schema (partition columns included, in order) and its layout
+    property (``ferry.layout``);
+    ``None`` when the table does not exist. ONE metastore call (``get_table``), through the
+    session's external catalog: no statement is parsed or planned."""
+    from pyspark.errors import AnalysisException
+
+    db, name = table.split(".", 1)
+    ext = spark._jsparkSession.sharedState().externalCatalog()  # type: ignore[attr-defined]
+    try:
+        t = ext.getTable(db.strip("`"), name.strip("`"))
+    except AnalysisException as exc:  # pyspark's converted NoSuchTable/DatabaseException
+        if exc.getCondition() in ("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND"):
+            return None
+        raise
+    location = t.storage().locationUri()
+    layout = t.properties().get(LAYOUT_PROPERTY)
+    return "\n".join(
+        (
+            location.get().toString() if location.isDefined() else "",
+            t.schema().json(),
+            t.partitionColumnNames().mkString(","),
+            layout.get() if layout.isDefined() else "",
+        )
+    )
+
+
 def table_property(spark: SparkSession, table: str, key: str) -> str | None:
     """One table property (``SHOW TBLPROPERTIES``), ``None`` when the table does not have it."""
     for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect():

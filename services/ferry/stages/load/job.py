@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -39,9 +40,10 @@ from ferry.clusters.filetable.index import TableIndex, parallel
 from ferry.clusters.filetable.journal import commit, roll_forward
 from ferry.clusters.filetable.model import FileEntry
 from ferry.clusters.filetable.replace import NewFiles, plan
-from ferry.clusters.hive import catalog, create_table_sql, table_location
+from ferry.clusters.hive import catalog, create_table_sql, table_fingerprint, table_location
 from ferry.clusters.spark_jobs import HadoopFileSystem, struct_for
 from ferry.core.errors import PermanentError
+from ferry.datasets.registry import definition_version
 from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
 from ferry.stages.load.staged import (
     Staged,
@@ -165,11 +167,62 @@ def align_to_table(df: DataFrame, schema: StructType, *, table: str = "the table
     return df.select(*[F.col(f"`{by_lower[f.name.lower()]}`").alias(f.name) for f in schema.fields])
 
 
+@dataclasses.dataclass(frozen=True)
+class KnownTable:
+    """A table as a load found it: the metastore's ``fingerprint`` of it
+    (:func:`~ferry.clusters.hive.table_fingerprint`), its ``schema`` and ``location``."""
+
+    fingerprint: str
+    schema: StructType
+    location: str
+
+
+class KnownTables:
+    """Tables a load service has created or checked, per definition version (issue 45: the
+    checks cost about 30 metastore calls a batch, what a batch of one file paid as well).
+
+    :meth:`get` answers from what it knows only while the metastore's entry of the table is
+    unchanged (one ``get_table``): a table dropped, altered (columns, location, layout) or
+    changed by a new definition version is checked again in full. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str], KnownTable] = {}
+        self._lock = threading.Lock()
+
+    def get(self, spark: SparkSession, spec: DatasetSpec) -> KnownTable | None:
+        key = (spec.hive.full_name, definition_version(spec))
+        with self._lock:
+            known = self._known.get(key)
+        if known is None:
+            return None
+        if table_fingerprint(spark, spec.hive.full_name) != known.fingerprint:
+            self.forget(spec.hive.full_name)
+            return None
+        return known
+
+    def put(
+        self, spark: SparkSession, spec: DatasetSpec, schema: StructType, location: str
+    ) -> None:
+        fingerprint = table_fingerprint(spark, spec.hive.full_name)
+        if fingerprint is None:
+            return
+        with self._lock:
+            self._known[(spec.hive.full_name, definition_version(spec))] = KnownTable(
+                fingerprint, schema, location
+            )
+
+    def forget(self, table: str) -> None:
+        with self._lock:
+            for key in [k for k in self._known if k[0] == table]:
+                del self._known[key]
+
+
 def load_files(
     spark: SparkSession,
     spec: DatasetSpec,
     files: Mapping[str, str],
     *,
+    known: KnownTables | None = None,
     locks: TableLocks | None = None,
     sources: Mapping[str, str] | None = None,
     target_file_mb: float = DEFAULT_TARGET_FILE_MB,
@@ -177,9 +230,12 @@ def load_files(
 ) -> dict[str, int | PermanentError]:
     """Load staged files (``{file_id: incoming directory URI on cluster A}``) into the dataset's
     Hive table, holding the table's lock (``locks``) while it changes; the load service's one
-    call. ``sources`` (``{file_id: the manifest's source_path}``) fills ``ferry_source_path`` of
-    files staged by an earlier Ferry (transform writes it into the data files now);
-    ``target_file_mb`` sizes the files of an adopted table's unfinished rewrite.
+    call. With ``known`` (:class:`KnownTables`), a table already created and checked for this
+    definition version, and unchanged in the metastore since, is not created, checked and
+    adopted again (one metastore call instead of about 30). ``sources`` (``{file_id: the
+    manifest's source_path}``) fills ``ferry_source_path`` of files staged by an earlier Ferry
+    (transform writes it into the data files now); ``target_file_mb`` sizes the files of an
+    adopted table's unfinished rewrite.
 
     Returns ``{file_id: rows of the file now in the table}`` (from the footers of the data files
     it moved, or of its entry when it was loaded already), or the file's
@@ -201,13 +257,20 @@ def load_files(
     fs = HadoopFileSystem(spark)
     staged = with_footers(spark, read_markers(fs, files))
     with locks.hold(table) if locks is not None else contextlib.nullcontext():
-        schema = ensure_table(spark, spec)
         pcols = tuple(spec.hive.partition_by)
-        data = [f for f in schema.fields if f.name not in pcols]
-        location = table_location(spark, table)
-        index = TableIndex(fs, location)
         cat = catalog(spark, table, pcols)
-        adopt(spark, table, index, cat, target_file_bytes=int(target_file_mb * 1024 * 1024))
+        checked = known.get(spark, spec) if known is not None else None
+        if checked is not None:
+            schema, location = checked.schema, checked.location
+            index = TableIndex(fs, location)
+        else:
+            schema = ensure_table(spark, spec)
+            location = table_location(spark, table)
+            index = TableIndex(fs, location)
+            adopt(spark, table, index, cat, target_file_bytes=int(target_file_mb * 1024 * 1024))
+            if known is not None:
+                known.put(spark, spec, schema, location)
+        data = [f for f in schema.fields if f.name not in pcols]
         if roll_forward(index, cat) or any(s.unreadable for s in staged.values()):
             # a load that crashed was just finished (it may have moved these files' data files
             # in and consumed their staged directories): look at what is staged again

@@ -31,7 +31,7 @@ from ferry.stages.load.handlers import LoadDeps, load_batch
 
 def build(settings: Settings | None = None) -> StageRunner:
     """Wire the load stage (consumer group ``<prefix>.load``, Spark on A with the metastore)."""
-    from ferry.stages.load.job import load_files
+    from ferry.stages.load.job import KnownTables, load_files
 
     settings = settings or get_settings()
     holder = SparkHolder(settings, "ferry-load", "a", hive=True)
@@ -50,6 +50,7 @@ def build(settings: Settings | None = None) -> StageRunner:
     )
     job = partial(
         load_files,
+        known=KnownTables(),
         target_file_mb=ld.target_file_mb,
         locks=locks,
         on_loaded=compactor.submit if compactor is not None else None,

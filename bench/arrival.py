@@ -1,0 +1,242 @@
+"""Files that arrive all day: the ``arrival`` part of bench/bench_pipeline.py (issue 45).
+
+For each rate of ``--rates`` (files per second) in turn, new flights files are dropped on the
+running services by rename (write ``.<name>.part``, then rename, as upstreams do) at that rate
+for ``--minutes``, each holding ``--rows`` rows (the demo's daily files hold 700-1,000; the
+field reports 20-120) spread over ``--days`` days of the year (1: one partition per file; 60: a
+correction or catch-up file touching 60 partitions, case C23). Every file is new (its own rows,
+so its own file id). Printed per rate:
+
+* drop → loaded in Hive (the ``loaded`` event's Kafka timestamp) p50, p95 and max;
+* the backlog (dropped, not yet loaded) every ``--sample-s`` seconds, and its mean over the last
+  third of the dropping against the first third: a backlog that keeps growing means the rate is
+  not sustained;
+* the seconds from the last drop until every file was loaded (drained);
+* every file's rows in Hive (through HiveServer2) against the rows its ``loaded`` event counted:
+  ``exact`` or the files that differ.
+
+A plot of backlog and latency over time per rate is written to ``<work>/arrival-<days>d.png``.
+Asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline_parts import pct
+
+from ferry.clusters.hiveserver2 import rows_by_file
+from ferry.core.identity import derive_file_id, sha256_file
+from ferry.settings import Settings
+from ferry_kit.pipeline import Outcomes, ServiceGroup, drop_file
+
+Rows = list[tuple[str, ...]]
+
+
+@dataclass
+class ArrivalRun:
+    """What one rate did: per file the drop time and the loaded time (epoch ms)."""
+
+    rate: float
+    dropped_ms: dict[str, float] = field(default_factory=dict)
+    loaded_ms: dict[str, float] = field(default_factory=dict)
+    backlog: list[tuple[float, int]] = field(default_factory=list)  #: (s since start, files)
+    last_drop_s: float = 0.0
+    drained_s: float = float("nan")
+    mismatched: list[str] = field(default_factory=list)
+    failed: int = 0
+
+    def latencies_s(self) -> list[float]:
+        return [
+            (self.loaded_ms[f] - t) / 1000
+            for f, t in self.dropped_ms.items()
+            if f in self.loaded_ms
+        ]
+
+    def growth(self) -> tuple[float, float]:
+        """Mean backlog over the first and the last third of the dropping."""
+        during = [(t, n) for t, n in self.backlog if t <= self.last_drop_s]
+        if len(during) < 3:
+            return float("nan"), float("nan")
+        k = len(during) // 3
+        first = [n for _, n in during[:k]]
+        last = [n for _, n in during[-k:]]
+        return sum(first) / len(first), sum(last) / len(last)
+
+
+def flights_rows(demo: Sequence[Any]) -> tuple[bytes, list[list[bytes]]]:
+    """The flights header line and each day's data lines (the demo's daily files, in day order)."""
+    days = sorted((f for f in demo if f.dataset == "flights"), key=lambda f: f.day)
+    header = b""
+    out = []
+    for f in days:
+        head, _, body = f.path.read_bytes().partition(b"\n")
+        header = head + b"\n"
+        out.append([ln + b"\n" for ln in body.splitlines() if ln])
+    return header, out
+
+
+def make_files(
+    header: bytes,
+    days: list[list[bytes]],
+    dest: Path,
+    count: int,
+    rows: int,
+    span: int,
+    seed: int,
+) -> list[Path]:
+    """``count`` files in ``dest`` of ``rows`` rows each from ``span`` consecutive days (a random
+    start day, rows taken round-robin from each day at a random offset); ``seed`` makes them
+    reproducible and unlike another seed's."""
+    rnd = random.Random(seed)
+    dest.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        start = rnd.randrange(len(days) - span + 1)
+        chosen = days[start : start + span]
+        offsets = [rnd.randrange(len(d)) for d in chosen]
+        lines = [
+            chosen[j % span][(offsets[j % span] + j // span) % len(chosen[j % span])]
+            for j in range(rows)
+        ]
+        path = dest / f"flights_arrival_{seed}_{i:05d}.csv"
+        path.write_bytes(header + b"".join(lines))
+        paths.append(path)
+    return paths
+
+
+def run_rate(
+    settings: Settings,
+    files: Sequence[Path],
+    rate: float,
+    group: ServiceGroup,
+    *,
+    sample_s: float,
+    drain_deadline_s: float,
+) -> ArrivalRun:
+    """Drop ``files`` at ``rate`` files/s on the running ``group``; follow them until each is
+    loaded or failed (``drain_deadline_s`` after the last drop at most)."""
+    nas = settings.paths.nas_dir / "flights"
+    fids = {derive_file_id("flights", sha256_file(p)): p for p in files}
+    run = ArrivalRun(rate)
+    outcomes = Outcomes(settings, since_ms=int(time.time() * 1000) - 1)
+    t0 = time.monotonic()
+    next_sample = 0.0
+    try:
+        ids = list(fids)
+        for i, fid in enumerate(ids):
+            due = t0 + i / rate
+            while (now := time.monotonic()) < due:
+                outcomes.poll(min(0.2, due - now))
+            drop_file(fids[fid], nas / fids[fid].name, mode="rename")
+            run.dropped_ms[fid] = time.time() * 1000
+            if time.monotonic() - t0 >= next_sample:
+                run.backlog.append((time.monotonic() - t0, _backlog(run, outcomes)))
+                next_sample += sample_s
+        run.last_drop_s = time.monotonic() - t0
+        deadline = time.monotonic() + drain_deadline_s
+        while not outcomes.settled(ids) and time.monotonic() < deadline:
+            outcomes.poll(0.5)
+            group.check_alive()
+            if time.monotonic() - t0 >= next_sample:
+                run.backlog.append((time.monotonic() - t0, _backlog(run, outcomes)))
+                next_sample += sample_s
+        if outcomes.settled(ids):
+            run.drained_s = time.monotonic() - t0 - run.last_drop_s
+        run.backlog.append((time.monotonic() - t0, _backlog(run, outcomes)))
+    finally:
+        outcomes.close()
+    for fid in ids:
+        stamps = outcomes.stamps.get(fid, {})
+        if fid in outcomes.loaded and "loaded" in stamps:
+            run.loaded_ms[fid] = stamps["loaded"]
+    run.failed = sum(1 for f in ids if f in outcomes.failed and f not in outcomes.loaded)
+    loaded = {f: outcomes.loaded[f].manifest.rows_out for f in ids if f in outcomes.loaded}
+    in_hive = rows_by_file(settings, "ferry.flights", list(loaded))
+    run.mismatched = [f for f, n in loaded.items() if in_hive.get(f, 0) != n]
+    return run
+
+
+def _backlog(run: ArrivalRun, outcomes: Outcomes) -> int:
+    return sum(1 for f in run.dropped_ms if f not in outcomes.loaded and f not in outcomes.failed)
+
+
+def plot(runs: Sequence[ArrivalRun], path: Path, title: str) -> None:
+    """Backlog (files) and drop → loaded latency (s) over time, one line per rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
+    for run in runs:
+        label = f"{run.rate:g} files/s"
+        top.plot([t for t, _ in run.backlog], [n for _, n in run.backlog], label=label)
+        start = min(run.dropped_ms.values())
+        pts = sorted(
+            ((t - start) / 1000, (run.loaded_ms[f] - t) / 1000)
+            for f, t in run.dropped_ms.items()
+            if f in run.loaded_ms
+        )
+        bottom.plot([x for x, _ in pts], [y for _, y in pts], ".", ms=3, label=label)
+    top.set_ylabel("backlog (files dropped, not loaded)")
+    bottom.set_ylabel("drop → loaded in Hive (s)")
+    bottom.set_xlabel("seconds since the first drop")
+    top.legend()
+    top.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def arrival_part(
+    settings: Settings,
+    demo: Sequence[Any],
+    work: Path,
+    group: ServiceGroup,
+    rows: Rows,
+    say: Callable[[str], None],
+    *,
+    rates: Sequence[float],
+    minutes: float,
+    file_rows: int,
+    days: int,
+) -> list[ArrivalRun]:
+    """Each rate in turn on the running ``group``; a row each (see the module docstring)."""
+    header, by_day = flights_rows(demo)
+    runs = []
+    for k, rate in enumerate(rates):
+        count = max(1, round(rate * minutes * 60))
+        seed = int(time.time()) * 10 + k  # new rows every run: files no earlier run loaded
+        files = make_files(
+            header, by_day, work / "arrival" / str(seed), count, file_rows, days, seed
+        )
+        say(
+            f"arrival: {count} files of {file_rows} rows over {days} day(s), {rate:g}/s for "
+            f"{minutes:g} min …"
+        )
+        run = run_rate(
+            settings, files, rate, group, sample_s=5.0, drain_deadline_s=max(300.0, minutes * 120)
+        )
+        runs.append(run)
+        lat = run.latencies_s()
+        first, last = run.growth()
+        exact = "every row exact" if not run.mismatched else f"{len(run.mismatched)} files differ"
+        failed = f", {run.failed} failed" if run.failed else ""
+        rows.append(
+            (
+                "arrival",
+                f"{rate:g} files/s × {minutes:g} min, {file_rows} rows over {days} day(s) a file",
+                f"p50 {pct(lat, 0.5):.1f}",
+                f"p95 {pct(lat, 0.95):.1f}, max {max(lat, default=float('nan')):.1f}; "
+                f"drained {run.drained_s:.0f} s after the last drop",
+                f"backlog {first:.0f} → {last:.0f} (first → last third); {exact}{failed}",
+            )
+        )
+    plot(runs, work / f"arrival-{days}d.png", f"{file_rows} rows over {days} day(s) per file")
+    return runs
