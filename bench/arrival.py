@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,9 +119,11 @@ def run_rate(
     *,
     sample_s: float,
     drain_deadline_s: float,
+    done: Callable[[], None] = lambda: None,
 ) -> ArrivalRun:
     """Drop ``files`` at ``rate`` files/s on the running ``group``; follow them until each is
-    loaded or failed (``drain_deadline_s`` after the last drop at most)."""
+    loaded or failed (``drain_deadline_s`` after the last drop at most), then call ``done()``
+    and check the rows in Hive (a HiveServer2 query, outside what ``done`` closes)."""
     nas = settings.paths.nas_dir / "flights"
     fids = {derive_file_id("flights", sha256_file(p)): p for p in files}
     run = ArrivalRun(rate)
@@ -151,6 +154,7 @@ def run_rate(
         run.backlog.append((time.monotonic() - t0, _backlog(run, outcomes)))
     finally:
         outcomes.close()
+        done()  # the work is over: what follows is the bench's own check
     for fid in ids:
         stamps = outcomes.stamps.get(fid, {})
         if fid in outcomes.loaded and "loaded" in stamps:
@@ -206,8 +210,11 @@ def arrival_part(
     minutes: float,
     file_rows: int,
     days: int,
+    measure: Callable[[str, int], AbstractContextManager[Any]],
 ) -> list[ArrivalRun]:
-    """Each rate in turn on the running ``group``; a row each (see the module docstring)."""
+    """Each rate in turn on the running ``group``; a row each (see the module docstring).
+    ``measure(label, files)`` wraps each rate's drops and drain; what it yields has ``close()``,
+    which ends the measured window before the rows are checked in Hive."""
     header, by_day = flights_rows(demo)
     runs = []
     for k, rate in enumerate(rates):
@@ -220,9 +227,16 @@ def arrival_part(
             f"arrival: {count} files of {file_rows} rows over {days} day(s), {rate:g}/s for "
             f"{minutes:g} min …"
         )
-        run = run_rate(
-            settings, files, rate, group, sample_s=5.0, drain_deadline_s=max(300.0, minutes * 120)
-        )
+        with measure(f"arrival, {rate:g}/s, {days} day(s) a file", count) as window:
+            run = run_rate(
+                settings,
+                files,
+                rate,
+                group,
+                sample_s=5.0,
+                drain_deadline_s=max(300.0, minutes * 120),
+                done=window.close,
+            )
         runs.append(run)
         lat = run.latencies_s()
         first, last = run.growth()

@@ -48,7 +48,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,9 +90,10 @@ console = Console(width=160)
 
 @dataclasses.dataclass
 class Metered:
-    """What :func:`metered` divides by: the work inside may set ``files`` once it knows."""
+    """What :func:`metered` divides by (``files``); ``close()`` ends the window early (once)."""
 
     files: int
+    close: Callable[[], None] = lambda: None
 
 
 @contextlib.contextmanager
@@ -107,10 +108,18 @@ def metered(
         yield box
         return
     before = meter.snapshot()
+    closed: list[bool] = []
+
+    def close() -> None:
+        if not closed:
+            closed.append(True)
+            rows.extend(cost_rows(label, meter.costs(before, meter.snapshot()), box.files))
+
+    box.close = close
     try:
         yield box
     finally:
-        rows.extend(cost_rows(label, meter.costs(before, meter.snapshot()), box.files))
+        close()
 
 
 @contextlib.contextmanager
@@ -380,9 +389,8 @@ def main() -> int:
             assert group is not None
             for days in [int(d) for d in args.arrival_days.split(",") if d]:
                 n_rates = [float(r) for r in args.rates.split(",") if r]
-                label = f"arrival, {days} day(s) a file"
-                with guard("arrival", rows), metered(meter, label, 0, costs) as m:
-                    runs = arrival_part(
+                with guard("arrival", rows):
+                    arrival_part(
                         settings,
                         demo,
                         work,
@@ -393,8 +401,8 @@ def main() -> int:
                         minutes=args.minutes,
                         file_rows=args.arrival_rows,
                         days=days,
+                        measure=lambda label, n: metered(meter, label, n, costs),
                     )
-                    m.files = sum(len(r.dropped_ms) for r in runs)
     finally:
         if group is not None:
             group.stop()
