@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from ferry.core.errors import StackError
+from ferry.errors import StackError
 from ferry.settings import Settings
 from ferry_kit.stack.hdfs_ha import namenode_state
 from ferry_kit.stack.health import Unhealthy

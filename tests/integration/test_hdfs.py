@@ -18,7 +18,7 @@ import pytest
 
 from ferry.clusters.hdfs.paths import is_temp_path
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import (
+from ferry.errors import (
     DataNodeUnreachable,
     HdfsPathExists,
     HdfsRequestRejected,

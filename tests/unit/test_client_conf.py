@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.settings import Settings
 from ferry.settings.client_conf import (
     cluster_from_conf_dir,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.settings import Settings, get_settings
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from ferry.clusters.hdfs.paths import TEMP_MARKER, is_temp_path
-from ferry.core.errors import (
+from ferry.errors import (
     ChecksumMismatch,
     DataNodeUnreachable,
     HdfsPathExists,

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from ferry.clusters.kerberos import hadoop_client_conf
-from ferry.core.errors import StackError
+from ferry.errors import StackError
 from ferry.settings import Settings
 from ferry.settings.kerberos import KerberosSettings
 from ferry_kit.stack import kdc
@@ -162,7 +162,7 @@ def test_a_principal_the_cluster_does_not_map_is_a_refusal_and_an_empty_answer_i
     from hdfs.util import HdfsError
 
     from ferry.clusters.hdfs.errors import classify, empty_answer
-    from ferry.core.errors import AuthenticationFailed
+    from ferry.errors import AuthenticationFailed
 
     page = (
         "<html><head><title>Error 500 org.apache.hadoop.security.authentication.util.KerberosName"

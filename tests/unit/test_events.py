@@ -13,7 +13,7 @@ from tests.factories import failed, undecodable
 from tests.factories import manifest as make_manifest
 
 from ferry.core.dismissal import FileDismissed
-from ferry.core.errors import SerializationError
+from ferry.errors import SerializationError
 from ferry.core.events import (
     EVENT_TYPES,
     TOPIC_NAMES,
@@ -186,7 +186,7 @@ def test_old_event_read_with_new_reader_schema(tmp_path: Path) -> None:
 
 
 def test_schema_file_name_must_match_type(tmp_path: Path) -> None:
-    from ferry.core.errors import ConfigError
+    from ferry.errors import ConfigError
 
     (tmp_path / "ferry.Wrong.avsc").write_text(
         json.dumps({"type": "record", "name": "Right", "namespace": "ferry", "fields": []})

@@ -23,7 +23,7 @@ from tests.unit.extract_helpers import (
 )
 
 from ferry.clusters.hdfs.paths import hdfs_name, is_temp_path, temp_path_for
-from ferry.core.errors import HdfsUnavailable
+from ferry.errors import HdfsUnavailable
 from ferry.core.events import FileExtracted, FileFailed
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.datasets.spec import DatasetSpec

@@ -25,7 +25,7 @@ from tests.unit.extract_helpers import (
 )
 
 from ferry.clusters.nas import free_name
-from ferry.core.errors import TransientError
+from ferry.errors import TransientError
 from ferry.core.events import FileExtracted
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.wire.avro import EventCodec

@@ -23,7 +23,7 @@ from tests.unit.extract_helpers import (
     with_,
 )
 
-from ferry.core.errors import ConfigError, HdfsPathExists, HdfsUnavailable
+from ferry.errors import ConfigError, HdfsPathExists, HdfsUnavailable
 from ferry.core.events import FileExtracted
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.fields import FinishedPolicy

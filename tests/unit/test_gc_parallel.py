@@ -11,7 +11,7 @@ import pytest
 from tests.unit.gc_helpers import Copies, FakeTopic, after, file, ms, sweepers
 
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.errors import TransientError
+from ferry.errors import TransientError
 from ferry.core.events import FileLoaded, failed
 from ferry.core.wire.avro import EventCodec
 from ferry.gc.metrics import GcMetrics

@@ -15,7 +15,7 @@ from hdfs.util import HdfsError as _CliError
 from ferry.clusters.hdfs.errors import _remote_error
 from ferry.clusters.hdfs.paths import TEMP_MARKER, is_temp_path, normalize_path, temp_path_for
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import (
+from ferry.errors import (
     DataNodeUnreachable,
     HdfsPathExists,
     HdfsPathNotFound,

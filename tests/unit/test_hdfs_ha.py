@@ -14,7 +14,7 @@ import pytest
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.spark import session_conf
-from ferry.core.errors import DataNodeUnreachable, HdfsPathNotFound, HdfsUnavailable
+from ferry.errors import DataNodeUnreachable, HdfsPathNotFound, HdfsUnavailable
 from ferry.settings import Settings
 from ferry.settings.hdfs import FAILOVER_PROXY_PROVIDER, HdfsClusterSettings, NameNodeSettings
 from ferry.settings.retry import RetrySettings

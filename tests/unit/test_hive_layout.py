@@ -17,7 +17,7 @@ from ferry.clusters.hive import table_location
 from ferry.clusters.spark import session_conf
 from ferry.clusters.spark_jobs import HadoopFileSystem
 from ferry.core import failpoints
-from ferry.core.errors import PermanentError
+from ferry.errors import PermanentError
 from ferry.settings import Settings
 from ferry.stages.load.job import load_files
 

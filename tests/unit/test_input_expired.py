@@ -13,7 +13,7 @@ import pytest
 from tests.factories import FS_A, FS_B, dataset_spec, extracted, manifest, put, transferred
 from tests.unit.test_transform_handler import Job as TransformJob
 
-from ferry.core.errors import InputExpired, PermanentError
+from ferry.errors import InputExpired, PermanentError
 from ferry.core.events import FileLoaded, FileTransformed
 from ferry.core.identity import derive_file_id
 from ferry.core.runtime.stage import settle

@@ -17,7 +17,7 @@ from ferry.clusters.filetable.paths import new_generation
 from ferry.clusters.filetable.staging import file_dir, name_files, write_files
 from ferry.clusters.hive import create_table_sql
 from ferry.clusters.spark_jobs import HadoopFileSystem
-from ferry.core.errors import PermanentError
+from ferry.errors import PermanentError
 from ferry.datasets.spec import DatasetSpec
 from ferry.stages.load.job import (
     align_to_table,

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError
 from pydantic import SecretStr
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.core.kafka.clients import (
     _error_cb,
     build_admin,

@@ -13,7 +13,7 @@ from hdfs.util import HdfsError as _CliError
 
 from ferry.clusters.hdfs.errors import _remote_error, classify
 from ferry.clusters.kerberos import check_keytab, hadoop_client_conf, process_env
-from ferry.core.errors import AuthenticationFailed, HdfsUnavailable
+from ferry.errors import AuthenticationFailed, HdfsUnavailable
 from ferry.settings import Settings
 from ferry.settings.kerberos import KerberosSettings
 from ferry.settings.spark import EXECUTOR_JAVA_OPTIONS
@@ -302,7 +302,7 @@ def test_a_kerberos_hiveserver2_without_its_principal_in_the_settings_does_not_s
 ) -> None:
     """Its clients would log in without Kerberos and be refused: said at start, not by a health
     check that never passes."""
-    from ferry.core.errors import StackError
+    from ferry.errors import StackError
 
     hs2 = {c.name: c for c in build_components(Settings(var_dir=tmp_path, kerberos=ON))}[
         "hiveserver2"

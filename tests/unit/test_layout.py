@@ -7,10 +7,10 @@ up``, the demo, the test rigs). The kit imports the product; the product never i
 Inside the product data walks one way, floor by floor (a module imports only its own area and the
 areas of the floors below it)::
 
-    core.errors, core.identity (a file's content hash and file_id), core.failpoints (tests' crash
-    points)
-    core.dismissal (the operator's FileDismissed event)
-    core.events, settings
+    errors (the one exception tree), core.identity (a file's content hash and file_id),
+    core.failpoints (tests' crash points)
+    core.dismissal (the operator's FileDismissed event), settings
+    core.events
     core.wire, core.timeline, core.services, core.retry
     core.kafka
     core.runtime
@@ -40,7 +40,6 @@ KIT = ROOT / "services" / "kit" / "ferry_kit"
 
 #: Every core area, for the floors that may use all of core.
 CORE = {
-    "core.errors",
     "core.failpoints",
     "core.identity",
     "core.events",
@@ -52,24 +51,24 @@ CORE = {
     "core.kafka",
     "core.runtime",
 }
-BASE = CORE | {"settings"}
+BASE = CORE | {"errors", "settings"}
 
 #: Area of a module → the areas it may import (besides itself). ``cli`` may import anything of
 #: the product; an area not listed here is refused.
 ALLOWED: dict[str, set[str]] = {
     "": set(),  # ferry/__init__.py
-    "core.errors": set(),
-    "core.dismissal": {"core.errors"},
+    "errors": set(),
+    "core.dismissal": {"errors"},
     "core.identity": set(),
     "core.failpoints": set(),
-    "core.events": {"core.errors", "core.dismissal", "core.identity"},
-    "settings": {"core.errors"},
-    "core.wire": {"core.errors", "core.dismissal", "core.events", "settings"},
-    "core.timeline": {"core.errors", "core.dismissal", "core.events"},
-    "core.services": {"core.errors", "core.events"},
-    "core.retry": {"core.errors", "settings"},
+    "core.events": {"errors", "core.dismissal", "core.identity"},
+    "settings": {"errors"},
+    "core.wire": {"errors", "core.dismissal", "core.events", "settings"},
+    "core.timeline": {"errors", "core.dismissal", "core.events"},
+    "core.services": {"errors", "core.events"},
+    "core.retry": {"errors", "settings"},
     "core.kafka": {
-        "core.errors",
+        "errors",
         "core.events",
         "core.dismissal",
         "core.wire",
@@ -78,7 +77,7 @@ ALLOWED: dict[str, set[str]] = {
         "settings",
     },
     "core.runtime": BASE - {"core.timeline"},
-    "datasets": {"core.errors", "settings"},
+    "datasets": {"errors", "settings"},
     "clusters": BASE | {"datasets"},
     "lineage": BASE | {"datasets"},
     "ops": BASE | {"datasets", "clusters"},

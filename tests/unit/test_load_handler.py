@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from tests.factories import transferred
 
-from ferry.core.errors import PermanentError, TransientError
+from ferry.errors import PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileManifest, FileTransferred
 from ferry.datasets.spec import DatasetSpec
 from ferry.stages.load.handlers import LoadDeps, load_batch

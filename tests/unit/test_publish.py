@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests.factories import manifest
 
-from ferry.core.errors import SerializationError, TransientError
+from ferry.errors import SerializationError, TransientError
 from ferry.core.events import (
     FileExtracted,
     FileFailed,

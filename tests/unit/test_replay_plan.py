@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.core.kafka.admin import input_topic
 from ferry.ops.replay import (
     Move,

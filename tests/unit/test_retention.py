@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tests.unit.gc_helpers import T0, Copies, file, sample
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.core.events import FileLoaded, failed
 from ferry.gc.metrics import GcMetrics
 from ferry.gc.nas_copies import sweep_by_age

@@ -13,7 +13,7 @@ from confluent_kafka import TopicPartition
 from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
 from tests.unit.test_processing import EXTRACTED, FILE_ID, TRANSFORMED, settings
 
-from ferry.core.errors import TransientError
+from ferry.errors import TransientError
 from ferry.core.events import FileExtracted
 from ferry.core.runtime.runner import StageRunner
 from ferry.core.runtime.stage import Stage

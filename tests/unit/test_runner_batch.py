@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.factories import numbered
 
-from ferry.core.errors import ConfigError, PermanentError, TransientError
+from ferry.errors import ConfigError, PermanentError, TransientError
 from ferry.core.events import (
     FileExtracted,
     FileFailed,

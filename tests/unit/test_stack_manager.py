@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from ferry.core.errors import StackError
+from ferry.errors import StackError
 from ferry.settings import get_settings
 from ferry_kit.stack import process
 from ferry_kit.stack.base import Component

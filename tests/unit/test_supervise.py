@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.core.kafka.admin import Member
 from ferry.settings import Settings
 from ferry_kit.supervise.health import Health, stage_health

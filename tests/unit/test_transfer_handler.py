@@ -9,7 +9,7 @@ from tests.factories import FS_A, FS_B, manifest
 
 from ferry.clusters.filetable.model import StagedMarker
 from ferry.clusters.hdfs.paths import is_temp_path
-from ferry.core.errors import (
+from ferry.errors import (
     DataNodeUnreachable,
     HdfsUnavailable,
     InputExpired,

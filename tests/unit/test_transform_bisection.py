@@ -17,7 +17,7 @@ from tests.unit.test_transform_handler import (
     ok,
 )
 
-from ferry.core.errors import SparkJobFailed, SparkUnavailable, TransientError
+from ferry.errors import SparkJobFailed, SparkUnavailable, TransientError
 from ferry.core.events import FileTransformed
 from ferry.datasets.registry import definition_version
 from ferry.datasets.spec import DatasetSpec

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from tests.factories import FS_B, extracted
 
-from ferry.core.errors import PermanentError, SparkJobFailed, TransientError
+from ferry.errors import PermanentError, SparkJobFailed, TransientError
 from ferry.core.events import FileExtracted, FileManifest, FileTransformed
 from ferry.datasets.spec import DatasetSpec
 from ferry.stages.transform.counts import FileCounts

@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.factories import FS_B, extracted
 from tests.unit.test_processing import EXTRACTED, FILE_ID, TRANSFORMED, record, settings
 
-from ferry.core.errors import DatasetNotReady, PermanentError
+from ferry.errors import DatasetNotReady, PermanentError
 from ferry.core.events import FileExtracted
 from ferry.core.runtime.processing import process_batch
 from ferry.core.runtime.stage import RunStats, Stage

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ferry.clusters.filetable.journal import Catalog, Values
 from ferry.clusters.filetable.paths import partition_spec_sql
-from ferry.core.errors import PermanentError
+from ferry.errors import PermanentError
 from ferry.datasets.spec import DatasetSpec
 
 if TYPE_CHECKING:

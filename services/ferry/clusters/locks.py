@@ -28,7 +28,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.handlers.threading import KazooTimeoutError
 
-from ferry.core.errors import TransientError
+from ferry.errors import TransientError
 from ferry.settings import Settings
 
 

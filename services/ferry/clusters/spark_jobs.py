@@ -15,7 +15,7 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ferry.core.errors import HdfsPathNotFound, TransientError
+from ferry.errors import HdfsPathNotFound, TransientError
 from ferry.datasets.compression import codec_of, head
 from ferry.datasets.fields import ColumnSpec
 

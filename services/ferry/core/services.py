@@ -16,7 +16,7 @@ import importlib
 import sys
 from dataclasses import dataclass
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.core.events import (
     Event,
     FileExtracted,

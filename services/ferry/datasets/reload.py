@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.datasets.registry import (
     Compiler,
     DefinitionSet,

@@ -27,7 +27,7 @@ from typing import Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.datasets.fields import (
     NAME,
     NUMERIC_TYPES,

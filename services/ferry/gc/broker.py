@@ -16,7 +16,7 @@ after timed-out FindCoordinator requests). The pipeline's consumers recovered fr
 restarts.
 
 Errors: a call the broker did not answer in ``kafka.request_timeout_s``, or one it failed with a
-retriable error, raises :class:`~ferry.core.errors.TransientError`; anything else
+retriable error, raises :class:`~ferry.errors.TransientError`; anything else
 :class:`~ferry.core.kafka.admin.OpsError`.
 """
 
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from ferry.core.errors import TransientError
+from ferry.errors import TransientError
 from ferry.core.kafka.admin import OpsError, kafka_failure
 from ferry.core.kafka.clients import client_config
 from ferry.settings.kafka import KafkaSettings

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.errors import FerryError, HdfsPathNotFound, TransientError
+from ferry.errors import FerryError, HdfsPathNotFound, TransientError
 from ferry.core.events import FileFailed, FileManifest
 from ferry.gc.hdfs_copies import Removal, copy_dir, remove_hdfs_copy
 from ferry.gc.metrics import GcMetrics

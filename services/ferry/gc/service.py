@@ -31,7 +31,7 @@ from typing import Any
 
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import ConfigError, FerryError
+from ferry.errors import ConfigError, FerryError
 from ferry.core.kafka.admin import scan_consumer
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics

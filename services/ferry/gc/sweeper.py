@@ -37,7 +37,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import OffsetSpec
 
-from ferry.core.errors import SerializationError, TransientError
+from ferry.errors import SerializationError, TransientError
 from ferry.core.kafka.admin import scan
 from ferry.core.kafka.clients import group_id
 from ferry.core.wire.avro import EventCodec

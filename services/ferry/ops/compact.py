@@ -36,7 +36,7 @@ from ferry.clusters.hive import (
     table_property,
 )
 from ferry.clusters.spark_jobs import HadoopFileSystem
-from ferry.core.errors import FerryError
+from ferry.errors import FerryError
 from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from confluent_kafka.admin import AdminClient
 
 from ferry.core.dismissal import FileDismissed
-from ferry.core.errors import SerializationError
+from ferry.errors import SerializationError
 from ferry.core.events import Event, FileFailed, FileLoaded, utc_now
 from ferry.core.kafka.admin import OpsError, partitions_of, scan, watermarks
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer

@@ -27,7 +27,7 @@ from datetime import datetime
 
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ferry.core.errors import SerializationError, TransientError
+from ferry.errors import SerializationError, TransientError
 from ferry.core.kafka.admin import (
     OpsError,
     active_members,

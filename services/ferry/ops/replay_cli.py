@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ferry.core.errors import FerryError
+from ferry.errors import FerryError
 from ferry.ops.console import literal_console
 from ferry.ops.replay import ReplayPlan, Target
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.core.wire.avro import released_dir
 from ferry.core.wire.schema_compat import check_schemas
 

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 import requests
 
-from ferry.core.errors import SerializationError
+from ferry.errors import SerializationError
 from ferry.core.events import TOPIC_NAMES
 from ferry.core.kafka.admin import (
     OpsError,

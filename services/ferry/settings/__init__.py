@@ -25,7 +25,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.settings.base import WorkPath, under_cwd
 from ferry.settings.client_conf import cluster_from_conf_dir, metastore_from_conf_dir
 from ferry.settings.hdfs import HdfsClusterSettings

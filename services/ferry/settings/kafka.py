@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.settings.base import Frozen, WorkPath
 from ferry.settings.secrets import resolve_secret
 

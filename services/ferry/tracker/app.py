@@ -30,7 +30,7 @@ from typing import Any
 import faust
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ferry.core.errors import FerryError, SerializationError
+from ferry.errors import FerryError, SerializationError
 from ferry.core.events import TOPIC_NAMES, FileFailed
 from ferry.core.kafka.clients import group_id
 from ferry.core.runtime.service import configure_logging

@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ferry.core.errors import FerryError
+from ferry.errors import FerryError
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics

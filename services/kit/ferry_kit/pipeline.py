@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ferry.core.errors import FerryError, SerializationError
+from ferry.errors import FerryError, SerializationError
 from ferry.core.events import FileFailed, FileLoaded
 from ferry.core.kafka.clients import client_config
 from ferry.core.services import STAGES, service_argv

@@ -27,7 +27,7 @@ from ferry.clusters.hive import (
     table_property,
 )
 from ferry.clusters.spark_jobs import path_key, source_key_column
-from ferry.core.errors import PermanentError
+from ferry.errors import PermanentError
 from ferry.datasets.spec import FILE_ID_COLUMN
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from ferry.clusters.filetable.index import TableIndex, parallel
 from ferry.clusters.filetable.model import CompactedFile, FileEntry, Journal
 from ferry.clusters.filetable.paths import parent, parse_partition_dir
-from ferry.core.errors import TransientError
+from ferry.errors import TransientError
 from ferry.core.failpoints import hit
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from ferry.core.errors import ConfigError, TransientError
+from ferry.errors import ConfigError, TransientError
 from ferry.settings.kafka import KafkaSettings
 
 #: The operator's user (the CLI: replay, quarantine, status; topic creation) when no service runs.

@@ -26,7 +26,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ferry.core.errors import ConfigError, FerryError, TransientError
+from ferry.errors import ConfigError, FerryError, TransientError
 from ferry.core.kafka.clients import client_config, group_id
 from ferry.core.services import CONSUMING_STAGES, STAGES, service
 from ferry.settings import Settings

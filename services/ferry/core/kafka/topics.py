@@ -13,7 +13,7 @@ import logging
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ferry.core.errors import ConfigError, TransientError
+from ferry.errors import ConfigError, TransientError
 from ferry.core.events import TOPIC_NAMES
 from ferry.core.kafka.clients import login_failure
 from ferry.settings.kafka import KafkaSettings

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ferry.core.errors import (
+from ferry.errors import (
     DatasetNotReady,
     PermanentError,
     SerializationError,

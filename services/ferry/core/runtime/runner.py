@@ -15,7 +15,7 @@ Guarantees:
   by the broker; auto-commit then commits stored offsets only. A crash in between redelivers the
   record, so handlers must be idempotent on ``file_id``. A record quarantined as undecodable is
   never redelivered after its FileFailed was acknowledged.
-- :class:`~ferry.core.errors.ConfigError` and :class:`~ferry.core.errors.StackError` from a
+- :class:`~ferry.errors.ConfigError` and :class:`~ferry.errors.StackError` from a
   handler stop the runner; so do output events the broker never acknowledged after the retries
   of ``settings.retry`` (their input offsets are not stored).
 - Long handlers run in a worker thread; after ``pause_after_s`` the runner pauses every assigned

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ferry.core.errors import (
+from ferry.errors import (
     ConfigError,
     DatasetNotReady,
     PermanentError,

@@ -1,7 +1,7 @@
 """The waiting room: where a file waits while its dataset's definition is invalid.
 
 A batching stage (transform, load) that meets a file whose dataset has no valid definition now
-(the handler's result is :class:`~ferry.core.errors.DatasetNotReady`) neither retries nor
+(the handler's result is :class:`~ferry.errors.DatasetNotReady`) neither retries nor
 quarantines it: :func:`ferry.core.runtime.processing.process_batch` *parks* its input record,
 byte for byte, on ``<prefix>.waiting`` (keyed by ``file_id``; a compacted topic, so a file may wait
 longer than any retention) and the stage goes on with the other files. Its offset is stored as
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ferry.core.errors import FerryError, SerializationError
+from ferry.errors import FerryError, SerializationError
 from ferry.core.kafka.admin import input_topic, partitions_of, scan, watermarks
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
 from ferry.core.kafka.publish import publish

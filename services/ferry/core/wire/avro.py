@@ -33,7 +33,7 @@ from fastavro.schema import (
 )
 from fastavro.validation import ValidationError
 
-from ferry.core.errors import ConfigError, SerializationError
+from ferry.errors import ConfigError, SerializationError
 from ferry.core.events import EVENT_TYPES, Event
 
 MAGIC = b"\xc3\x01"

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ferry.core.errors import SerializationError
+from ferry.errors import SerializationError
 from ferry.core.events import FileExtracted, FileFailed, FileManifest, failed
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.compression import codec_of

@@ -9,8 +9,8 @@ idempotent downstream); nothing is lost. A file that still fails after the retry
 ``ferry.failed`` and is moved under ``<nas>/.ferry/failed/`` so it is not retried forever.
 
 One file never ends the service: an unexpected error while extracting it (an ``OSError``, a
-``UnicodeError``, any exception that is not a :class:`~ferry.core.errors.ConfigError` or
-:class:`~ferry.core.errors.StackError`) quarantines that file with reason ``extract_error``
+``UnicodeError``, any exception that is not a :class:`~ferry.errors.ConfigError` or
+:class:`~ferry.errors.StackError`) quarantines that file with reason ``extract_error``
 (traceback logged) and the others go on. Only an event the broker never acknowledged after the
 retries stops the service, with the NAS file left in place. Moved files never overwrite one
 another (:mod:`ferry.stages.extract.moves`).
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import ConfigError, DatasetNotReady, PermanentError, TransientError
+from ferry.errors import ConfigError, DatasetNotReady, PermanentError, TransientError
 from ferry.core.events import Event, FileFailed, failed
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
 from ferry.core.kafka.publish import encode_events, publish

@@ -41,7 +41,7 @@ from ferry.clusters.filetable.model import FileEntry
 from ferry.clusters.filetable.replace import NewFiles, plan
 from ferry.clusters.hive import catalog, create_table_sql, table_location
 from ferry.clusters.spark_jobs import HadoopFileSystem, struct_for
-from ferry.core.errors import PermanentError
+from ferry.errors import PermanentError
 from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
 from ferry.stages.load.staged import (
     Staged,

@@ -14,7 +14,7 @@ from ferry.clusters.hdfs.port import HdfsPort
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.locks import TableLocks
 from ferry.clusters.spark import SparkHolder
-from ferry.core.errors import HdfsPathNotFound
+from ferry.errors import HdfsPathNotFound
 from ferry.core.events import FileTransferred
 from ferry.core.runtime.heartbeat import datasets_status_path, sweep_dead
 from ferry.core.runtime.runner import StageRunner, build_runner

@@ -27,7 +27,7 @@ from ferry.clusters.spark_jobs import (
     source_key_column,
     struct_for,
 )
-from ferry.core.errors import PermanentError
+from ferry.errors import PermanentError
 from ferry.datasets.spec import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
 
 if TYPE_CHECKING:

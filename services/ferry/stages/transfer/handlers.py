@@ -20,7 +20,7 @@ Errors come from the HDFS ports, already classified: connection resets, timeouts
 connections are :class:`TransientError` (retried by the runner up to the ceiling); a DataNode
 address that cannot be reached (C06) is permanent. A staging copy that is gone (no directory, no
 data file though the manifest counts rows, or a part removed mid-copy: its retention expired
-before a replay or a release) is :class:`~ferry.core.errors.InputExpired`: quarantined at once.
+before a replay or a release) is :class:`~ferry.errors.InputExpired`: quarantined at once.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from ferry.clusters.filetable.model import IndexFormatError, StagedMarker
 from ferry.clusters.filetable.paths import MARKER_NAME, parent
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.errors import HdfsPathNotFound, InputExpired, PermanentError
+from ferry.errors import HdfsPathNotFound, InputExpired, PermanentError
 from ferry.core.events import FileTransferred, FileTransformed
 from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.copy import copy_between

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.core.errors import (
+from ferry.errors import (
     ConfigError,
     InputExpired,
     PermanentError,
@@ -63,7 +63,7 @@ class TransformDeps:
 def transform_batch(events: Sequence[FileExtracted], deps: TransformDeps) -> list[BatchResult]:
     """One result per event, in order (see :data:`ferry.core.runtime.runner.BatchHandler`). The
     definitions are reloaded first if they changed; a file whose dataset's definition is invalid
-    waits (:class:`~ferry.core.errors.DatasetNotReady`)."""
+    waits (:class:`~ferry.errors.DatasetNotReady`)."""
     defs = snapshot(deps.datasets)
     specs = defs.specs
     results, by_dataset = group_by_dataset(events, specs, "landing", defs.wait_reason)

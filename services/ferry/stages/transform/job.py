@@ -39,7 +39,7 @@ from ferry.clusters.spark_jobs import (
     join_path,
     path_key,
 )
-from ferry.core.errors import HdfsPathNotFound, InputExpired
+from ferry.errors import HdfsPathNotFound, InputExpired
 from ferry.datasets.compression import CorruptArchive
 from ferry.datasets.precheck import HEAD_BYTES, check_header, classify_empty
 from ferry.datasets.spec import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from ferry.clusters.spark import SparkHolder
-from ferry.core.errors import SparkUnavailable
+from ferry.errors import SparkUnavailable
 from ferry.core.events import FileExtracted
 from ferry.core.runtime.heartbeat import datasets_status_path, sweep_dead
 from ferry.core.runtime.runner import StageRunner, build_runner

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ferry.core.errors import ConfigError, StackError
+from ferry.errors import ConfigError, StackError
 from ferry.ops.console import literal_console
 from ferry.settings import get_settings, use_profile
 

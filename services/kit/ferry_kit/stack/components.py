@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ferry.core.errors import StackError
+from ferry.errors import StackError
 from ferry.settings import Settings
 from ferry_kit.stack.base import Component, Layout
 from ferry_kit.stack.hdfs_ha import ha_components

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ferry.core.errors import StackError
+from ferry.errors import StackError
 from ferry.settings import Settings, get_settings
 from ferry_kit.stack.base import Component
 from ferry_kit.stack.client_conf import write_own_client_conf

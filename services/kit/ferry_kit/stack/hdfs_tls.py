@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ferry.core.errors import StackError
+from ferry.errors import StackError
 from ferry.settings.client_conf import site_xml
 from ferry.settings.hdfs import HdfsClusterSettings
 from ferry_kit.stack.base import Layout

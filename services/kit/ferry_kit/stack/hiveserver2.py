@@ -32,7 +32,7 @@ from pathlib import Path
 from ferry.clusters.hiveserver2 import HiveServer2Unavailable, query
 from ferry.clusters.kerberos import hadoop_client_conf
 from ferry.clusters.spark_kerberos import metastore_conf
-from ferry.core.errors import FerryError, StackError
+from ferry.errors import FerryError, StackError
 from ferry.settings import Settings
 from ferry.settings.kerberos import KerberosSettings
 from ferry_kit.stack import health

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from ferry.core.errors import ConfigError, StackError
+from ferry.errors import ConfigError, StackError
 from ferry.core.kafka import acls
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics

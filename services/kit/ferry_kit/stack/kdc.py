@@ -46,7 +46,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ferry.core.errors import StackError
+from ferry.errors import StackError
 from ferry.settings import Settings
 from ferry.settings.kerberos import KerberosSettings
 from ferry_kit.stack import health

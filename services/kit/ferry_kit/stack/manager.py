@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ferry.core.errors import StackError
+from ferry.errors import StackError
 from ferry.settings import Settings
 from ferry_kit.stack import process
 from ferry_kit.stack.base import Component

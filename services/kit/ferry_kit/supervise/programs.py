@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.core.services import SERVICES as REGISTRY
 from ferry.core.services import service_argv
 from ferry.settings import Settings

@@ -155,7 +155,7 @@ class FaultRig:
 
         Raises:
             AssertionError: a stage not in its group within ``deadline_s`` (naming it and its log).
-            ferry.core.errors.FerryError: a service exited meanwhile.
+            ferry.errors.FerryError: a service exited meanwhile.
         """
         admin = build_admin(self.settings.kafka)
         kafka = self.settings.kafka
