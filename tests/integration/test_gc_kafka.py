@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import ConfigResource
-from tests.factories import numbered
+from tests.support.factories import numbered
 
 from ferry.core.events import FileLoaded, failed
 from ferry.core.kafka.admin import committed_offsets, scan, scan_consumer, watermarks

@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.factories import FS_B
-from tests.unit.gc_helpers import (
+from tests.support.factories import FS_B
+from tests.support.gc_helpers import (
     T0,
     Copies,
     FakeTopic,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import socket
 import time
 from collections.abc import Iterator
 
 import pytest
+from tests.support.webhdfs_stub import WebHdfsStub
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.spark import session_conf
@@ -19,7 +19,7 @@ from ferry.settings import Settings
 from ferry.settings.hdfs import FAILOVER_PROXY_PROVIDER, HdfsClusterSettings, NameNodeSettings
 from ferry.settings.retry import RetrySettings
 from ferry_kit.testing.faultproxy import FaultProxy
-from ferry_kit.testing.webhdfs_stub import WebHdfsStub
+from ferry_kit.testing.ports import free_port
 
 FAST = RetrySettings(connect_timeout_s=0.5, read_timeout_s=0.5)
 
@@ -30,12 +30,6 @@ HA_A = {
         {"id": "nn2", "host": "10.0.0.2", "rpc_port": 8020, "http_port": 9870},
     ],
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- settings and generated client configuration ------------------------------------------------
@@ -250,7 +244,7 @@ def test_failover_back_when_the_active_becomes_standby(
 
 def test_refused_namenode_moves_to_next(pair: tuple[WebHdfsStub, str, str]) -> None:
     stub, _, nn2 = pair
-    dead = f"127.0.0.1:{_free_port()}"
+    dead = f"127.0.0.1:{free_port()}"
     port = _ha_port(dead, nn2)
     assert port.list("/") == []
     assert port.active_url == f"http://{nn2}"
@@ -310,7 +304,7 @@ def test_unreachable_datanode_is_not_a_namenode_failover(
     stub, nn1, nn2 = pair
     stub.state.standby.clear()
     stub.state.files["/f"] = b"x"
-    stub.state.advertised_datanode = f"127.0.0.1:{_free_port()}"  # nothing listens there
+    stub.state.advertised_datanode = f"127.0.0.1:{free_port()}"  # nothing listens there
     port = _ha_port(nn1, nn2)
     with pytest.raises(DataNodeUnreachable):
         b"".join(port.open_stream("/f"))

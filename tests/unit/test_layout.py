@@ -14,8 +14,9 @@ areas of the floors below it)::
     core.wire, core.timeline, core.services, core.retry
     core.kafka
     core.runtime
-    datasets
+    datasets, nas (where extract moves NAS files, which gc removes)
     clusters, lineage
+    tables (Ferry's Hive tables: the per-file layout, DDL, the per-table ZooKeeper locks)
     stages/<stage> (never another stage), ops, tracker, gc (not each other)
     cli
 
@@ -78,15 +79,17 @@ ALLOWED: dict[str, set[str]] = {
     },
     "core.runtime": BASE - {"core.timeline"},
     "datasets": {"errors", "settings"},
+    "nas": set(),
     "clusters": BASE | {"datasets"},
+    "tables": BASE | {"datasets", "clusters"},
     "lineage": BASE | {"datasets"},
-    "ops": BASE | {"datasets", "clusters"},
+    "ops": BASE | {"datasets", "clusters", "tables"},
     "tracker": BASE | {"datasets", "lineage"},
-    "gc": BASE | {"datasets", "clusters"},
+    "gc": BASE | {"datasets", "clusters", "nas"},
 }
 STAGES = ("extract", "transform", "transfer", "load")
 for _stage in STAGES:
-    ALLOWED[f"stages.{_stage}"] = BASE | {"datasets", "clusters", "lineage"}
+    ALLOWED[f"stages.{_stage}"] = BASE | {"datasets", "clusters", "tables", "nas", "lineage"}
 
 #: Top-level modules of the command line: they sit on top and may import anything of the product
 #: (``ferry datasets check`` compiles definitions with transform's code and compares tables with
@@ -298,7 +301,7 @@ def test_one_list_of_the_services():
         ("ferry.cli", "ferry.stages.load.service", False),
         ("ferry.cli", "ferry_kit.demo", True),
         ("ferry.ops.status", "ferry_kit.pipeline", True),
-        ("ferry.gc.service", "ferry.clusters.nas", False),
+        ("ferry.gc.service", "ferry.nas", False),
         ("ferry.gc.service", "ferry.stages.extract.service", True),
         ("ferry.gc.service", "ferry.ops.quarantine", True),
     ],

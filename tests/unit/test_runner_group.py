@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from confluent_kafka import TopicPartition
-from tests.fakes import FakeMessage
+from tests.support.fakes import FakeMessage
 
 from ferry.core.events import FileExtracted
 from ferry.core.kafka.clients import consumer_config

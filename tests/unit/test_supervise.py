@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ferry.errors import ConfigError
 from ferry.core.kafka.admin import Member
+from ferry.errors import ConfigError
 from ferry.settings import Settings
 from ferry_kit.supervise.health import Health, stage_health
 from ferry_kit.supervise.programs import (

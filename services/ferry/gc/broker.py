@@ -28,9 +28,9 @@ from contextlib import contextmanager
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from ferry.errors import TransientError
 from ferry.core.kafka.admin import OpsError, kafka_failure
 from ferry.core.kafka.clients import client_config
+from ferry.errors import TransientError
 from ferry.settings.kafka import KafkaSettings
 
 

@@ -38,9 +38,9 @@ from confluent_kafka.admin import (
 )
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from ferry.errors import ConfigError, TransientError
 from ferry.core.events import FileFailed, FileLoaded
 from ferry.core.kafka.clients import client_config, delivery_timeout_s, group_id
+from ferry.errors import ConfigError, TransientError
 from ferry.gc.broker import partitions_of
 from ferry.settings.kafka import KafkaSettings
 

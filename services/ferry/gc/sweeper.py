@@ -37,10 +37,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import OffsetSpec
 
-from ferry.errors import SerializationError, TransientError
 from ferry.core.kafka.admin import scan
 from ferry.core.kafka.clients import group_id
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError, TransientError
 from ferry.gc.broker import (
     alter_offsets,
     committed_offsets,

@@ -37,7 +37,6 @@ from dataclasses import dataclass, replace
 from confluent_kafka.admin import AdminClient
 
 from ferry.core.dismissal import FileDismissed
-from ferry.errors import SerializationError
 from ferry.core.events import Event, FileFailed, FileLoaded, utc_now
 from ferry.core.kafka.admin import OpsError, partitions_of, scan, watermarks
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
@@ -45,6 +44,7 @@ from ferry.core.kafka.publish import encode_events, publish
 from ferry.core.services import STAGES, service
 from ferry.core.timeline import NameLoads, to_ms
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError
 from ferry.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -18,10 +18,10 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from ferry.errors import SerializationError
 from ferry.core.kafka.admin import input_topic, partitions_of, scan, watermarks
 from ferry.core.kafka.publish import encode_events, publish
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError
 from ferry.settings import Settings
 
 

@@ -27,7 +27,6 @@ from datetime import datetime
 
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ferry.errors import SerializationError, TransientError
 from ferry.core.kafka.admin import (
     OpsError,
     active_members,
@@ -41,6 +40,7 @@ from ferry.core.kafka.admin import (
 )
 from ferry.core.kafka.clients import group_id
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError, TransientError
 from ferry.settings import Settings
 
 

@@ -18,7 +18,6 @@ from urllib.parse import urlencode
 
 import requests
 
-from ferry.errors import SerializationError
 from ferry.core.events import TOPIC_NAMES
 from ferry.core.kafka.admin import (
     OpsError,
@@ -31,6 +30,7 @@ from ferry.core.kafka.admin import (
 from ferry.core.kafka.clients import build_admin
 from ferry.core.timeline import NameLoads, Timeline, fold
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError
 from ferry.settings import Settings
 from ferry.settings.secrets import resolve_secret
 

@@ -22,7 +22,7 @@ EXECUTOR_JAVA_OPTIONS = (
 
 class ZooKeeperSettings(Frozen):
     """ZooKeeper for the Spark master pair and Ferry's Hive table locks
-    (:mod:`ferry.clusters.locks`). Env: ``FERRY_ZOOKEEPER__<FIELD>``.
+    (:mod:`ferry.tables.locks`). Env: ``FERRY_ZOOKEEPER__<FIELD>``.
 
     ``tick_time_ms`` and ``max_session_timeout_ms`` bound the masters' ZooKeeper session, which is
     what decides failover time: the server clamps every client's session timeout into

@@ -30,7 +30,6 @@ from typing import Any
 import faust
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ferry.errors import FerryError, SerializationError
 from ferry.core.events import TOPIC_NAMES, FileFailed
 from ferry.core.kafka.clients import group_id
 from ferry.core.runtime.service import configure_logging
@@ -39,6 +38,7 @@ from ferry.core.services import STAGES
 from ferry.core.timeline import Timeline, stage_latencies
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.reload import Definitions
+from ferry.errors import FerryError, SerializationError
 from ferry.lineage.naming import Names
 from ferry.settings import Settings, get_settings
 from ferry.settings.secrets import resolve_secret

@@ -29,11 +29,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ferry.errors import FerryError
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
 from ferry.datasets.spec import load_datasets
+from ferry.errors import FerryError
 from ferry.ops.console import literal_console
 from ferry.settings import Settings, get_settings
 from ferry_kit.demo_data import source_row_count, write_demo_files

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ferry.errors import FerryError, SerializationError
 from ferry.core.events import FileFailed, FileLoaded
 from ferry.core.kafka.clients import client_config
 from ferry.core.services import STAGES, service_argv
 from ferry.core.wire.avro import default_codec
+from ferry.errors import FerryError, SerializationError
 from ferry.settings import Settings
 
 #: Settings the kit gives every service it starts on the local stack unless the caller's

@@ -6,7 +6,7 @@
 * :class:`ferry.clusters.hdfs.webhdfs.WebHdfs` talks WebHDFS to a real cluster; build it with
   ``WebHdfs.for_cluster("a", settings)`` (clusters are named, their addresses come from
   ``settings.clusters``).
-* :class:`ferry_kit.testing.hdfs_fake.FakeHdfs` keeps files in memory, for handler unit tests.
+* :class:`tests.support.hdfs_fake.FakeHdfs` keeps files in memory, for handler unit tests.
 
 :meth:`HdfsPort.upload_stream` writes ``<dir>/.<name>.ferry-tmp-<hex>``
 (:func:`~ferry.clusters.hdfs.paths.temp_path_for`) and renames it onto the final path only after
@@ -35,6 +35,7 @@ from ferry.clusters.hdfs.paths import (
     normalize_path,
     temp_path_for,
 )
+from ferry.core.retry import retrying
 from ferry.errors import (
     ChecksumMismatch,
     FerryError,
@@ -43,7 +44,6 @@ from ferry.errors import (
     HdfsUnavailable,
     TransientError,
 )
-from ferry.core.retry import retrying
 from ferry.settings.retry import RetrySettings
 
 if TYPE_CHECKING:

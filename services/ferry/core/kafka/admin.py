@@ -26,9 +26,9 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ferry.errors import ConfigError, FerryError, TransientError
 from ferry.core.kafka.clients import client_config, group_id
 from ferry.core.services import CONSUMING_STAGES, STAGES, service
+from ferry.errors import ConfigError, FerryError, TransientError
 from ferry.settings import Settings
 from ferry.settings.kafka import KafkaSettings
 

@@ -13,9 +13,9 @@ import logging
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ferry.errors import ConfigError, TransientError
 from ferry.core.events import TOPIC_NAMES
 from ferry.core.kafka.clients import login_failure
+from ferry.errors import ConfigError, TransientError
 from ferry.settings.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)

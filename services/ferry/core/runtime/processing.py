@@ -41,12 +41,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ferry.errors import (
-    DatasetNotReady,
-    PermanentError,
-    SerializationError,
-    TransientError,
-)
 from ferry.core.events import Event, FileFailed, failed
 from ferry.core.kafka.clients import OutboundRecord
 from ferry.core.kafka.publish import encode_events
@@ -63,6 +57,12 @@ from ferry.core.runtime.stage import (
 )
 from ferry.core.runtime.waiting import parked
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import (
+    DatasetNotReady,
+    PermanentError,
+    SerializationError,
+    TransientError,
+)
 from ferry.settings import Settings
 
 log = logging.getLogger(__name__)

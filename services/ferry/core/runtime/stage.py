@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from ferry.core.events import Event
 from ferry.errors import (
     ConfigError,
     DatasetNotReady,
@@ -18,7 +19,6 @@ from ferry.errors import (
     StackError,
     TransientError,
 )
-from ferry.core.events import Event
 from ferry.settings import Settings
 from ferry.settings.stages import BatchSettings
 

@@ -23,12 +23,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ferry.errors import FerryError, SerializationError
 from ferry.core.kafka.admin import input_topic, partitions_of, scan, watermarks
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
 from ferry.core.kafka.publish import publish
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import FerryError, SerializationError
 from ferry.settings import Settings
 
 log = logging.getLogger(__name__)

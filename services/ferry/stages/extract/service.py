@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.errors import ConfigError, DatasetNotReady, PermanentError, TransientError
 from ferry.core.events import Event, FileFailed, failed
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
 from ferry.core.kafka.publish import encode_events, publish
@@ -50,6 +49,7 @@ from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import HandlerBug, settle
 from ferry.core.wire.avro import EventCodec, default_codec
 from ferry.datasets.reload import Definitions
+from ferry.errors import ConfigError, DatasetNotReady, PermanentError, TransientError
 from ferry.lineage.events import now_iso
 from ferry.lineage.observer import LineageObserver, lineage_observer
 from ferry.settings import Settings, get_settings

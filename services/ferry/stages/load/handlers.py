@@ -23,12 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.errors import InputExpired, PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileTransferred
 from ferry.core.runtime.batching import group_by_dataset
 from ferry.core.runtime.stage import BatchResult
 from ferry.datasets.reload import Definitions, snapshot
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import InputExpired, PermanentError, TransientError
 
 log = logging.getLogger(__name__)
 

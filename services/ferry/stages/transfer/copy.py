@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from ferry.clusters.hdfs.paths import DEFAULT_CHUNK_SIZE, TEMP_MARKER
 from ferry.clusters.hdfs.port import HdfsPort
+from ferry.core.retry import retrying
 from ferry.errors import (
     ChecksumMismatch,
     FerryError,
     HdfsPathExists,
     HdfsRequestRejected,
 )
-from ferry.core.retry import retrying
 
 if TYPE_CHECKING:
     from ferry.settings.retry import RetrySettings

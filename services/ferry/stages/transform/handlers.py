@@ -23,6 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ferry.core.events import FileExtracted, FileTransformed
+from ferry.core.runtime.batching import group_by_dataset
+from ferry.core.runtime.stage import BatchResult
+from ferry.datasets.reload import Definitions, snapshot
+from ferry.datasets.spec import DatasetSpec
 from ferry.errors import (
     ConfigError,
     InputExpired,
@@ -32,11 +37,6 @@ from ferry.errors import (
     StackError,
     TransientError,
 )
-from ferry.core.events import FileExtracted, FileTransformed
-from ferry.core.runtime.batching import group_by_dataset
-from ferry.core.runtime.stage import BatchResult
-from ferry.datasets.reload import Definitions, snapshot
-from ferry.datasets.spec import DatasetSpec
 
 log = logging.getLogger(__name__)
 

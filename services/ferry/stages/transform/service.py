@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 
 from ferry.clusters.spark import SparkHolder
-from ferry.errors import SparkUnavailable
 from ferry.core.events import FileExtracted
 from ferry.core.runtime.heartbeat import datasets_status_path, sweep_dead
 from ferry.core.runtime.runner import StageRunner, build_runner
@@ -21,6 +20,7 @@ from ferry.core.runtime.waiting import WaitingRoom
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.reload import Definitions
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import SparkUnavailable
 from ferry.lineage.observer import lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.transform.handlers import TransformDeps, transform_batch

@@ -33,10 +33,10 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from ferry.errors import ConfigError, StackError
 from ferry.core.kafka import acls
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
+from ferry.errors import ConfigError, StackError
 from ferry.ops.kafka_cli import operator_topics
 from ferry.settings import Settings
 from ferry.settings.kafka import KafkaSettings

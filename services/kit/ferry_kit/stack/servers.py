@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.kerberos import hadoop_client_conf, spnego_auth
-from ferry.errors import FerryError, StackError
 from ferry.core.kafka.clients import security_config
+from ferry.errors import FerryError, StackError
 from ferry.settings import Settings
 from ferry.settings.client_conf import xml_properties
 from ferry.settings.hdfs import HdfsClusterSettings

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field, replace
 
 import requests
 
-from ferry.errors import FerryError
 from ferry.core.kafka.admin import Member, active_members
 from ferry.core.kafka.clients import build_admin, group_id
 from ferry.core.runtime.heartbeat import age_s, datasets_status_path, heartbeat_path
+from ferry.errors import FerryError
 from ferry.settings import Settings
 from ferry_kit.supervise.rpc import ProcessInfo
 

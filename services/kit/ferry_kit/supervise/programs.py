@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.errors import ConfigError
 from ferry.core.services import SERVICES as REGISTRY
 from ferry.core.services import service_argv
+from ferry.errors import ConfigError
 from ferry.settings import Settings
 
 #: The services ``ferry up`` runs, in start order (supervisord ``priority``: lower starts first):
