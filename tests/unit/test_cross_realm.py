@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from ferry.clusters.kerberos import hadoop_client_conf
-from ferry.errors import StackError
 from ferry.settings import Settings
 from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.errors import StackError
 from ferry_kit.stack import kdc
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.components import build_components

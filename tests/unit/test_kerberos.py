@@ -302,7 +302,7 @@ def test_a_kerberos_hiveserver2_without_its_principal_in_the_settings_does_not_s
 ) -> None:
     """Its clients would log in without Kerberos and be refused: said at start, not by a health
     check that never passes."""
-    from ferry.errors import StackError
+    from ferry_kit.errors import StackError
 
     hs2 = {c.name: c for c in build_components(Settings(var_dir=tmp_path, kerberos=ON))}[
         "hiveserver2"

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from ferry.errors import StackError
 from ferry.settings import get_settings
+from ferry_kit.errors import StackError
 from ferry_kit.stack import process
 from ferry_kit.stack.base import Component
 from ferry_kit.stack.health import Unhealthy
@@ -216,3 +216,13 @@ def test_fence_kills_a_stopped_namenode_on_its_rpc_port_and_leaves_one_not_liste
             )
     finally:
         st.down()
+
+
+def test_a_stack_error_stops_a_stage_as_a_config_error_does():
+    """The product's runtime never names the kit's StackError: it stops on it as a ConfigError."""
+    from ferry.core.runtime.stage import settle
+    from ferry.errors import ConfigError
+
+    assert issubclass(StackError, ConfigError) and StackError.reason == "stack"
+    with pytest.raises(StackError, match="kdc down"):
+        settle(StackError("kdc down"))

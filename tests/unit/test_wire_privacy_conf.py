@@ -172,7 +172,7 @@ def test_the_stack_serves_https_with_its_own_ca_kept_across_restarts(tmp_path: P
 
 
 def test_https_without_a_ca_path_does_not_start(tmp_path: Path) -> None:
-    from ferry.errors import StackError
+    from ferry_kit.errors import StackError
 
     cs = Settings().cluster("b").model_copy(update={"http_policy": "HTTPS_ONLY"})
     with pytest.raises(StackError, match="http_policy HTTPS_ONLY: set the cluster's ssl_ca_path"):
@@ -199,7 +199,7 @@ def test_https_without_a_ca_path_does_not_start(tmp_path: Path) -> None:
 def test_https_shapes_the_stack_does_not_build_do_not_start(
     tmp_path: Path, update: dict[str, object], shape: str
 ) -> None:
-    from ferry.errors import StackError
+    from ferry_kit.errors import StackError
 
     base = {"http_policy": "HTTPS_ONLY", "ssl_ca_path": tmp_path / "ca.pem"}
     cs = (

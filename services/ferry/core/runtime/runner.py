@@ -15,9 +15,9 @@ Guarantees:
   by the broker; auto-commit then commits stored offsets only. A crash in between redelivers the
   record, so handlers must be idempotent on ``file_id``. A record quarantined as undecodable is
   never redelivered after its FileFailed was acknowledged.
-- :class:`~ferry.errors.ConfigError` and :class:`~ferry.errors.StackError` from a
-  handler stop the runner; so do output events the broker never acknowledged after the retries
-  of ``settings.retry`` (their input offsets are not stored).
+- A :class:`~ferry.errors.ConfigError` from a handler stops the runner; so do output events
+  the broker never acknowledged after the retries of ``settings.retry`` (their input offsets
+  are not stored).
 - Long handlers run in a worker thread; after ``pause_after_s`` the runner pauses every assigned
   partition and keeps calling ``poll()`` (no records then) so the consumer stays in its group.
 - Shutdown (SIGTERM/SIGINT or :meth:`StageRunner.stop`): no new record is taken; a running handler
@@ -139,7 +139,7 @@ class StageRunner(PartitionCallbacks):
         Raises:
             TransientError: output events could not be delivered after every retry (the input
                 offset is not stored; a restart redelivers the record).
-            ConfigError, StackError: raised by a handler.
+            ConfigError: raised by a handler.
             KafkaException: a fatal consumer error.
         """
         previous = self._install_signals() if install_signal_handlers else {}
@@ -308,7 +308,7 @@ class StageRunner(PartitionCallbacks):
         when the revoke callback delivered it already or it was abandoned.
 
         Raises:
-            the batch's own error (ConfigError, StackError, …); TransientError from delivery.
+            the batch's own error (a ConfigError, …); TransientError from delivery.
         """
         msgs = batch.msgs
         if batch.settled:

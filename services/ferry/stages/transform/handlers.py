@@ -34,7 +34,6 @@ from ferry.errors import (
     PermanentError,
     SparkJobFailed,
     SparkUnavailable,
-    StackError,
     TransientError,
 )
 
@@ -137,7 +136,7 @@ def _run_isolating(
         sources = {ev.file_id: ev.manifest.source_path for ev in part}
         try:
             spark = deps.spark()
-        except (ConfigError, StackError):
+        except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - no session: no job can run, stop here
             log.warning("transform: no Spark session for %s: %s", name, exc)
@@ -153,7 +152,7 @@ def _run_isolating(
                 rejects_root=deps.rejects_root,
                 sources=sources,
             )
-        except (ConfigError, StackError):
+        except ConfigError:
             raise
         except TransientError as exc:
             for ev in part:

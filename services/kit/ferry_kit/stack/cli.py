@@ -9,9 +9,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ferry.errors import ConfigError, StackError
+from ferry.errors import ConfigError
 from ferry.ops.console import literal_console
 from ferry.settings import get_settings, use_profile
+from ferry_kit.errors import StackError
 
 app = typer.Typer(no_args_is_help=True)
 console = literal_console(150)

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ferry.errors import StackError
 from ferry.settings import Settings
+from ferry_kit.errors import StackError
 from ferry_kit.stack.base import Component, Layout
 from ferry_kit.stack.hdfs_ha import ha_components
 from ferry_kit.stack.hiveserver2 import hiveserver2

@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ferry.errors import StackError
 from ferry.settings import Settings, get_settings
+from ferry_kit.errors import StackError
 from ferry_kit.stack.base import Component
 from ferry_kit.stack.client_conf import write_own_client_conf
 from ferry_kit.stack.components import build_components

@@ -24,9 +24,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ferry.errors import StackError
 from ferry.settings.client_conf import site_xml
 from ferry.settings.hdfs import HdfsClusterSettings
+from ferry_kit.errors import StackError
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.tls import Pki, make_pki, valid_for, write_private
 

@@ -32,9 +32,10 @@ from pathlib import Path
 from ferry.clusters.hiveserver2 import HiveServer2Unavailable, query
 from ferry.clusters.kerberos import hadoop_client_conf
 from ferry.clusters.spark_kerberos import metastore_conf
-from ferry.errors import FerryError, StackError
+from ferry.errors import FerryError
 from ferry.settings import Settings
 from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.errors import StackError
 from ferry_kit.stack import health
 from ferry_kit.stack.base import CONF_SRC, JAVA17_OPENS, Component, Layout, java, spark_home
 from ferry_kit.stack.kdc import hive_keytab

@@ -36,11 +36,12 @@ from pydantic import SecretStr
 from ferry.core.kafka import acls
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
-from ferry.errors import ConfigError, StackError
+from ferry.errors import ConfigError
 from ferry.ops.kafka_cli import operator_topics
 from ferry.settings import Settings
 from ferry.settings.kafka import KafkaSettings
 from ferry.settings.secrets import read_secret_file
+from ferry_kit.errors import StackError
 from ferry_kit.stack.base import Layout, render
 from ferry_kit.stack.tls import make_pki, write_private
 

@@ -46,9 +46,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ferry.errors import StackError
 from ferry.settings import Settings
 from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.errors import StackError
 from ferry_kit.stack import health
 from ferry_kit.stack.base import Component, Layout, render, run_once
 from ferry_kit.stack.process import markers

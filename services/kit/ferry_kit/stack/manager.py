@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ferry.errors import StackError
 from ferry.settings import Settings
+from ferry_kit.errors import StackError
 from ferry_kit.stack import process
 from ferry_kit.stack.base import Component
 from ferry_kit.stack.client_conf import write_client_confs

@@ -15,11 +15,12 @@ from typing import Any
 
 from ferry.clusters.kerberos import hadoop_client_conf, spnego_auth
 from ferry.core.kafka.clients import security_config
-from ferry.errors import FerryError, StackError
+from ferry.errors import FerryError
 from ferry.settings import Settings
 from ferry.settings.client_conf import xml_properties
 from ferry.settings.hdfs import HdfsClusterSettings
 from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.errors import StackError
 from ferry_kit.stack import hdfs_tls, health, kafka_secure
 from ferry_kit.stack.base import (
     CONF_SRC,
