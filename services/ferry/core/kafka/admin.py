@@ -58,24 +58,49 @@ def input_topic(settings: Settings, stage: str) -> str:
     return settings.kafka.topic(cls.TOPIC)
 
 
-def _result(future: concurrent.futures.Future[Any], timeout_s: float, what: str) -> Any:
+def admin_result(
+    future: concurrent.futures.Future[Any],
+    timeout_s: float,
+    what: str,
+    *,
+    refusal: Callable[[str], FerryError] = OpsError,
+    codes: Mapping[int, type[Exception]] | None = None,
+) -> Any:
+    """The result of an AdminClient future (``create_topics``, ``create_acls``,
+    ``describe_configs``, ``list_offsets``, …), waited for at most ``timeout_s`` + 1 s (the
+    request's own timeout, then a second for the answer to arrive): the one way Ferry waits on
+    the broker's admin answers.
+
+    Raises:
+        TransientError: no answer in time, or an error the broker says to retry (and librdkafka's
+            ``_TIMED_OUT``/``_TRANSPORT``), ``"<what>: …"``.
+        codes[code]: an error whose code the caller handles itself (e.g. TOPIC_ALREADY_EXISTS),
+            before the classification above.
+        refusal: any other error, built from ``"<what>: <error>"`` (default :class:`OpsError`).
+    """
     try:
         return future.result(timeout=timeout_s + 1)
     except concurrent.futures.TimeoutError as exc:
         raise TransientError(f"{what}: no answer within {timeout_s:.0f}s") from exc
     except KafkaException as exc:
-        raise kafka_failure(what, exc) from exc
+        err = exc.args[0] if exc.args else None
+        if isinstance(err, KafkaError) and codes and err.code() in codes:
+            raise codes[err.code()](f"{what}: {err}") from exc
+        raise kafka_failure(what, exc, refusal) from exc
 
 
-def kafka_failure(what: str, exc: KafkaException) -> TransientError | OpsError:
+def kafka_failure(
+    what: str, exc: KafkaException, refusal: Callable[[str], FerryError] = OpsError
+) -> FerryError:
     """The error to raise for ``exc`` met while doing ``what``: TransientError when the broker
-    did not answer in time, could not be reached or said to retry; OpsError otherwise."""
+    did not answer in time, could not be reached or said to retry; ``refusal`` (OpsError)
+    otherwise."""
     err = exc.args[0] if exc.args else None
     if isinstance(err, KafkaError) and (
         err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
     ):
         return TransientError(f"{what}: {err}")
-    return OpsError(f"{what}: {exc}")
+    return refusal(f"{what}: {exc}")
 
 
 def partitions_of(admin: AdminClient, kafka: KafkaSettings, topic: str) -> list[int]:
@@ -109,7 +134,7 @@ def list_offsets(
         request_timeout=kafka.request_timeout_s,
     )
     return {
-        tp.partition: int(_result(f, kafka.request_timeout_s, f"list_offsets {topic}").offset)
+        tp.partition: int(admin_result(f, kafka.request_timeout_s, f"list_offsets {topic}").offset)
         for tp, f in futures.items()
     }
 
@@ -129,7 +154,9 @@ def committed_offsets(
     """partition → offset committed by ``group`` on ``topic``, ``None`` where it has none."""
     request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])]
     futures = admin.list_consumer_group_offsets(request, request_timeout=kafka.request_timeout_s)
-    res = _result(futures[group], kafka.request_timeout_s, f"committed offsets of group {group}")
+    res = admin_result(
+        futures[group], kafka.request_timeout_s, f"committed offsets of group {group}"
+    )
     out: dict[int, int | None] = {p: None for p in partitions}
     for tp in res.topic_partitions:
         if tp.topic == topic and tp.offset >= 0:
@@ -151,7 +178,7 @@ class Member:
 def active_members(admin: AdminClient, kafka: KafkaSettings, group: str) -> list[Member]:
     """The members of ``group`` now (empty for an empty or unknown group)."""
     futures = admin.describe_consumer_groups([group], request_timeout=kafka.request_timeout_s)
-    desc = _result(futures[group], kafka.request_timeout_s, f"describe group {group}")
+    desc = admin_result(futures[group], kafka.request_timeout_s, f"describe group {group}")
     return [
         Member(
             m.member_id,
@@ -183,7 +210,7 @@ def alter_offsets(
         ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, o) for p, o in new.items()])
     ]
     futures = admin.alter_consumer_group_offsets(request, request_timeout=kafka.request_timeout_s)
-    res = _result(futures[group], kafka.request_timeout_s, f"alter offsets of group {group}")
+    res = admin_result(futures[group], kafka.request_timeout_s, f"alter offsets of group {group}")
     errors = [f"{topic}[{tp.partition}]: {tp.error}" for tp in res.topic_partitions if tp.error]
     if errors:
         raise OpsError(f"broker refused the offsets of group {group}: " + "; ".join(errors))
@@ -351,6 +378,7 @@ __all__ = [
     "PartitionLag",
     "ScannedRecord",
     "active_members",
+    "admin_result",
     "alter_offsets",
     "committed_offsets",
     "consumer_lag",
