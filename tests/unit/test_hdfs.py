@@ -25,9 +25,9 @@ from ferry.errors import (
     PermanentError,
     TransientError,
 )
-from ferry.settings import get_settings
 from ferry.settings.hdfs import HdfsClusterSettings
 from ferry.settings.retry import RetrySettings
+from ferry_kit.settings import StackCluster, get_kit_settings
 from ferry_kit.testing.faultproxy import FaultProxy
 from ferry_kit.testing.ports import free_port
 
@@ -50,7 +50,7 @@ C07_NAMES = [
 
 def _cluster(url: str, address_map: dict[str, str] | None = None) -> HdfsClusterSettings:
     host, port = url.removeprefix("http://").split(":")
-    return HdfsClusterSettings(
+    return StackCluster(
         host=host,
         namenode_rpc_port=1,
         namenode_http_port=int(port),
@@ -81,7 +81,7 @@ def _leftovers(stub: WebHdfsStub) -> list[str]:
 
 
 def test_for_cluster_takes_named_settings() -> None:
-    settings = get_settings()
+    settings = get_kit_settings()
     port = WebHdfs.for_cluster("a", settings)
     assert port.cluster.webhdfs_url == settings.cluster("a").webhdfs_url
     assert port.timeout == (settings.retry.connect_timeout_s, settings.retry.read_timeout_s)
