@@ -39,9 +39,9 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_f
 from ferry.core.events import FileFailed, FileLoaded
 from ferry.core.kafka.admin import admin_result
 from ferry.core.kafka.clients import client_config, delivery_timeout_s, group_id
+from ferry.core.kafka.offsets import partitions_of
 from ferry.core.kafka.topics import ensure_topics
 from ferry.errors import ConfigError, TransientError
-from ferry.gc.broker import partitions_of
 from ferry.settings.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ferry.core.kafka.admin import input_topic, partitions_of, scan, watermarks
+from ferry.core.kafka.admin import input_topic, scan
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
+from ferry.core.kafka.offsets import topic_bounds
 from ferry.core.kafka.publish import publish
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.wire.avro import EventCodec
@@ -104,8 +105,7 @@ class WaitingRoom:
                 or a file is released twice).
         """
         kafka = self.settings.kafka
-        parts = partitions_of(self._admin, kafka, self.topic)
-        marks = watermarks(self._admin, kafka, self.topic, parts)
+        marks = topic_bounds(kafka, self.topic)
         latest: dict[bytes, bytes] = {}
         for rec in scan(kafka, self.topic, marks):
             if rec.key is not None:
