@@ -2,11 +2,15 @@
 
 Every value is read once, from the environment (prefix ``FERRY_``, nested fields joined by ``__``,
 e.g. ``FERRY_KAFKA__BOOTSTRAP_SERVERS``) and, optionally, from a YAML file named by
-``FERRY_CONFIG``. Environment values win over the file. The object is frozen: code that needs a
-different value builds a new one with :meth:`pydantic.BaseModel.model_copy`.
+``FERRY_CONFIG`` (over the profile overlays of ``FERRY_PROFILE``: :mod:`ferry.settings.sources`).
+Environment values win over the files. The object is frozen: code that needs a different value
+builds a new one with :meth:`pydantic.BaseModel.model_copy`.
 
-Defaults describe the embedded local stack (``ferry stack up``) on one machine with 2 cores and
-24 GB: every port is on 127.0.0.1 and every JVM heap is small. Clusters are named, never addressed
+These are what an edge node sets: what Ferry connects to and how it behaves. Defaults point at
+the kit's embedded local stack (``ferry stack up``) on one machine: every port is on 127.0.0.1.
+The settings of the servers the kit starts (heaps, their own ports, supervisord) are the kit's
+(``ferry_kit.settings``), read from the same environment and files; Ferry's settings ignore those
+keys when the kit is installed and refuse them otherwise. Clusters are named, never addressed
 directly: code asks for ``settings.cluster("a")`` (after HdfsCLI aliases).
 """
 
