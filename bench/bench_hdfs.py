@@ -21,8 +21,8 @@ import uuid
 from collections.abc import Iterator
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.settings import get_settings
 from ferry.stages.transfer.copy import copy_between
+from ferry_kit.settings import get_kit_settings
 from ferry_kit.stack.manager import Stack
 from ferry_kit.testing.faultproxy import FaultProxy
 
@@ -39,7 +39,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.mib < 1 or args.runs < 1:
         ap.error("--mib and --runs must be at least 1")
-    settings = get_settings()
+    settings = get_kit_settings()
     Stack(settings).up(deadline_s=300)
     cluster_a = settings.cluster("a")
     root = f"/bench/hdfs-{uuid.uuid4().hex[:8]}"

@@ -47,12 +47,12 @@ from pipeline_parts import big_file
 from rich.console import Console
 from rich.table import Table
 
-from ferry.clusters.hive import table_location
-from ferry.clusters.locks import TableLocks
 from ferry.datasets.spec import load_datasets
 from ferry.settings import get_settings
 from ferry.stages.load.compactor import Compactor
 from ferry.stages.load.job import load_files
+from ferry.tables.hive import table_location
+from ferry.tables.locks import TableLocks
 from ferry_kit.demo_data import write_demo_files
 from ferry_kit.stack.manager import Stack
 

@@ -47,10 +47,10 @@ def files_per_partition(spark: Any, table: str) -> dict[str, int]:
 def main(plan_path: str, out_path: str) -> int:
     from ferry.core.config import get_settings
 
-    from ferry.clusters.locks import TableLocks
     from ferry.clusters.spark import build_session
     from ferry.datasets import load_datasets
     from ferry.stages.load.job import load_files
+    from ferry.tables.locks import TableLocks
 
     plan = json.loads(Path(plan_path).read_text())
     settings = get_settings()

@@ -1,7 +1,7 @@
 """Inputs of bench/bench_load.py, on HDFS A: staged files in both shapes.
 
 * the per-file shape (what transform stages and transfer copies now: a tree partitioned by the
-  table's partition columns, with the file id, names and marker; ``ferry.clusters.filetable``);
+  table's partition columns, with the file id, names and marker; ``ferry.tables``);
 * the flat shape the copy-on-write load of the earlier commit reads (``part-*`` files of the
   parse and derived columns, no file id), made from the same rows.
 
@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ferry.clusters.filetable.paths import new_generation
-from ferry.clusters.filetable.staging import file_dir, name_files, write_files
 from ferry.clusters.spark_jobs import HadoopFileSystem, spark_type
 from ferry.datasets.spec import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
+from ferry.tables.paths import new_generation
+from ferry.tables.staging import file_dir, name_files, write_files
 
 
 def synthetic(spark: Any, spec: DatasetSpec, prefix: str, *, files: int, rows: int) -> Any:
@@ -109,8 +109,8 @@ def read_tree(spark: Any, spec: DatasetSpec, dirs: Mapping[str, str]) -> Any:
     partition column taken from the path."""
     from pyspark.sql import functions as F
 
-    from ferry.clusters.filetable.model import StagedMarker
-    from ferry.clusters.filetable.paths import MARKER_NAME
+    from ferry.tables.model import StagedMarker
+    from ferry.tables.paths import MARKER_NAME
 
     fs = HadoopFileSystem(spark)
     paths = []

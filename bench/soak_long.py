@@ -37,7 +37,6 @@ import argparse
 import random
 import re
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -54,6 +53,7 @@ from ferry.settings import get_settings
 from ferry.settings.retention import RetentionSettings, parse_retention
 from ferry_kit.stack.manager import Stack
 from ferry_kit.testing.chaos import FaultRig, kill_active_master, wait_failover
+from ferry_kit.testing.ports import free_port
 from ferry_kit.testing.waiting import wait_for
 
 DEFAULT_FAULTS = "kafka@17%,namenode-a@33%:60s,kill:stage@50%,master@67%,kill:gc@83%"
@@ -100,12 +100,6 @@ def parse_faults(text: str, duration_s: float) -> list[Fault]:
         length_s = seconds(length, duration_s) if length else 60.0
         out.append(Fault(seconds(when, duration_s), kind, arg, length_s))
     return sorted(out, key=lambda f: f.at_s)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Faults:

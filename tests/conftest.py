@@ -20,12 +20,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from ferry.settings import Settings, get_settings
+from ferry.settings import Settings
+from ferry_kit.settings import get_kit_settings
 
 
 @pytest.fixture(scope="session")
 def settings() -> Settings:
-    return get_settings()
+    """Ferry's settings with the kit's (a KitSettings): the tiers run on the kit's local stack."""
+    return get_kit_settings()
 
 
 def pytest_configure(config: pytest.Config) -> None:

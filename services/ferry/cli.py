@@ -203,7 +203,7 @@ def main() -> None:
     import os
     import sys
 
-    from ferry.core.errors import FerryError
+    from ferry.errors import FerryError
 
     try:
         app()

@@ -22,6 +22,8 @@ from xml.etree import ElementTree
 
 import yaml
 
+from ferry_kit.settings import StackSpark
+
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile"
@@ -306,10 +308,9 @@ def spark_problems(compose: Mapping[str, Any]) -> list[str]:
     recovery path (``FERRY_SPARK__ZOOKEEPER_DIR``; recovery is always ZOOKEEPER,
     ferry_kit.stack.spark_daemons): the pair of the default path has two masters; each master binds
     its own hostname; every worker and Spark stage names ``spark://`` + its cluster's masters."""
-    from ferry.settings.spark import SparkSettings
 
     services = compose.get("services") or {}
-    default_dir = SparkSettings().zookeeper_dir
+    default_dir = StackSpark().zookeeper_dir
     problems = []
     clusters: dict[str, list[str]] = {}
     for name, svc in services.items():

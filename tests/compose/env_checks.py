@@ -1,5 +1,6 @@
 """Ferry's settings seen as environment variables, for the compose and image checks: which
-``FERRY_*`` names the settings model accepts, and a ``Settings`` built from an environment alone.
+``FERRY_*`` names the settings model accepts, and settings built from an environment alone (the
+kit's :class:`~ferry_kit.settings.KitSettings`: every container runs the image holding both).
 
 Source of the rules: ``services/ferry/settings/__init__.py`` (pydantic-settings, prefix ``FERRY_``,
 nested delimiter ``__``; ``FERRY_CONFIG`` names the YAML file).
@@ -46,9 +47,9 @@ def ferry_env_patterns(
     (``clusters``) gives ``FERRY_CLUSTERS__<KEY>`` and ``FERRY_CLUSTERS__<KEY>__<FIELD>``.
     """
     if settings_cls is None:
-        from ferry.settings import Settings
+        from ferry_kit.settings import KitSettings
 
-        settings_cls = Settings
+        settings_cls = KitSettings
     out: list[str] = [re.escape(n) for n in sorted(EXTRA_FERRY_VARS)] if prefix == "FERRY_" else []
 
     def walk(model: type[BaseModel], pre: str) -> None:
@@ -97,7 +98,7 @@ def ferry_environ(env: Mapping[str, str]) -> Iterator[None]:
 
 def settings_from_env(env: Mapping[str, str]) -> Any:
     """A fresh ``Settings`` built from ``env``'s FERRY_* variables only (raises on invalid)."""
-    from ferry.settings import Settings
+    from ferry_kit.settings import KitSettings
 
     with ferry_environ(env):
-        return Settings()
+        return KitSettings()

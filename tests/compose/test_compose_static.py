@@ -110,7 +110,7 @@ def test_ferry_env_names_are_real_settings(service: str) -> None:
 
 @pytest.mark.parametrize("service", sorted(FERRY))
 def test_ferry_settings_build_from_the_container_env_and_point_into_the_stack(service: str) -> None:
-    from tests.paths import REPO_ROOT
+    from tests.support.paths import REPO_ROOT
 
     s = ec.settings_from_env(container_env(service))
     assert s.kafka.bootstrap_servers == "kafka:9092"
@@ -311,7 +311,7 @@ def test_address_check_rejects_foreign_hosts_and_a_wrong_driver_host() -> None:
 
 
 def test_path_check_rejects_checkout_defaults() -> None:
-    from tests.paths import REPO_ROOT
+    from tests.support.paths import REPO_ROOT
 
     # Local paths default under var_dir, which defaults under the working directory: a
     # container without FERRY_VAR_DIR (and without the tracker's own) writes into a checkout path.

@@ -20,7 +20,7 @@ from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import Outcomes, drop_file
 from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
 from tests.e2e.scenario import wait_for_outcomes
-from tests.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from ferry.core.identity import derive_file_id, sha256_file
-from ferry.core.kafka.admin import partitions_of, scan, watermarks
-from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.admin import scan
+from ferry.core.kafka.offsets import topic_bounds
 from ferry.datasets.registry import definition_version
 from ferry.datasets.spec import load_datasets
 from ferry_kit.demo_data import write_demo_files
@@ -61,9 +61,8 @@ def _day_file(p: Pipeline, dataset: str, day: int, rows: int, name: str) -> Path
 
 def _waiting_keys(p: Pipeline) -> set[str]:
     kafka = p.settings.kafka
-    admin = build_admin(kafka)
     topic = kafka.topic("waiting")
-    marks = watermarks(admin, kafka, topic, partitions_of(admin, kafka, topic))
+    marks = topic_bounds(kafka, topic)
     latest: dict[str, bytes] = {}
     for rec in scan(kafka, topic, marks):
         latest[(rec.key or b"").decode()] = rec.value or b""

@@ -6,7 +6,7 @@ by transform). Reading ``<prefix>.openlineage`` from the beginning rebuilds each
 NAS → landing → staging (+ rejects) → HDFS A incoming → Hive table with the exact row counts,
 equal to what HiveServer2 returns; the quarantined file's chain ends in FAIL with its reason.
 Every event is checked against the OpenLineage JSON schemas when they are at hand
-(ferry_kit.testing.lineage_spec).
+(tests.support.lineage_spec).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from ferry.lineage.emitter import lineage_topic
 from ferry.lineage.naming import Names, hdfs
 from ferry_kit.demo_data import csv_lines, daily_frames, write_csv
 from ferry_kit.pipeline import Outcomes, drop_file
-from ferry_kit.testing import lineage_spec
 from ferry_kit.testing.waiting import wait_for
 from tests.e2e.conftest import Pipeline, start_pipeline, stop_pipeline
 from tests.e2e.scenario import wait_for_outcomes
-from tests.paths import REPO_ROOT
+from tests.support import lineage_spec
+from tests.support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.e2e
 

@@ -5,7 +5,6 @@ expired is quarantined as ``input_expired`` at once, with the way back (re-drop)
 from __future__ import annotations
 
 import re
-import socket
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -22,6 +21,7 @@ from ferry.core.identity import derive_file_id, sha256_file
 from ferry.datasets.spec import load_datasets
 from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import Outcomes, drop_file
+from ferry_kit.testing.ports import free_port
 from ferry_kit.testing.waiting import wait_for
 from tests.e2e.conftest import Pipeline, private_definitions, start_pipeline, stop_pipeline
 from tests.e2e.scenario import wait_for_outcomes
@@ -37,12 +37,6 @@ KEEP = {
     "archive": "40s",
     "rejects": "60s",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

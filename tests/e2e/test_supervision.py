@@ -12,7 +12,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -32,16 +31,11 @@ from ferry.settings import Settings
 from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import Outcomes, drop_file, private_overrides, run_cli, settings_env
 from ferry_kit.supervise.control import PsRow, Services
+from ferry_kit.testing.ports import free_port
 from ferry_kit.testing.waiting import wait_for
 from tests.e2e.conftest import private_definitions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.stack("all")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

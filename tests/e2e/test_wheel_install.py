@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -29,10 +28,11 @@ from ferry.core.services import SERVICES
 from ferry.settings import Settings
 from ferry_kit.pipeline import private_overrides
 from ferry_kit.stack.client_conf import cluster_conf_dir, hive_conf_dir
+from ferry_kit.testing.ports import free_port
 from ferry_kit.testing.waiting import wait_for
 from tests.e2e.conftest import private_definitions
 from tests.e2e.scenario import assert_scenario, run_pipeline_scenario
-from tests.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.stack("all")
 
@@ -59,12 +59,6 @@ class Installed:
             timeout=timeout,
             check=False,
         )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

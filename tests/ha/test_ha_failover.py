@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from ferry.core.errors import StackError
 from ferry.settings import Settings
+from ferry_kit.errors import StackError
 from ferry_kit.stack.hdfs_ha import namenode_state
 from ferry_kit.stack.health import Unhealthy
 from ferry_kit.stack.manager import Stack

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.kafka_io import Running
+from tests.support.kafka_io import Running
 
 from ferry.settings import Settings
 from ferry.settings.retry import RetrySettings

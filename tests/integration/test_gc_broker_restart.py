@@ -2,8 +2,8 @@
 their groups' committed offsets every turn; an admin client whose requests were in flight while
 the broker restarted kept answering ``_TIMED_OUT`` for some groups for as long as it lived (the
 hour-long soak of 2026-12-03: 40 minutes without a sweep, until gc was killed). The sweeps now
-ask through a consumer of their own group (ferry.gc.broker), replaced after three failed sweeps in
-a row (ferry.gc.sweeper.RENEW_AFTER), so they resume."""
+ask through a consumer of their own group (ferry.core.kafka.offsets), replaced after three
+failed sweeps in a row (ferry.gc.sweeper.RENEW_AFTER), so they resume."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from ferry.core.kafka.admin import alter_offsets, scan_consumer
+from ferry.core.kafka.admin import scan_consumer
 from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.offsets import alter_offsets, group_client
 from ferry.core.wire.avro import default_codec
-from ferry.gc.broker import group_client
 from ferry.gc.copier import ensure_gc_topic
 from ferry.gc.metrics import GcMetrics
 from ferry.gc.service import GcService
@@ -67,7 +67,11 @@ def test_sweeps_resume_after_a_broker_restart_met_their_requests(stack: Settings
         for m in CLASSES
     ]
     for s in sweepers:  # each group has committed offsets, as a running gc's have
-        alter_offsets(admin, ks.kafka, s.group, topic, dict.fromkeys(range(ks.kafka.partitions), 0))
+        client = group_client(ks.kafka, s.group)
+        alter_offsets(
+            client, ks.kafka, s.group, topic, dict.fromkeys(range(ks.kafka.partitions), 0)
+        )
+        client.close()
     service = GcService(ks, _Copier(), sweepers, None, [], metrics, reader)  # type: ignore[arg-type]
     turns: list[tuple[float, int, dict[str, int]]] = []
     stop = threading.Event()

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import ConfigResource
-from tests.factories import numbered
+from tests.support.factories import numbered
 
 from ferry.core.events import FileLoaded, failed
-from ferry.core.kafka.admin import committed_offsets, scan, scan_consumer, watermarks
+from ferry.core.kafka.admin import scan, scan_consumer
 from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.offsets import committed_offsets, group_client, topic_bounds
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.wire.avro import EventCodec, default_codec
-from ferry.gc.broker import group_client
 from ferry.gc.copier import Copier, ensure_gc_topic
 from ferry.gc.metrics import GcMetrics
 from ferry.gc.sweeper import Sweeper, class_group
@@ -97,11 +97,7 @@ def test_outcomes_are_copied_with_their_keys_and_times_once(ks: Settings, codec:
         assert copier.pump(1.0, stop) == 0  # committed: nothing twice
     finally:
         copier.close()
-    parts = [0, 1]
-    got = {
-        (r.key, r.timestamp_ms)
-        for r in scan(ks.kafka, topic, watermarks(admin, ks.kafka, topic, parts))
-    }
+    got = {(r.key, r.timestamp_ms) for r in scan(ks.kafka, topic, topic_bounds(ks.kafka, topic))}
     assert got == {(m1.file_id.encode(), now - 3 * DAY_MS), (m2.file_id.encode(), now - DAY_MS)}
 
 
@@ -148,7 +144,9 @@ def test_a_class_sweeps_the_records_older_than_its_retention_once(ks: Settings, 
     assert sorted(r[0] for r in remover.removed) == sorted(m.file_id for m in files[:2])
     assert all(zones == ["landing"] for _fid, zones, _ms in remover.removed)
     assert sweeper.sweep(now, stop) == 0  # committed: never twice
-    committed = committed_offsets(admin, ks.kafka, sweeper.group, topic, [0, 1])
+    client = group_client(ks.kafka, sweeper.group)
+    committed = committed_offsets(client, ks.kafka, sweeper.group, topic, [0, 1])
+    client.close()
     assert sum(v or 0 for v in committed.values()) == 2
     assert sweeper.sweep(now + 2 * DAY_MS, stop) == 1  # the 13-day-old one is 15 days old now
     assert remover.removed[-1][0] == files[2].file_id

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import socket
 import time
 import unicodedata
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ import pytest
 
 from ferry.clusters.hdfs.paths import is_temp_path
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import (
+from ferry.errors import (
     DataNodeUnreachable,
     HdfsPathExists,
     HdfsRequestRejected,
@@ -29,6 +28,7 @@ from ferry.settings.hdfs import HdfsClusterSettings
 from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.copy import copy_between
 from ferry_kit.testing.faultproxy import FaultProxy
+from ferry_kit.testing.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("hdfs")]
 
@@ -92,12 +92,6 @@ def ports(stack: Settings, unique) -> Iterator[tuple[WebHdfs, WebHdfs, str]]:  #
             port.delete(root, recursive=True)
         finally:
             port.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.parametrize("cluster", ["b", "a"])
@@ -278,7 +272,7 @@ def test_c06_unreachable_datanode_fails_fast_with_address(stack: Settings, ports
     _, _, root = ports
     cluster_a = stack.cluster("a")
     advertised = f"{cluster_a.host}:{cluster_a.datanode_http_port}"
-    closed = f"127.0.0.1:{_free_port()}"
+    closed = f"127.0.0.1:{free_port()}"
     a = _port(stack, "a", datanode_address_map={advertised: closed})
     try:
         started = time.monotonic()

@@ -19,7 +19,7 @@ from tests.integration.test_kafka_runner import (
     topics_and_codec,
     transformed_of,
 )
-from tests.kafka_io import Running
+from tests.support.kafka_io import Running
 
 from ferry.core.events import FileExtracted
 from ferry.core.kafka.clients import group_id

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import ConfigResource
-from tests.factories import numbered
-from tests.kafka_io import Running, produce, read_all
-from tests.paths import REPO_ROOT
+from tests.support.factories import numbered
+from tests.support.kafka_io import Running, produce, read_all
+from tests.support.paths import REPO_ROOT
 
 from ferry.core.events import (
     FileExtracted,

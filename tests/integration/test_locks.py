@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from ferry.clusters.locks import TableLocked, TableLocks
 from ferry.settings import Settings
+from ferry.tables.locks import TableLocked, TableLocks
 from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("zookeeper")]

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.factories import failed, manifest, undecodable
-from tests.kafka_io import produce, read_all
+from tests.support.factories import failed, manifest, undecodable
+from tests.support.kafka_io import produce, read_all
 
 from ferry.core.events import (
     FileFailed,

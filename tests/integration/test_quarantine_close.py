@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.factories import failed, manifest
 from tests.integration.test_tracker import Tracker, ferry_cli, free_port, wait_for
-from tests.kafka_io import produce
+from tests.support.factories import failed, manifest
+from tests.support.kafka_io import produce
 
 from ferry.core.dismissal import FileDismissed
 from ferry.core.events import FileExtracted, FileLoaded

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from tests.factories import named
+from tests.support.factories import named
 
 from ferry.core.events import FileExtracted
 from ferry.core.kafka.clients import build_admin, group_id

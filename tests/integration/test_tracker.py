@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from typing import Any
 import pytest
 import requests
 from confluent_kafka import Producer
-from tests.factories import failed, named
+from tests.support.factories import failed, named
 
 from ferry.core.events import (
     FileExtracted,
@@ -37,6 +36,7 @@ from ferry.core.services import service_argv
 from ferry.core.timeline import to_ms
 from ferry.core.wire.avro import default_codec
 from ferry.settings import Settings
+from ferry_kit.testing.ports import free_port
 from ferry_kit.testing.waiting import wait_for as _wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("kafka")]
@@ -84,12 +84,6 @@ EXPECTED_X = {
     "table": None,
     "stuck": True,  # waits in load, whose SLA here is 1 s, since 2024
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(cond: Callable[[], Any], what: str, timeout_s: float = 90.0) -> Any:

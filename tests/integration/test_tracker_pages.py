@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from tests.factories import failed, named
 from tests.integration.test_tracker import Tracker, dump_dom, free_port, run_chromium, wait_for
+from tests.support.factories import failed, named
 
 from ferry.core.events import (
     FileExtracted,

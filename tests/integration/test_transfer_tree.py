@@ -9,14 +9,14 @@ import hashlib
 from collections.abc import Iterator
 
 import pytest
-from tests.factories import manifest
+from tests.support.factories import manifest
 
-from ferry.clusters.filetable.model import StagedMarker
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.events import FileTransformed
 from ferry.core.identity import derive_file_id
 from ferry.settings import Settings
 from ferry.stages.transfer.handlers import TransferDeps, transfer_file
+from ferry.tables.model import StagedMarker
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack("hdfs")]
 

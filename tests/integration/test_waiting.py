@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource
-from tests.factories import numbered
-from tests.kafka_io import produce, read_all
+from tests.support.factories import numbered
+from tests.support.kafka_io import produce, read_all
 
 from ferry.core.events import FileExtracted, FileTransferred
 from ferry.core.kafka.clients import build_admin

@@ -67,7 +67,7 @@ def webhdfs_list_error(stack: Settings, env: dict[str, str]) -> tuple[int, list[
     code = (
         "from ferry.settings import get_settings\n"
         "from ferry.clusters.hdfs.webhdfs import WebHdfs\n"
-        "from ferry.core.errors import FerryError\n"
+        "from ferry.errors import FerryError\n"
         "try:\n"
         "    with WebHdfs.for_cluster('a', get_settings()) as a: a.list('/')\n"
         "except FerryError as exc:\n"

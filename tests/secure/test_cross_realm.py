@@ -49,7 +49,7 @@ import json, os, subprocess, sys, requests
 from ferry.settings import get_settings
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.kerberos import spnego_auth
-from ferry.core.errors import FerryError
+from ferry.errors import FerryError
 s = get_settings()
 owners = {}
 try:

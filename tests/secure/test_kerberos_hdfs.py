@@ -28,11 +28,12 @@ from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.kerberos import spnego_auth
 from ferry.settings import Settings
 from ferry.settings.hdfs import HdfsClusterSettings
+from ferry_kit.settings import KitSettings
 
 pytestmark = [
     pytest.mark.stack("kdc", "hdfs"),
     pytest.mark.skipif(
-        not Settings().kerberos.enabled,
+        not KitSettings().kerberos.enabled,
         reason="needs Kerberos: FERRY_PROFILE=secure or kerberos (make test-secure)",
     ),
 ]

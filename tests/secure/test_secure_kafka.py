@@ -35,6 +35,7 @@ from ferry.core.kafka.topics import ensure_topics
 from ferry.settings import Settings
 from ferry_kit.pipeline import ServiceGroup, settings_env
 from ferry_kit.stack import kafka_secure
+from ferry_kit.testing.ports import free_port
 from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [
@@ -78,14 +79,6 @@ class Run:
         resp = requests.get(f"http://127.0.0.1:{self.port}{path}", headers=headers, timeout=(3, 10))
         self.outputs.append(resp.text)
         return resp
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def private(path: Path, text: str) -> Path:

@@ -25,12 +25,16 @@ from tests.secure.wire_tap import Stream, Tap
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.kerberos import spnego_auth
 from ferry.settings import Settings
+from ferry_kit.settings import KitSettings
 from ferry_kit.stack.tls import make_pki
 
 pytestmark = [
     pytest.mark.stack("kdc", "hdfs"),
     pytest.mark.skipif(
-        not (Settings().kerberos.privacy and Settings().cluster("a").http_policy == "HTTPS_ONLY"),
+        not (
+            KitSettings().kerberos.privacy
+            and KitSettings().cluster("a").http_policy == "HTTPS_ONLY"
+        ),
         reason="needs wire privacy: FERRY_PROFILE=secure (make test-secure)",
     ),
 ]

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.paths import REPO_ROOT
-from tests.unit.extract_helpers import Extract
+from tests.support.extract_helpers import Extract
+from tests.support.paths import REPO_ROOT
 
 from ferry.core.wire.avro import EventCodec, default_codec
 from ferry.datasets.spec import DatasetSpec, load_datasets

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.core.errors import ConfigError
-from ferry.settings import Settings
+from ferry.errors import ConfigError
 from ferry.settings.client_conf import (
     cluster_from_conf_dir,
     metastore_from_conf_dir,
@@ -16,8 +15,7 @@ from ferry.settings.client_conf import (
     site_xml,
     write_site_xml,
 )
-from ferry.settings.hdfs import NameNodeSettings
-from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.settings import KitSettings, StackKerberos, StackNameNode
 from ferry_kit.stack.client_conf import (
     client_conf_env,
     cluster_files,
@@ -137,19 +135,19 @@ def test_a_kerberized_hiveserver2_principal_comes_from_hive_site_unless_given(
         },
     )
     monkeypatch.setenv("FERRY_METASTORE__HIVE_CONF_DIR", str(tmp_path))
-    assert Settings().hiveserver2.principal is None  # Kerberos off: nothing derived
+    assert KitSettings().hiveserver2.principal is None  # Kerberos off: nothing derived
     monkeypatch.setenv("FERRY_KERBEROS__ENABLED", "true")
     with pytest.raises(ConfigError, match=r"names HiveServer2's principal .*set hiveserver2.host"):
-        Settings()
+        KitSettings()
     monkeypatch.setenv("FERRY_HIVESERVER2__HOST", "HS2.Example")
-    assert Settings().hiveserver2.principal == "hive/hs2.example@EXAMPLE.COM"
+    assert KitSettings().hiveserver2.principal == "hive/hs2.example@EXAMPLE.COM"
     monkeypatch.setenv("FERRY_HIVESERVER2__PRINCIPAL", "hive/other@EXAMPLE.COM")
-    assert Settings().hiveserver2.principal == "hive/other@EXAMPLE.COM"
+    assert KitSettings().hiveserver2.principal == "hive/other@EXAMPLE.COM"
     monkeypatch.setenv("FERRY_HIVESERVER2__PRINCIPAL", "")  # blank: turned off, not derived
-    assert Settings().hiveserver2.principal is None
+    assert KitSettings().hiveserver2.principal is None
     monkeypatch.delenv("FERRY_HIVESERVER2__PRINCIPAL")
     write(tmp_path, "hive-site.xml", {"hive.metastore.uris": "thrift://ms1.example:9083"})
-    assert Settings().hiveserver2.principal is None  # no hive.server2.authentication
+    assert KitSettings().hiveserver2.principal is None  # no hive.server2.authentication
 
 
 def test_a_bad_directory_is_named_by_its_setting(tmp_path, monkeypatch):
@@ -159,19 +157,19 @@ def test_a_bad_directory_is_named_by_its_setting(tmp_path, monkeypatch):
         ConfigError,
         match=f"metastore.hive_conf_dir: configuration directory {tmp_path}/hive does not exist",
     ):
-        Settings()
+        KitSettings()
     monkeypatch.delenv("FERRY_METASTORE__HIVE_CONF_DIR")
     monkeypatch.setenv("FERRY_CLUSTERS__B__HADOOP_CONF_DIR", str(tmp_path))
     with pytest.raises(
         ConfigError, match=r"clusters.b.hadoop_conf_dir: .* holds none of core-site"
     ):
-        Settings()
+        KitSettings()
 
 
 def test_local_files_default_under_var_dir(tmp_path, monkeypatch):
     monkeypatch.delenv("FERRY_PROFILE", raising=False)
     monkeypatch.setenv("FERRY_VAR_DIR", str(tmp_path / "state"))
-    s = Settings()
+    s = KitSettings()
     assert (s.tracker.data_dir, s.supervise.home, s.kerberos.ccache.parent) == (
         tmp_path / "state" / "tracker",
         tmp_path / "state",
@@ -191,7 +189,7 @@ def test_settings_take_the_directories_under_explicit_values(tmp_path, monkeypat
     monkeypatch.setenv("FERRY_METASTORE__HIVE_CONF_DIR", str(hive))
     monkeypatch.delenv("FERRY_PROFILE", raising=False)
     monkeypatch.delenv("FERRY_CONFIG", raising=False)
-    s = Settings()
+    s = KitSettings()
     ca = s.cluster("a")
     assert (ca.fs_url, ca.webhdfs_url) == (
         "hdfs://prod-a",
@@ -208,26 +206,26 @@ def test_settings_take_the_directories_under_explicit_values(tmp_path, monkeypat
     monkeypatch.setenv(
         "FERRY_CLUSTERS__A__NAMENODES", '[{"id": "nn9", "rpc_port": 1, "http_port": 2}]'
     )
-    s = Settings()
+    s = KitSettings()
     assert (s.kerberos.enabled, s.metastore.port) == (False, 9999)
     assert [nn.id for nn in s.cluster("a").namenodes] == ["nn9"]
 
 
 def test_what_the_stack_writes_reads_back_as_the_same_cluster(tmp_path):
-    base = Settings()
-    krb = KerberosSettings(enabled=True, realm="FERRY.LOCAL")
+    base = KitSettings()
+    krb = StackKerberos(enabled=True, realm="FERRY.LOCAL")
     ha = base.cluster("a").model_copy(
         update={
             "nameservice": "cluster-a",
             "namenodes": (
-                NameNodeSettings(id="nn1", rpc_port=28020, http_port=29870),
-                NameNodeSettings(id="nn2", rpc_port=28021, http_port=29871),
+                StackNameNode(id="nn1", rpc_port=28020, http_port=29870),
+                StackNameNode(id="nn2", rpc_port=28021, http_port=29871),
             ),
         }
     )
     proxied = (
-        NameNodeSettings(id="nn1", rpc_port=40001, http_port=40002),
-        NameNodeSettings(id="nn2", rpc_port=40003, http_port=40004),
+        StackNameNode(id="nn1", rpc_port=40001, http_port=40002),
+        StackNameNode(id="nn2", rpc_port=40003, http_port=40004),
     )
     for cs, nns in ((base.cluster("b"), None), (ha, None), (ha, proxied)):
         d = write_conf_dir(tmp_path / f"{cs.fs_url[7:]}-{nns is None}", cluster_files(cs, krb, nns))
@@ -250,7 +248,7 @@ def test_services_read_the_clusters_from_the_directories_not_the_profile(tmp_pat
     assert service_profile("secure") == "secure-kafka"
     assert service_profile("ha,secure-kafka,kerberos") == "ha-services,secure-kafka"
     env = client_conf_env(
-        Settings(), "secure", {"a": tmp_path / "a", "b": tmp_path / "b", "hive": tmp_path / "h"}
+        KitSettings(), "secure", {"a": tmp_path / "a", "b": tmp_path / "b", "hive": tmp_path / "h"}
     )
     assert env == {
         "FERRY_CLUSTERS__A__HADOOP_CONF_DIR": str(tmp_path / "a"),

@@ -11,8 +11,9 @@ import io
 from pathlib import Path
 
 import pytest
-from tests.factories import dataset_spec
-from tests.unit.extract_helpers import DATA, HEADER, LANDING, candidate, deps
+from tests.support.extract_helpers import DATA, HEADER, LANDING, candidate, deps
+from tests.support.factories import dataset_spec
+from tests.support.hdfs_fake import FakeHdfs
 
 from ferry.core.events import FileExtracted, FileFailed
 from ferry.core.identity import derive_file_id
@@ -20,7 +21,6 @@ from ferry.datasets.compression import CorruptArchive, codec_of, decompress, hea
 from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.handlers import extract_file
 from ferry.stages.transform.counts import FileCounts
-from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 BIG = HEADER + b"".join(b"2013,1,%d,%d\n" % (i % 28 + 1, i) for i in range(50_000))
 COMPRESS = {"gzip": gzip.compress, "bzip2": bz2.compress}

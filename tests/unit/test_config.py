@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.settings import Settings, get_settings
 
 
@@ -21,15 +21,37 @@ def _fresh_settings():  # type: ignore[no-untyped-def]
 
 
 def test_one_cluster_field_from_the_environment_keeps_that_clusters_other_defaults(monkeypatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("FERRY_CLUSTERS__A__NAMENODE_HEAP_MB", "333")
+    monkeypatch.setenv("FERRY_CLUSTERS__A__NAMENODE_HTTP_PORT", "333")
     monkeypatch.setenv(
         "FERRY_CLUSTERS__A__DATANODE_ADDRESS_MAP", '{"127.0.0.1:29864": "127.0.0.1:40000"}'
     )
     s = get_settings()
     a, b = s.cluster("a"), s.cluster("b")
-    assert (a.namenode_heap_mb, a.namenode_rpc_port, a.namenode_http_port) == (333, 28020, 29870)
+    assert (a.namenode_rpc_port, a.namenode_http_port) == (28020, 333)
     assert a.datanode_address_map == {"127.0.0.1:29864": "127.0.0.1:40000"}
-    assert (b.namenode_heap_mb, b.fs_url) == (256, "hdfs://127.0.0.1:18020")
+    assert (b.namenode_http_port, b.fs_url) == (19870, "hdfs://127.0.0.1:18020")
+
+
+def test_the_kits_keys_are_read_by_the_kit_and_ignored_by_ferry(monkeypatch):  # type: ignore[no-untyped-def]
+    """The local stack's server settings keep their names (FERRY_SPARK__WORKER_CORES, …): the
+    kit's settings read them, Ferry's ignore exactly those and still refuse a misspelt key."""
+    from ferry_kit.settings import get_kit_settings
+
+    monkeypatch.setenv("FERRY_CLUSTERS__A__NAMENODE_HEAP_MB", "333")
+    monkeypatch.setenv("FERRY_SPARK__WORKER_CORES", "64")
+    monkeypatch.setenv("FERRY_SUPERVISE__START_SECS", "4")
+    kit = get_kit_settings()
+    a, b = kit.cluster("a"), kit.cluster("b")
+    assert (a.namenode_heap_mb, a.namenode_rpc_port, a.datanode_port) == (333, 28020, 29866)
+    assert (b.namenode_heap_mb, b.datanode_port) == (256, 19866)
+    assert (kit.spark.worker_cores, kit.supervise.start_secs) == (64, 4)
+    ours = get_settings()
+    assert not hasattr(ours.spark, "worker_cores") and not hasattr(ours, "supervise")
+    assert ours.cluster("a").namenode_rpc_port == 28020
+    get_settings.cache_clear()
+    monkeypatch.setenv("FERRY_SPARK__WORKR_CORES", "64")
+    with pytest.raises(ConfigError, match="workr_cores"):
+        get_settings()
 
 
 def test_clusters_as_json_merge_onto_the_defaults_too(monkeypatch):  # type: ignore[no-untyped-def]
@@ -136,7 +158,7 @@ def test_stack_up_takes_a_profile_as_the_root_option_does(monkeypatch):  # type:
     out = CliRunner().invoke(stack_cli.app, ["up", "--profile", "nope"])
     assert out.exit_code == 2
     assert "stack up failed: unknown profile 'nope'; known profiles: [" in out.output
-    monkeypatch.setattr(stack_cli, "get_settings", lambda: (_ for _ in ()).throw(SystemExit(7)))
+    monkeypatch.setattr(stack_cli, "get_kit_settings", lambda: (_ for _ in ()).throw(SystemExit(7)))
     out = CliRunner().invoke(stack_cli.app, ["up", "--profile", "secure"])
     # the profile is taken before the settings are read (here: the read stops the command)
     assert (out.exit_code, os.environ.get("FERRY_PROFILE")) == (7, "secure")

@@ -7,9 +7,10 @@ import hashlib
 from collections.abc import Callable, Iterable
 
 import pytest
+from tests.support.hdfs_fake import FakeHdfs
 
 from ferry.clusters.hdfs.paths import TEMP_MARKER, is_temp_path
-from ferry.core.errors import (
+from ferry.errors import (
     ChecksumMismatch,
     DataNodeUnreachable,
     HdfsPathExists,
@@ -19,7 +20,6 @@ from ferry.core.errors import (
 )
 from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.copy import copy_between
-from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 RETRY = RetrySettings(max_attempts=4, initial_backoff_s=0.5, max_backoff_s=1.5)
 DATA = bytes(range(256)) * 4096  # 1 MiB

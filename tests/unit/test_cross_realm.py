@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from ferry.clusters.kerberos import hadoop_client_conf
-from ferry.core.errors import StackError
-from ferry.settings import Settings
 from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.errors import StackError
+from ferry_kit.settings import KitSettings, StackKerberos
 from ferry_kit.stack import kdc
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.components import build_components
@@ -21,13 +21,13 @@ PARTNER = "PARTNER.FERRY.LOCAL"
 
 
 def test_one_realm_keeps_hadoops_default_mapping() -> None:
-    krb = KerberosSettings(enabled=True)
+    krb = StackKerberos(enabled=True)
     assert krb.auth_to_local == "DEFAULT"
     assert "hadoop.security.auth_to_local" not in hadoop_client_conf(krb)
 
 
 def test_only_ferrys_name_is_mapped_in_the_trusted_and_its_own_foreign_realm() -> None:
-    krb = KerberosSettings(
+    krb = StackKerberos(
         enabled=True, trusted_realms=[PARTNER, "FERRY.LOCAL"], principal="svc@CORP.EXAMPLE.COM"
     )
     rules = (
@@ -40,26 +40,26 @@ def test_only_ferrys_name_is_mapped_in_the_trusted_and_its_own_foreign_realm() -
 
 
 def test_a_two_component_principal_maps_to_its_first_component_whatever_its_host() -> None:
-    krb = KerberosSettings(enabled=True, principal="svc-ferry/edge1@CORP.EXAMPLE.COM")
+    krb = StackKerberos(enabled=True, principal="svc-ferry/edge1@CORP.EXAMPLE.COM")
     assert krb.auth_to_local == ("RULE:[2:$1@$0](svc\\-ferry@CORP\\.EXAMPLE\\.COM)s/@.*//\nDEFAULT")
 
 
 @pytest.mark.parametrize("realm", ["partner.local", "A..B", "", "A B"])
 def test_a_realm_that_is_not_upper_case_labels_is_refused(realm: str) -> None:
     with pytest.raises(ValidationError, match="a realm is upper case"):
-        KerberosSettings(trusted_realms=[realm])
+        StackKerberos(trusted_realms=[realm])
 
 
 def test_the_stacks_servers_map_the_trusted_realms(tmp_path: Path) -> None:
-    krb = KerberosSettings(enabled=True, trusted_realms=[PARTNER])
-    d = hdfs_conf(Layout(tmp_path), "a", Settings().cluster("a"), krb=krb)
+    krb = StackKerberos(enabled=True, trusted_realms=[PARTNER])
+    d = hdfs_conf(Layout(tmp_path), "a", KitSettings().cluster("a"), krb=krb)
     rule = "RULE:[1:$1@$0](ferry@PARTNER\\.FERRY\\.LOCAL)s/@.*//\nDEFAULT"
     line = f"<name>hadoop.security.auth_to_local</name><value>{rule}</value>"
     assert line in (d / "core-site.xml").read_text()
 
 
 def test_the_kdc_serves_every_realm_from_a_database_each_with_direct_trust(tmp_path: Path) -> None:
-    krb = KerberosSettings(enabled=True, trusted_realms=[PARTNER], kdc_port=17088)
+    krb = StackKerberos(enabled=True, trusted_realms=[PARTNER], kdc_port=17088)
     lay = Layout(tmp_path)
     blocks = kdc._conf_blocks(krb, lay)
     assert blocks["capaths"] == (
@@ -73,8 +73,8 @@ def test_the_kdc_serves_every_realm_from_a_database_each_with_direct_trust(tmp_p
     dbs = blocks["realm_databases"]
     assert f"database_name = {tmp_path}/data/kdc/principal\n" in dbs
     assert f"database_name = {tmp_path}/data/kdc/{PARTNER}/principal\n" in dbs
-    assert kdc._conf_blocks(KerberosSettings(enabled=True), lay)["capaths"] == ""
-    settings = Settings(var_dir=tmp_path, kerberos=krb)
+    assert kdc._conf_blocks(StackKerberos(enabled=True), lay)["capaths"] == ""
+    settings = KitSettings(var_dir=tmp_path, kerberos=krb)
     comp = {c.name: c for c in build_components(settings)}["kdc"]
     argv = comp.launch.argv
     script = argv[argv.index("-c") + 1]
@@ -82,14 +82,14 @@ def test_the_kdc_serves_every_realm_from_a_database_each_with_direct_trust(tmp_p
 
 
 def test_a_principal_of_a_realm_the_kdc_does_not_serve_is_refused(tmp_path: Path) -> None:
-    settings = Settings(var_dir=tmp_path, kerberos=KerberosSettings(enabled=True))
+    settings = KitSettings(var_dir=tmp_path, kerberos=StackKerberos(enabled=True))
     with pytest.raises(StackError, match=r"ferry@OTHER\.LOCAL: not a principal of FERRY\.LOCAL"):
         kdc.add_principal(settings, Layout(tmp_path), "ferry@OTHER.LOCAL", tmp_path / "k")
 
 
 def test_the_stack_refuses_a_ferry_principal_of_a_realm_it_does_not_serve(tmp_path: Path) -> None:
-    krb = KerberosSettings(enabled=True, principal="svc@CORP.EXAMPLE.COM")
-    settings = Settings(var_dir=tmp_path, kerberos=krb)
+    krb = StackKerberos(enabled=True, principal="svc@CORP.EXAMPLE.COM")
+    settings = KitSettings(var_dir=tmp_path, kerberos=krb)
     with pytest.raises(
         Exception, match=r"svc@CORP\.EXAMPLE\.COM: the local KDC serves FERRY\.LOCAL"
     ):
@@ -97,7 +97,7 @@ def test_the_stack_refuses_a_ferry_principal_of_a_realm_it_does_not_serve(tmp_pa
 
 
 def test_two_trusted_realms_reach_each_other_through_the_clusters_realm(tmp_path: Path) -> None:
-    krb = KerberosSettings(enabled=True, trusted_realms=["P.LOCAL", "Q.LOCAL"])
+    krb = StackKerberos(enabled=True, trusted_realms=["P.LOCAL", "Q.LOCAL"])
     assert kdc._conf_blocks(krb, Layout(tmp_path))["capaths"] == (
         "  FERRY.LOCAL = {\n    P.LOCAL = .\n    Q.LOCAL = .\n  }\n"
         "  P.LOCAL = {\n    FERRY.LOCAL = .\n    Q.LOCAL = FERRY.LOCAL\n  }\n"
@@ -137,7 +137,7 @@ def test_a_partial_trust_is_replaced_whole_with_one_password_given_on_stdin(
     fake = FakeKadmin({(home, to), (home, back)})  # the partner's database was recreated
     monkeypatch.setattr(kdc.subprocess, "run", fake)
     monkeypatch.setattr(kdc, "_tool", lambda name: f"/usr/sbin/{name}")
-    krb = KerberosSettings(enabled=True, trusted_realms=[PARTNER])
+    krb = StackKerberos(enabled=True, trusted_realms=[PARTNER])
     kdc._ensure_trust(krb, Layout(tmp_path), PARTNER)
     writes = [(a[a.index("-r") + 1], q.split()) for a, q in fake.calls if "getprinc" not in q]
     passwords = {q[2] for _, q in writes if q[0] == "addprinc"}
@@ -162,7 +162,7 @@ def test_a_principal_the_cluster_does_not_map_is_a_refusal_and_an_empty_answer_i
     from hdfs.util import HdfsError
 
     from ferry.clusters.hdfs.errors import classify, empty_answer
-    from ferry.core.errors import AuthenticationFailed
+    from ferry.errors import AuthenticationFailed
 
     page = (
         "<html><head><title>Error 500 org.apache.hadoop.security.authentication.util.KerberosName"
@@ -193,7 +193,7 @@ def _kdc_a(tmp_path: Path, **more: object) -> KerberosSettings:
         "realm_kdcs": {"B.FERRY.LOCAL": "kdc-b:17088"},
         "domain_realm": {"namenode-b": "B.FERRY.LOCAL"},
     }
-    return KerberosSettings(**(fields | more))  # type: ignore[arg-type]
+    return StackKerberos(**(fields | more))  # type: ignore[arg-type]
 
 
 def test_a_realm_served_by_another_host_gets_its_kdc_and_no_database_here(tmp_path: Path) -> None:
@@ -212,7 +212,7 @@ def test_a_realm_served_by_another_host_gets_its_kdc_and_no_database_here(tmp_pa
         "  A.FERRY.LOCAL = {\n    B.FERRY.LOCAL = .\n  }\n"
         "  B.FERRY.LOCAL = {\n    A.FERRY.LOCAL = .\n  }\n"
     )
-    settings = Settings(var_dir=tmp_path, kerberos=krb)
+    settings = KitSettings(var_dir=tmp_path, kerberos=krb)
     argv = {c.name: c for c in build_components(settings)}["kdc"].launch.argv
     assert argv[argv.index("-c") + 1].endswith("-n -r A.FERRY.LOCAL & wait $!")
     with pytest.raises(StackError, match=r"ferry@B\.FERRY\.LOCAL: not a principal of A\.FERRY"):
@@ -268,7 +268,7 @@ def test_a_trust_with_another_kdc_needs_a_password_file_that_says_something(
 )
 def test_kdc_addresses_and_host_realms_are_checked(field: str, value: object, match: str) -> None:
     with pytest.raises(ValidationError, match=match):
-        KerberosSettings(**{field: value})  # type: ignore[arg-type]
+        StackKerberos(**{field: value})  # type: ignore[arg-type]
 
 
 def test_each_host_a_webhdfs_client_dials_in_this_realm_gets_its_http_principal() -> None:
@@ -279,14 +279,14 @@ def test_each_host_a_webhdfs_client_dials_in_this_realm_gets_its_http_principal(
     krb = _kdc_a(
         Path("."), domain_realm={"namenode-b": "B.FERRY.LOCAL", "datanode-b": "B.FERRY.LOCAL"}
     )
-    settings = Settings(kerberos=krb, clusters=clusters)  # type: ignore[arg-type]
+    settings = KitSettings(kerberos=krb, clusters=clusters)  # type: ignore[arg-type]
     assert kdc._principals(settings) == [
         "hdfs/namenode-a@A.FERRY.LOCAL",
         "HTTP/namenode-a@A.FERRY.LOCAL",
         "HTTP/127.0.0.1@A.FERRY.LOCAL",
         "HTTP/datanode-a@A.FERRY.LOCAL",
     ]
-    local = Settings(kerberos=KerberosSettings(enabled=True))
+    local = KitSettings(kerberos=StackKerberos(enabled=True))
     assert kdc._principals(local) == [
         "hdfs/localhost@FERRY.LOCAL",
         "HTTP/localhost@FERRY.LOCAL",

@@ -9,7 +9,7 @@ import datetime as dt
 
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
-from tests.factories import dataset_spec, put
+from tests.support.factories import dataset_spec, put
 
 from ferry.stages.transform.counts import FileCounts, file_counts, reason_code
 from ferry.stages.transform.job import run_batch

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ferry.core.errors import ConfigError
 from ferry.datasets.spec import dataset_for, load_dataset, load_datasets
+from ferry.errors import ConfigError
 from ferry.settings import get_settings
 
 GOOD = """

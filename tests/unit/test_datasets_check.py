@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tests.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from typer.testing import CliRunner
 
 from ferry.datasets_check import check

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import Field
-from tests.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 from ferry.datasets import reference
 from ferry.datasets.fields import CsvOptions

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 from ferry.datasets.registry import DefinitionSet, definition_version, load_definitions
 from ferry.datasets.reload import Definitions

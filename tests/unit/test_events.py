@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 from fastavro.schema import fingerprint, load_schema, to_parsing_canonical_form
-from tests.factories import failed, undecodable
-from tests.factories import manifest as make_manifest
+from tests.support.factories import failed, undecodable
+from tests.support.factories import manifest as make_manifest
 
 from ferry.core.dismissal import FileDismissed
-from ferry.core.errors import SerializationError
 from ferry.core.events import (
     EVENT_TYPES,
     TOPIC_NAMES,
@@ -26,6 +25,7 @@ from ferry.core.events import (
 )
 from ferry.core.identity import derive_file_id
 from ferry.core.wire.avro import MAGIC, EventCodec, load_schema_dir, schema_fingerprint
+from ferry.errors import SerializationError
 from ferry.settings import get_settings
 
 SCHEMAS = get_settings().paths.schemas_dir
@@ -186,7 +186,7 @@ def test_old_event_read_with_new_reader_schema(tmp_path: Path) -> None:
 
 
 def test_schema_file_name_must_match_type(tmp_path: Path) -> None:
-    from ferry.core.errors import ConfigError
+    from ferry.errors import ConfigError
 
     (tmp_path / "ferry.Wrong.avsc").write_text(
         json.dumps({"type": "record", "name": "Right", "namespace": "ferry", "fields": []})

@@ -11,8 +11,9 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.fakes import FakeProducer
-from tests.unit.extract_helpers import DATA, HEADER, drop, service, with_
+from tests.support.extract_helpers import DATA, HEADER, drop, service, with_
+from tests.support.fakes import FakeProducer
+from tests.support.hdfs_fake import FakeHdfs
 
 from ferry.core.events import FileExtracted, FileFailed
 from ferry.core.identity import derive_file_id
@@ -22,7 +23,6 @@ from ferry.datasets.spec import DatasetSpec
 from ferry.stages.extract.afterwards import CHANGED_AFTER_EXTRACT, ArchiveWatch
 from ferry.stages.extract.handlers import Spliced
 from ferry.stages.extract.service import ExtractService
-from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 MORE = b"2013,1,1,542\n2013,1,1,544\n"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes import FakeProducer
-from tests.unit.extract_helpers import DATA, HEADER, drop, failed_events, service, take
+from tests.support.extract_helpers import DATA, HEADER, drop, failed_events, service, take
+from tests.support.fakes import FakeProducer
 
 from ferry.core.events import FileExtracted
 from ferry.core.wire.avro import EventCodec

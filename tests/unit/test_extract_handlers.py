@@ -9,8 +9,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
-from tests.factories import FS_B
-from tests.unit.extract_helpers import (
+from tests.support.extract_helpers import (
     DATA,
     HEADER,
     LANDING,
@@ -21,15 +20,16 @@ from tests.unit.extract_helpers import (
     drop,
     name_of,
 )
+from tests.support.factories import FS_B
+from tests.support.hdfs_fake import FakeHdfs
 
 from ferry.clusters.hdfs.paths import hdfs_name, is_temp_path, temp_path_for
-from ferry.core.errors import HdfsUnavailable
 from ferry.core.events import FileExtracted, FileFailed
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import HdfsUnavailable
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
 from ferry.stages.extract.scanner import Candidate
-from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 # -- extract_file -----------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.extract_helpers import (
+from tests.support.extract_helpers import (
     DATA,
     HEADER,
     LATIN1,

@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.factories import FS_B
-from tests.fakes import FakeProducer
-from tests.unit.extract_helpers import (
+from tests.support.extract_helpers import (
     DATA,
     HEADER,
     LANDING,
@@ -23,14 +21,16 @@ from tests.unit.extract_helpers import (
     take,
     with_,
 )
+from tests.support.factories import FS_B
+from tests.support.fakes import FakeProducer
 
-from ferry.clusters.nas import free_name
-from ferry.core.errors import TransientError
 from ferry.core.events import FileExtracted
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.fields import FinishedPolicy
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import TransientError
+from ferry.nas import free_name
 
 # -- ExtractService ---------------------------------------------------------------------------
 

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes import FakeProducer
-from tests.unit.extract_helpers import (
+from tests.support.extract_helpers import (
     DATA,
     HEADER,
     LATIN1,
@@ -22,12 +21,13 @@ from tests.unit.extract_helpers import (
     take,
     with_,
 )
+from tests.support.fakes import FakeProducer
 
-from ferry.core.errors import ConfigError, HdfsPathExists, HdfsUnavailable
 from ferry.core.events import FileExtracted
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.fields import FinishedPolicy
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import ConfigError, HdfsPathExists, HdfsUnavailable
 from ferry.stages.extract.handlers import ExtractDeps
 from ferry.stages.extract.scanner import Candidate
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from tests.fakes import FakeProducer
-from tests.unit.extract_helpers import DATA, HEADER, candidate, drop, service, with_
+from tests.support.extract_helpers import DATA, HEADER, candidate, drop, service, with_
+from tests.support.fakes import FakeProducer
 
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.fields import FinishedPolicy

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.clusters.filetable.compaction import choose
-from ferry.clusters.filetable.journal import _without_lost
-from ferry.clusters.filetable.model import (
+from ferry.core import failpoints
+from ferry.tables.compaction import choose
+from ferry.tables.journal import _without_lost
+from ferry.tables.model import (
     CompactedFile,
     FileEntry,
     Group,
@@ -15,7 +16,7 @@ from ferry.clusters.filetable.model import (
     Journal,
     StagedMarker,
 )
-from ferry.clusters.filetable.paths import (
+from ferry.tables.paths import (
     DEFAULT_PARTITION_NAME,
     compacted_file_name,
     data_file_name,
@@ -30,7 +31,6 @@ from ferry.clusters.filetable.paths import (
     stamp_age_s,
     unescape_path_name,
 )
-from ferry.core import failpoints
 
 GEN = "0123456789abcdef"
 

@@ -8,12 +8,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.unit.gc_helpers import Copies, FakeTopic, after, file, ms, sweepers
+from tests.support.gc_helpers import Copies, FakeTopic, after, file, ms, sweepers
 
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.errors import TransientError
 from ferry.core.events import FileLoaded, failed
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import TransientError
 from ferry.gc.metrics import GcMetrics
 from ferry.settings.retention import RetentionSettings
 

@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.factories import FS_B
-from tests.unit.gc_helpers import (
+from tests.support.factories import FS_B
+from tests.support.gc_helpers import (
     T0,
     Copies,
     FakeTopic,
@@ -290,7 +290,7 @@ def test_a_class_whose_broker_calls_fail_three_sweeps_in_a_row_asks_through_a_ne
     """The client a sweep asked through is replaced after RENEW_AFTER failed sweeps (a wedged
     client answered errors for minutes after the broker was back), and the new one is used."""
     import ferry.gc.sweeper as m
-    from ferry.core.errors import TransientError
+    from ferry.errors import TransientError
 
     made: list[_Client] = []
 
@@ -343,7 +343,7 @@ def test_a_sweep_that_reaches_the_broker_resets_the_count_and_none_never_renews(
     world: World, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ferry.gc.sweeper as m
-    from ferry.core.errors import TransientError
+    from ferry.errors import TransientError
 
     down = {"broker": True}
 

@@ -4,18 +4,18 @@ classification (C06, C08, resets), C07 names and C02 clean-up, with exact expect
 from __future__ import annotations
 
 import hashlib
-import socket
 import time
 import unicodedata
 from collections.abc import Iterator
 
 import pytest
 from hdfs.util import HdfsError as _CliError
+from tests.support.webhdfs_stub import WebHdfsStub
 
 from ferry.clusters.hdfs.errors import _remote_error
 from ferry.clusters.hdfs.paths import TEMP_MARKER, is_temp_path, normalize_path, temp_path_for
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import (
+from ferry.errors import (
     DataNodeUnreachable,
     HdfsPathExists,
     HdfsPathNotFound,
@@ -25,11 +25,11 @@ from ferry.core.errors import (
     PermanentError,
     TransientError,
 )
-from ferry.settings import get_settings
 from ferry.settings.hdfs import HdfsClusterSettings
 from ferry.settings.retry import RetrySettings
+from ferry_kit.settings import StackCluster, get_kit_settings
 from ferry_kit.testing.faultproxy import FaultProxy
-from ferry_kit.testing.webhdfs_stub import WebHdfsStub
+from ferry_kit.testing.ports import free_port
 
 FAST = RetrySettings(connect_timeout_s=0.5, read_timeout_s=0.5)
 
@@ -48,15 +48,9 @@ C07_NAMES = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _cluster(url: str, address_map: dict[str, str] | None = None) -> HdfsClusterSettings:
     host, port = url.removeprefix("http://").split(":")
-    return HdfsClusterSettings(
+    return StackCluster(
         host=host,
         namenode_rpc_port=1,
         namenode_http_port=int(port),
@@ -87,7 +81,7 @@ def _leftovers(stub: WebHdfsStub) -> list[str]:
 
 
 def test_for_cluster_takes_named_settings() -> None:
-    settings = get_settings()
+    settings = get_kit_settings()
     port = WebHdfs.for_cluster("a", settings)
     assert port.cluster.webhdfs_url == settings.cluster("a").webhdfs_url
     assert port.timeout == (settings.retry.connect_timeout_s, settings.retry.read_timeout_s)
@@ -182,7 +176,7 @@ def test_missing_path_is_permanent_not_found_with_path(stub: WebHdfsStub) -> Non
 
 
 def test_c06_unreachable_datanode_fails_fast_with_address(stub: WebHdfsStub) -> None:
-    closed = f"127.0.0.1:{_free_port()}"
+    closed = f"127.0.0.1:{free_port()}"
     stub.state.advertised_datanode = "dn.example:9864"
     port = _port(stub.url, {"dn.example:9864": closed})
     started = time.monotonic()
@@ -200,14 +194,14 @@ def test_c06_unreachable_datanode_fails_fast_with_address(stub: WebHdfsStub) -> 
 
 def test_c06_on_read_too(stub: WebHdfsStub) -> None:
     _port(stub.url).upload_stream("/c06/r", iter([b"data"]))
-    closed = f"127.0.0.1:{_free_port()}"
+    closed = f"127.0.0.1:{free_port()}"
     port = _port(stub.url, {stub.datanode_address: closed})
     with pytest.raises(DataNodeUnreachable, match=f"mapped to {closed}"):
         b"".join(port.open_stream("/c06/r"))
 
 
 def test_refused_namenode_is_transient_not_datanode(stub: WebHdfsStub) -> None:
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(HdfsUnavailable) as info:
         _port(url).status("/x")
     assert not isinstance(info.value, HdfsTimeout)

@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import socket
 import time
 from collections.abc import Iterator
 
 import pytest
+from tests.support.webhdfs_stub import WebHdfsStub
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.spark import session_conf
-from ferry.core.errors import DataNodeUnreachable, HdfsPathNotFound, HdfsUnavailable
-from ferry.settings import Settings
-from ferry.settings.hdfs import FAILOVER_PROXY_PROVIDER, HdfsClusterSettings, NameNodeSettings
+from ferry.errors import DataNodeUnreachable, HdfsPathNotFound, HdfsUnavailable
+from ferry.settings.hdfs import FAILOVER_PROXY_PROVIDER
 from ferry.settings.retry import RetrySettings
+from ferry_kit.settings import KitSettings, StackCluster, StackNameNode
 from ferry_kit.testing.faultproxy import FaultProxy
-from ferry_kit.testing.webhdfs_stub import WebHdfsStub
+from ferry_kit.testing.ports import free_port
 
 FAST = RetrySettings(connect_timeout_s=0.5, read_timeout_s=0.5)
 
@@ -32,17 +32,11 @@ HA_A = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # -- settings and generated client configuration ------------------------------------------------
 
 
 def test_single_namenode_stays_the_default() -> None:
-    a = Settings().cluster("a")
+    a = KitSettings().cluster("a")
     assert (a.ha, a.nameservice, a.namenodes) == (False, None, ())
     assert a.fs_url == "hdfs://127.0.0.1:28020"
     assert a.webhdfs_url == "http://127.0.0.1:29870"
@@ -50,26 +44,26 @@ def test_single_namenode_stays_the_default() -> None:
     assert [(n.id, n.rpc_address, n.http_address) for n in a.namenode_list] == [
         ("nn1", "127.0.0.1:28020", "127.0.0.1:29870")
     ]
-    conf = session_conf(Settings(), "app", "a", hive=True)
+    conf = session_conf(KitSettings(), "app", "a", hive=True)
     assert not any(k.startswith("spark.hadoop.dfs.ha.") for k in conf)
     assert conf["spark.sql.warehouse.dir"] == "hdfs://127.0.0.1:28020/warehouse"
 
 
 def test_spark_jvm_options_reach_drivers_and_executors_and_empty_means_jvm_defaults() -> None:
-    conf = session_conf(Settings(), "ferry-transform", "b")
+    conf = session_conf(KitSettings(), "ferry-transform", "b")
     assert conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     assert conf["spark.executor.extraJavaOptions"] == (
         "-XX:+UseSerialGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=10000 "
         "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
     )
-    mine = Settings(spark={"driver_java_options": "", "executor_java_options": "-Xss2m"})
+    mine = KitSettings(spark={"driver_java_options": "", "executor_java_options": "-Xss2m"})
     conf = session_conf(mine, "ferry-transform", "b")
     assert "spark.driver.extraJavaOptions" not in conf
     assert conf["spark.executor.extraJavaOptions"] == "-Xss2m"
 
 
 def test_ha_cluster_addresses_the_nameservice_and_generates_client_conf() -> None:
-    s = Settings(clusters={"a": HA_A})
+    s = KitSettings(clusters={"a": HA_A})
     a = s.cluster("a")
     assert a.ha is True
     assert a.fs_url == "hdfs://cluster-a"
@@ -90,7 +84,7 @@ def test_ha_cluster_addresses_the_nameservice_and_generates_client_conf() -> Non
 
 
 def test_spark_conf_of_ha_cluster_carries_the_nameservice() -> None:
-    s = Settings(clusters={"a": HA_A})
+    s = KitSettings(clusters={"a": HA_A})
     conf = session_conf(s, "ferry-load", "a", hive=True)
     assert conf["spark.hadoop.fs.defaultFS"] == "hdfs://cluster-a"
     assert conf["spark.sql.warehouse.dir"] == "hdfs://cluster-a/warehouse"
@@ -111,7 +105,7 @@ def test_ha_settings_from_environment_json(monkeypatch: pytest.MonkeyPatch) -> N
         '[{"id": "n1", "rpc_port": 1, "http_port": 2},'
         ' {"id": "n2", "rpc_port": 3, "http_port": 4}]',
     )
-    a = Settings().cluster("a")
+    a = KitSettings().cluster("a")
     assert a.fs_url == "hdfs://ns-x"
     assert a.webhdfs_url == "http://127.0.0.1:2;http://127.0.0.1:4"
 
@@ -129,16 +123,16 @@ def test_ha_settings_from_environment_json(monkeypatch: pytest.MonkeyPatch) -> N
 )
 def test_inconsistent_ha_settings_are_rejected(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        Settings(clusters={"a": fields})
+        KitSettings(clusters={"a": fields})
 
 
 def test_ha_profile_settings() -> None:
-    from ferry.settings import _deep_merge, _read_yaml, profile_files
+    from ferry.settings.sources import _deep_merge, _read_yaml, profile_files
 
     data: dict[str, object] = {}
     for path in profile_files("ha"):
         data = _deep_merge(data, _read_yaml(path, "FERRY_PROFILE"))
-    a = Settings(**data).cluster("a")  # type: ignore[arg-type]
+    a = KitSettings(**data).cluster("a")  # type: ignore[arg-type]
     assert a.fs_url == "hdfs://cluster-a"
     assert [(n.id, n.rpc_port, n.http_port) for n in a.namenodes] == [
         ("nn1", 24020, 24870),
@@ -146,7 +140,7 @@ def test_ha_profile_settings() -> None:
     ]
     assert len(a.journalnode_ports) == 3
     # Every port differs from the default stack's: the HA tier runs beside the secure tier.
-    default = Settings()
+    default = KitSettings()
     ports = {
         default.kafka.port,
         default.zookeeper.port,
@@ -156,7 +150,7 @@ def test_ha_profile_settings() -> None:
         default.cluster("b").namenode_rpc_port,
         default.cluster("a").namenode_rpc_port,
     }
-    ha = Settings(**data)  # type: ignore[arg-type]
+    ha = KitSettings(**data)  # type: ignore[arg-type]
     assert ports.isdisjoint(
         {
             ha.kafka.port,
@@ -189,10 +183,10 @@ def pair() -> Iterator[tuple[WebHdfsStub, str, str]]:
 
 def _ha_port(*addresses: str) -> WebHdfs:
     nns = [
-        NameNodeSettings(id=f"nn{i}", rpc_port=1, http_port=int(a.split(":")[1]))
+        StackNameNode(id=f"nn{i}", rpc_port=1, http_port=int(a.split(":")[1]))
         for i, a in enumerate(addresses, start=1)
     ]
-    cluster = HdfsClusterSettings(
+    cluster = StackCluster(
         namenode_rpc_port=1,
         namenode_http_port=1,
         nameservice="ns",
@@ -250,7 +244,7 @@ def test_failover_back_when_the_active_becomes_standby(
 
 def test_refused_namenode_moves_to_next(pair: tuple[WebHdfsStub, str, str]) -> None:
     stub, _, nn2 = pair
-    dead = f"127.0.0.1:{_free_port()}"
+    dead = f"127.0.0.1:{free_port()}"
     port = _ha_port(dead, nn2)
     assert port.list("/") == []
     assert port.active_url == f"http://{nn2}"
@@ -310,7 +304,7 @@ def test_unreachable_datanode_is_not_a_namenode_failover(
     stub, nn1, nn2 = pair
     stub.state.standby.clear()
     stub.state.files["/f"] = b"x"
-    stub.state.advertised_datanode = f"127.0.0.1:{_free_port()}"  # nothing listens there
+    stub.state.advertised_datanode = f"127.0.0.1:{free_port()}"  # nothing listens there
     port = _ha_port(nn1, nn2)
     with pytest.raises(DataNodeUnreachable):
         b"".join(port.open_stream("/f"))
@@ -320,5 +314,5 @@ def test_unreachable_datanode_is_not_a_namenode_failover(
 
 def test_spark_sessions_compile_no_method_the_jit_would_leave_interpreted() -> None:
     # HotSpot's HugeMethodLimit (8000 bytes): a bigger whole-stage method runs interpreted
-    conf = session_conf(Settings(), "ferry-transform", "b")
+    conf = session_conf(KitSettings(), "ferry-transform", "b")
     assert conf["spark.sql.codegen.hugeMethodLimit"] == "8000"

@@ -11,15 +11,15 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 from tests.unit.test_jobs_load import row, stage_files, table_rows, tiny_spec
 
-from ferry.clusters.filetable.model import FileEntry
-from ferry.clusters.filetable.paths import entry_path
-from ferry.clusters.hive import table_location
 from ferry.clusters.spark import session_conf
 from ferry.clusters.spark_jobs import HadoopFileSystem
 from ferry.core import failpoints
-from ferry.core.errors import PermanentError
+from ferry.errors import PermanentError
 from ferry.settings import Settings
 from ferry.stages.load.job import load_files
+from ferry.tables.hive import table_location
+from ferry.tables.model import FileEntry
+from ferry.tables.paths import entry_path
 
 D1, D2, D3 = dt.date(2013, 1, 1), dt.date(2013, 1, 2), dt.date(2013, 1, 3)
 
@@ -182,7 +182,7 @@ def test_string_partition_values_are_escaped_as_hive_names_them(spark, unique_db
     """A string partition column with ``/``, ``%``, a space, ``=`` and NULL: transform's
     ``partitionBy`` directories are the ones the metastore names (``__HIVE_DEFAULT_PARTITION__``
     for NULL); the rows read back exactly, and a replay removes them exactly."""
-    from tests.factories import dataset_spec
+    from tests.support.factories import dataset_spec
 
     spec = dataset_spec(
         "notes",
@@ -191,8 +191,8 @@ def test_string_partition_values_are_escaped_as_hive_names_them(spark, unique_db
     )
     from pyspark.sql import types as T
 
-    from ferry.clusters.filetable.paths import new_generation
-    from ferry.clusters.filetable.staging import file_dir, name_files, write_files
+    from ferry.tables.paths import new_generation
+    from ferry.tables.staging import file_dir, name_files, write_files
 
     values = ["a/b", "c%d", "e f", "g=h", None]
     df = spark.createDataFrame(
@@ -226,8 +226,8 @@ def test_string_partition_values_are_escaped_as_hive_names_them(spark, unique_db
 
 def stage_files_notes(spark, tmp_path) -> dict[str, str]:
     """An empty new output of file ``n`` (a marker listing no data file)."""
-    from ferry.clusters.filetable.paths import new_generation
-    from ferry.clusters.filetable.staging import name_files
+    from ferry.tables.paths import new_generation
+    from ferry.tables.staging import name_files
 
     d = str(tmp_path / "notes-empty")
     name_files(HadoopFileSystem(spark), d, "n", new_generation())

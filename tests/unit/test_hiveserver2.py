@@ -134,7 +134,7 @@ def test_a_principal_without_service_and_host_is_refused(principal):
 
 def test_a_kerberos_server_principal_without_kerberos_is_a_config_error_before_connecting():
     from ferry.clusters.hiveserver2 import query
-    from ferry.core.errors import ConfigError
+    from ferry.errors import ConfigError
 
     s = Settings(
         kerberos={"enabled": False},

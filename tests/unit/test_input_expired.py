@@ -10,20 +10,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from tests.factories import FS_A, FS_B, dataset_spec, extracted, manifest, put, transferred
+from tests.support.factories import FS_A, FS_B, dataset_spec, extracted, manifest, put, transferred
+from tests.support.hdfs_fake import FakeHdfs
 from tests.unit.test_transform_handler import Job as TransformJob
 
-from ferry.core.errors import InputExpired, PermanentError
 from ferry.core.events import FileLoaded, FileTransformed
 from ferry.core.identity import derive_file_id
 from ferry.core.runtime.stage import settle
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import InputExpired, PermanentError
 from ferry.settings.retry import RetrySettings
 from ferry.stages.load.handlers import LoadDeps, load_batch
 from ferry.stages.transfer.handlers import TransferDeps, transfer_file
 from ferry.stages.transform.handlers import transform_batch
 from ferry.stages.transform.job import FileResult, run_batch
-from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 SPEC = dataset_spec("tiny", {"id": "int"}, hive={"database": "ferry", "table": "tiny"})
 

@@ -11,20 +11,20 @@ import pytest
 from pyspark.sql import Row
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
-from tests.factories import dataset_spec
+from tests.support.factories import dataset_spec
 
-from ferry.clusters.filetable.paths import new_generation
-from ferry.clusters.filetable.staging import file_dir, name_files, write_files
-from ferry.clusters.hive import create_table_sql
 from ferry.clusters.spark_jobs import HadoopFileSystem
-from ferry.core.errors import PermanentError
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import PermanentError
 from ferry.stages.load.job import (
     align_to_table,
     ensure_table,
     load_files,
     table_schema,
 )
+from ferry.tables.hive import create_table_sql
+from ferry.tables.paths import new_generation
+from ferry.tables.staging import file_dir, name_files, write_files
 
 D1, D2 = dt.date(2013, 1, 1), dt.date(2013, 1, 2)
 

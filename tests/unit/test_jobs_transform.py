@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
-from tests.factories import dataset_spec, put
+from tests.support.factories import dataset_spec, put
 
-from ferry.clusters.filetable.model import StagedMarker
 from ferry.clusters.spark_jobs import HadoopFileSystem, path_key
 from ferry.stages.transform.counts import FileCounts, batch_counts, file_counts
 from ferry.stages.transform.job import run_batch
@@ -22,6 +21,7 @@ from ferry.stages.transform.rows import (
     read_csv,
     transform,
 )
+from ferry.tables.model import StagedMarker
 
 SPEC = dataset_spec(
     "tiny",

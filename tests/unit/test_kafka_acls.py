@@ -10,10 +10,10 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 
-from ferry.core.errors import ConfigError, TransientError
 from ferry.core.kafka.acls import OPERATOR, bindings, grants, users
 from ferry.core.kafka.clients import OutboundRecord, produce_and_wait, refuse_unauthorized
 from ferry.core.kafka.topics import ensure_topics
+from ferry.errors import ConfigError, TransientError
 from ferry.settings.kafka import KafkaSettings, KafkaUser
 
 

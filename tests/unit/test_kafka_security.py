@@ -10,7 +10,6 @@ import pytest
 from confluent_kafka import KafkaError
 from pydantic import SecretStr
 
-from ferry.core.errors import ConfigError
 from ferry.core.kafka.clients import (
     _error_cb,
     build_admin,
@@ -19,6 +18,7 @@ from ferry.core.kafka.clients import (
     security_config,
 )
 from ferry.core.kafka.topics import refused_login
+from ferry.errors import ConfigError
 from ferry.settings import Settings
 from ferry.settings.kafka import KafkaSettings
 from ferry_kit.stack.kafka_secure import client_password

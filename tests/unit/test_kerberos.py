@@ -13,10 +13,9 @@ from hdfs.util import HdfsError as _CliError
 
 from ferry.clusters.hdfs.errors import _remote_error, classify
 from ferry.clusters.kerberos import check_keytab, hadoop_client_conf, process_env
-from ferry.core.errors import AuthenticationFailed, HdfsUnavailable
-from ferry.settings import Settings
-from ferry.settings.kerberos import KerberosSettings
+from ferry.errors import AuthenticationFailed, HdfsUnavailable
 from ferry.settings.spark import EXECUTOR_JAVA_OPTIONS
+from ferry_kit.settings import KitSettings, StackKerberos
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.components import build_components
 from ferry_kit.stack.hiveserver2 import initiator_jaas
@@ -28,11 +27,11 @@ class KerberosExchangeError(requests.RequestException):
     an optional extra)."""
 
 
-ON = KerberosSettings(enabled=True, keytab=Path("var/secrets/k.keytab"))
+ON = StackKerberos(enabled=True, keytab=Path("var/secrets/k.keytab"))
 
 
 def test_kerberos_is_off_by_default_and_adds_no_hadoop_keys() -> None:
-    krb = Settings().kerberos
+    krb = KitSettings().kerberos
     assert (krb.enabled, hadoop_client_conf(krb)) == (False, {})
 
 
@@ -44,7 +43,7 @@ def test_paths_are_taken_from_the_repository_root_and_the_realm_is_appended() ->
         "hdfs/localhost@FERRY.LOCAL",
         "HTTP/localhost@FERRY.LOCAL",
     )
-    assert KerberosSettings(principal="svc@EX.NET").client_principal == "svc@EX.NET"
+    assert StackKerberos(principal="svc@EX.NET").client_principal == "svc@EX.NET"
 
 
 def test_hadoop_client_keys_of_a_kerberos_cluster() -> None:
@@ -71,7 +70,7 @@ def test_a_keytab_readable_by_others_or_missing_is_refused(tmp_path: Path) -> No
     conf = tmp_path / "krb5.conf"
     conf.write_text("")
     keytab = tmp_path / "k.keytab"
-    krb = KerberosSettings(enabled=True, keytab=keytab, krb5_conf=conf)
+    krb = StackKerberos(enabled=True, keytab=keytab, krb5_conf=conf)
     with pytest.raises(AuthenticationFailed) as missing:
         check_keytab(krb)
     assert str(missing.value) == (
@@ -119,8 +118,8 @@ def test_http_401_stops_the_process() -> None:
 
 def test_hdfs_config_carries_the_kerberos_keys_only_when_on(tmp_path: Path) -> None:
     lay = Layout(tmp_path)
-    cs = Settings().cluster("a")
-    plain = hdfs_conf(lay, "a", cs, krb=KerberosSettings())
+    cs = KitSettings().cluster("a")
+    plain = hdfs_conf(lay, "a", cs, krb=StackKerberos())
     for f in ("core-site.xml", "hdfs-site.xml"):
         assert "<value>kerberos</value>" not in (plain / f).read_text()
         assert "hadoop.security" not in (plain / f).read_text()
@@ -143,9 +142,9 @@ def test_hdfs_config_carries_the_kerberos_keys_only_when_on(tmp_path: Path) -> N
 
 
 def test_the_kdc_starts_first_and_the_namenodes_wait_for_it(tmp_path: Path) -> None:
-    plain = Settings(var_dir=tmp_path)
+    plain = KitSettings(var_dir=tmp_path)
     assert "kdc" not in [c.name for c in build_components(plain)]
-    secure = Settings(var_dir=tmp_path, kerberos=ON)
+    secure = KitSettings(var_dir=tmp_path, kerberos=ON)
     comps = {c.name: c for c in build_components(secure)}
     assert next(iter(comps)) == "kdc"
     assert [comps[f"hdfs-{x}-namenode"].requires for x in ("a", "b")] == [("kdc",), ("kdc",)]
@@ -159,9 +158,9 @@ def test_spark_sessions_get_the_keys_a_kerberos_driver_and_its_executors_need(
 ) -> None:
     from ferry.clusters.spark import session_conf
 
-    plain = session_conf(Settings(var_dir=tmp_path), "ferry-load", "a", hive=True)
+    plain = session_conf(KitSettings(var_dir=tmp_path), "ferry-load", "a", hive=True)
     assert not [k for k in plain if "kerberos" in k or "extraClassPath" in k or "Token" in k]
-    conf = session_conf(Settings(var_dir=tmp_path, kerberos=ON), "ferry-load", "a", hive=True)
+    conf = session_conf(KitSettings(var_dir=tmp_path, kerberos=ON), "ferry-load", "a", hive=True)
     java = f"-Djava.security.krb5.conf={tmp_path / 'conf' / 'krb5' / 'krb5.conf'}"
     token = conf["spark.executorEnv.HADOOP_TOKEN_FILE_LOCATION"]
     host = socket.gethostname()
@@ -178,10 +177,12 @@ def test_spark_sessions_get_the_keys_a_kerberos_driver_and_its_executors_need(
         "spark.executor.extraClassPath": str(shared / "conf-a"),
     }
     bare = {"driver_java_options": "", "executor_java_options": ""}
-    alone = session_conf(Settings(var_dir=tmp_path, kerberos=ON, spark=bare), "l", "a", hive=True)
+    alone = session_conf(
+        KitSettings(var_dir=tmp_path, kerberos=ON, spark=bare), "l", "a", hive=True
+    )
     assert alone["spark.driver.extraJavaOptions"] == java
     assert alone["spark.executor.extraJavaOptions"] == java
-    transform = session_conf(Settings(var_dir=tmp_path, kerberos=ON), "t", "b", hive=False)
+    transform = session_conf(KitSettings(var_dir=tmp_path, kerberos=ON), "t", "b", hive=False)
     assert "spark.hadoop.hive.metastore.sasl.enabled" not in transform
 
 
@@ -198,7 +199,7 @@ KERBEROS_SPARK_KEYS = {
 
 
 def test_the_kerberos_metastore_runs_sasl_with_its_keytab(tmp_path: Path) -> None:
-    comps = {c.name: c for c in build_components(Settings(var_dir=tmp_path, kerberos=ON))}
+    comps = {c.name: c for c in build_components(KitSettings(var_dir=tmp_path, kerberos=ON))}
     ms = comps["hive-metastore"]
     ms.prepare()
     site = (tmp_path / "conf" / "hive-metastore" / "hive-site.xml").read_text()
@@ -245,7 +246,7 @@ def test_the_kerberos_hiveserver2_logs_in_as_hive_and_takes_kerberos_from_jdbc_c
     """The Spark Thrift Server on Kerberos: spark-submit logs the JVM in from the hive keytab
     (HDFS A, the metastore over SASL) and hive.server2.authentication=KERBEROS with the same
     principal and keytab; it starts after the KDC."""
-    settings = Settings(
+    settings = KitSettings(
         var_dir=tmp_path, kerberos=ON, hiveserver2={"principal": "hive/localhost@FERRY.LOCAL"}
     )
     hs2 = {c.name: c for c in build_components(settings)}["hiveserver2"]
@@ -302,9 +303,9 @@ def test_a_kerberos_hiveserver2_without_its_principal_in_the_settings_does_not_s
 ) -> None:
     """Its clients would log in without Kerberos and be refused: said at start, not by a health
     check that never passes."""
-    from ferry.core.errors import StackError
+    from ferry_kit.errors import StackError
 
-    hs2 = {c.name: c for c in build_components(Settings(var_dir=tmp_path, kerberos=ON))}[
+    hs2 = {c.name: c for c in build_components(KitSettings(var_dir=tmp_path, kerberos=ON))}[
         "hiveserver2"
     ]
     with pytest.raises(

@@ -7,15 +7,16 @@ up``, the demo, the test rigs). The kit imports the product; the product never i
 Inside the product data walks one way, floor by floor (a module imports only its own area and the
 areas of the floors below it)::
 
-    core.errors, core.identity (a file's content hash and file_id), core.failpoints (tests' crash
-    points)
-    core.dismissal (the operator's FileDismissed event)
-    core.events, settings
+    errors (the one exception tree), core.identity (a file's content hash and file_id),
+    core.failpoints (tests' crash points)
+    core.dismissal (the operator's FileDismissed event), settings
+    core.events
     core.wire, core.timeline, core.services, core.retry
     core.kafka
     core.runtime
-    datasets
+    datasets, nas (where extract moves NAS files, which gc removes)
     clusters, lineage
+    tables (Ferry's Hive tables: the per-file layout, DDL, the per-table ZooKeeper locks)
     stages/<stage> (never another stage), ops, tracker, gc (not each other)
     cli
 
@@ -23,12 +24,14 @@ Also checked: no import cycle between the product's modules (lazy imports inside
 like top-level ones); no re-export shim (a module's ``__all__`` names only what it defines, and no
 ``import x as x``); a package's ``__init__.py`` holds no imports unless it defines what it
 exports (``ferry.settings``); one list of the services (:data:`ferry.core.services.SERVICES`:
-no other module writes the stage names out as a tuple or list); no file over :data:`MAX_LINES`.
+no other module writes the stage names out as a tuple or list); a line budget that warns
+(:data:`REVIEW_BUDGET`) and a ceiling that fails (:data:`REDESIGN_CEILING`).
 """
 
 from __future__ import annotations
 
 import ast
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -40,7 +43,6 @@ KIT = ROOT / "services" / "kit" / "ferry_kit"
 
 #: Every core area, for the floors that may use all of core.
 CORE = {
-    "core.errors",
     "core.failpoints",
     "core.identity",
     "core.events",
@@ -52,24 +54,24 @@ CORE = {
     "core.kafka",
     "core.runtime",
 }
-BASE = CORE | {"settings"}
+BASE = CORE | {"errors", "settings"}
 
 #: Area of a module → the areas it may import (besides itself). ``cli`` may import anything of
 #: the product; an area not listed here is refused.
 ALLOWED: dict[str, set[str]] = {
     "": set(),  # ferry/__init__.py
-    "core.errors": set(),
-    "core.dismissal": {"core.errors"},
+    "errors": set(),
+    "core.dismissal": {"errors"},
     "core.identity": set(),
     "core.failpoints": set(),
-    "core.events": {"core.errors", "core.dismissal", "core.identity"},
-    "settings": {"core.errors"},
-    "core.wire": {"core.errors", "core.dismissal", "core.events", "settings"},
-    "core.timeline": {"core.errors", "core.dismissal", "core.events"},
-    "core.services": {"core.errors", "core.events"},
-    "core.retry": {"core.errors", "settings"},
+    "core.events": {"errors", "core.dismissal", "core.identity"},
+    "settings": {"errors"},
+    "core.wire": {"errors", "core.dismissal", "core.events", "settings"},
+    "core.timeline": {"errors", "core.dismissal", "core.events"},
+    "core.services": {"errors", "core.events"},
+    "core.retry": {"errors", "settings"},
     "core.kafka": {
-        "core.errors",
+        "errors",
         "core.events",
         "core.dismissal",
         "core.wire",
@@ -78,16 +80,18 @@ ALLOWED: dict[str, set[str]] = {
         "settings",
     },
     "core.runtime": BASE - {"core.timeline"},
-    "datasets": {"core.errors", "settings"},
+    "datasets": {"errors", "settings"},
+    "nas": set(),
     "clusters": BASE | {"datasets"},
+    "tables": BASE | {"datasets", "clusters"},
     "lineage": BASE | {"datasets"},
-    "ops": BASE | {"datasets", "clusters"},
+    "ops": BASE | {"datasets", "clusters", "tables"},
     "tracker": BASE | {"datasets", "lineage"},
-    "gc": BASE | {"datasets", "clusters"},
+    "gc": BASE | {"datasets", "clusters", "nas"},
 }
 STAGES = ("extract", "transform", "transfer", "load")
 for _stage in STAGES:
-    ALLOWED[f"stages.{_stage}"] = BASE | {"datasets", "clusters", "lineage"}
+    ALLOWED[f"stages.{_stage}"] = BASE | {"datasets", "clusters", "tables", "nas", "lineage"}
 
 #: Top-level modules of the command line: they sit on top and may import anything of the product
 #: (``ferry datasets check`` compiles definitions with transform's code and compares tables with
@@ -97,13 +101,13 @@ CLI_MODULES = {"__main__", "cli", "datasets_cli", "datasets_check"}
 #: Packages whose ``__init__.py`` defines what it exports (and so may import).
 DEFINING_PACKAGES = {"ferry.settings", "ferry_kit.profiles"}
 
-#: Files (path from the repository root) allowed over :data:`MAX_LINES` lines, with the reason.
-LONG_MODULES: dict[str, str] = {
-    "services/ferry/core/runtime/runner.py": "the consume loop is one state machine (poll, "
-    "pause/resume, the running and takeover batches, delivery, offsets, shutdown); its "
-    "partition side is rebalance.py already, what is left shares the loop's state",
-}
-MAX_LINES = 400
+#: Lines past which a file is named in a warning: a prompt for the reviewer to ask whether it
+#: holds one thing, never a reason to split it (house style: split by meaning, not to meet a
+#: count). A wall here with a list of exemptions made files crowd just under it and one class be
+#: split in two to fit (issue 46).
+REVIEW_BUDGET = 400
+#: Lines at which a file fails: the house style's redesign signal (a 1,000-line module).
+REDESIGN_CEILING = 1000
 
 
 def area(module: str) -> str:
@@ -299,7 +303,7 @@ def test_one_list_of_the_services():
         ("ferry.cli", "ferry.stages.load.service", False),
         ("ferry.cli", "ferry_kit.demo", True),
         ("ferry.ops.status", "ferry_kit.pipeline", True),
-        ("ferry.gc.service", "ferry.clusters.nas", False),
+        ("ferry.gc.service", "ferry.nas", False),
         ("ferry.gc.service", "ferry.stages.extract.service", True),
         ("ferry.gc.service", "ferry.ops.quarantine", True),
     ],
@@ -324,13 +328,26 @@ def test_the_cycle_and_shim_checks_catch_what_they_should(tmp_path):
 OTHER_SOURCES = sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py")])
 
 
-def test_modules_stay_readable_in_one_sitting():
-    """No file of the packages, the tests or the benchmarks is over MAX_LINES lines unless
-    LONG_MODULES says why."""
-    long = {
-        str(p.relative_to(ROOT)): n
-        for p in SOURCES + KIT_SOURCES + OTHER_SOURCES
-        if (n := len(p.read_text().splitlines())) > MAX_LINES
-        and str(p.relative_to(ROOT)) not in LONG_MODULES
+def over(paths: Iterable[Path], lines: int, root: Path = ROOT) -> dict[str, int]:
+    """``path from root → line count`` of each file of ``paths`` longer than ``lines``."""
+    return {
+        str(p.relative_to(root)): n for p in paths if (n := len(p.read_text().splitlines())) > lines
     }
-    assert long == {}
+
+
+def test_modules_stay_readable_in_one_sitting():
+    """No file of the packages, the tests or the benchmarks reaches REDESIGN_CEILING lines;
+    those over REVIEW_BUDGET are named in a warning (pytest's warnings summary)."""
+    files = SOURCES + KIT_SOURCES + OTHER_SOURCES
+    assert over(files, REDESIGN_CEILING - 1) == {}
+    long = over(files, REVIEW_BUDGET)
+    if long:
+        listed = ", ".join(f"{path} {n}" for path, n in sorted(long.items(), key=lambda x: -x[1]))
+        warnings.warn(f"over the review budget of {REVIEW_BUDGET} lines: {listed}", stacklevel=1)
+
+
+def test_the_budget_warns_and_the_ceiling_fails(tmp_path):
+    small, big = tmp_path / "small.py", tmp_path / "big.py"
+    small.write_text("x = 1\n" * 3)
+    big.write_text("x = 1\n" * 5)
+    assert over([small, big], 4, tmp_path) == {"big.py": 5}

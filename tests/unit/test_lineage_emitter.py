@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
-from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
+from tests.support.fakes import FakeConsumer, FakeMessage, FakeProducer
 from tests.unit.test_processing import EXTRACTED, FILE_ID, TRANSFORMED, settings
 from tests.unit.test_runner import run_until
 

@@ -1,5 +1,5 @@
 """Ferry's OpenLineage events: every kind it emits, with exact names, ids and counts, and each
-valid against the OpenLineage JSON schemas of the client's spec (ferry_kit.testing.lineage_spec).
+valid against the OpenLineage JSON schemas of the client's spec (tests.support.lineage_spec).
 """
 
 from __future__ import annotations
@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 from openlineage.client.serde import Serde
-from tests.paths import REPO_ROOT
+from tests.support.lineage_spec import (
+    FERRY_SCHEMAS,
+    client_schema_urls,
+    errors,
+    registry,
+    schemas,
+    spec_dir,
+)
+from tests.support.paths import REPO_ROOT
 
 from ferry.core.events import (
     FileExtracted,
@@ -27,14 +35,6 @@ from ferry.datasets.spec import DatasetSpec
 from ferry.lineage.events import EventBuilder
 from ferry.lineage.naming import Names, hdfs
 from ferry.lineage.observer import LineageObserver
-from ferry_kit.testing.lineage_spec import (
-    FERRY_SCHEMAS,
-    client_schema_urls,
-    errors,
-    registry,
-    schemas,
-    spec_dir,
-)
 
 FID = "0123456789abcdef0123456789abcdef"
 B = "hdfs://127.0.0.1:18020"

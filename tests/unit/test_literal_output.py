@@ -7,7 +7,7 @@ import io
 
 import pytest
 from rich.table import Table
-from tests.factories import failed, manifest
+from tests.support.factories import failed, manifest
 from typer.testing import CliRunner
 
 from ferry.ops import quarantine_cli

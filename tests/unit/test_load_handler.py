@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from tests.factories import transferred
+from tests.support.factories import transferred
 
-from ferry.core.errors import PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileManifest, FileTransferred
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import PermanentError, TransientError
 from ferry.stages.load.handlers import LoadDeps, load_batch
 
 

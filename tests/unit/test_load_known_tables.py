@@ -7,10 +7,10 @@ import datetime as dt
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
-from tests.factories import dataset_spec
+from tests.support.factories import dataset_spec
 from tests.unit.test_jobs_load import row, stage_files, table_rows, tiny_spec
 
-from ferry.clusters.hive import table_fingerprint
+from ferry.tables.hive import table_fingerprint
 from ferry.stages.load import job
 from ferry.stages.load.job import KnownTables, load_files
 

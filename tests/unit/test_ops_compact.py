@@ -12,19 +12,19 @@ from pyspark.testing import assertDataFrameEqual
 from tests.unit.test_hive_layout import data_files, entry, partitions
 from tests.unit.test_jobs_load import row, stage_files, table_rows, tiny_spec
 
-from ferry.clusters.filetable.model import CompactedFile
-from ferry.clusters.filetable.paths import sidecar_path
-from ferry.clusters.hive import (
+from ferry.clusters.spark_jobs import HadoopFileSystem
+from ferry.ops.compact import LayoutError, compact, migrate_layout, parse_partition, unload
+from ferry.stages.load.compactor import Compactor
+from ferry.stages.load.job import ensure_table, load_files
+from ferry.tables.hive import (
     LAYOUT_PROPERTY,
     count_by,
     partition_columns,
     table_location,
     table_property,
 )
-from ferry.clusters.spark_jobs import HadoopFileSystem
-from ferry.ops.compact import LayoutError, compact, migrate_layout, parse_partition, unload
-from ferry.stages.load.compactor import Compactor
-from ferry.stages.load.job import ensure_table, load_files
+from ferry.tables.model import CompactedFile
+from ferry.tables.paths import sidecar_path
 
 D1, D2 = dt.date(2013, 1, 1), dt.date(2013, 1, 2)
 MB = 1024 * 1024
@@ -239,7 +239,7 @@ def test_unload_removes_only_that_files_rows_and_empty_partitions(spark, unique_
 
 
 class RecordingLocks:
-    """Stands in for ferry.clusters.locks.TableLocks: records when each table's lock is held."""
+    """Stands in for ferry.tables.locks.TableLocks: records when each table's lock is held."""
 
     def __init__(self, spark, table: str) -> None:  # type: ignore[no-untyped-def]
         self.spark, self.table, self.log = spark, table, []  # type: ignore[var-annotated]
@@ -281,7 +281,7 @@ def test_adoption_first_finishes_a_rewrite_the_earlier_layout_left_half_done(
     import shutil
     from pathlib import Path
 
-    from ferry.clusters.filetable.legacy import rewrite_root
+    from ferry.tables.legacy import rewrite_root
 
     spec = tiny_spec(unique_db)
     table = copy_on_write_table(spark, spec)
@@ -305,7 +305,7 @@ def test_adoption_first_finishes_a_rewrite_the_earlier_layout_left_half_done(
 def test_a_merge_writes_one_file_per_group_without_the_dropped_files_rows(spark, tmp_path, groups):
     """Few groups: a job each, no shuffle; many: one shuffled job. Either way one output file
     per group, rows of ``drop_ids`` left out, rows without a file id kept."""
-    from ferry.clusters.filetable.merge import merge_groups
+    from ferry.tables.merge import merge_groups
 
     schema = "id int, ferry_file_id string"
     paths: dict[int, list[str]] = {}

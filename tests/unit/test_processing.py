@@ -8,9 +8,8 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
-from tests.factories import T0, manifest
+from tests.support.factories import T0, manifest
 
-from ferry.core.errors import ConfigError, PermanentError, TransientError
 from ferry.core.events import (
     FileExtracted,
     FileFailed,
@@ -20,6 +19,7 @@ from ferry.core.events import (
 from ferry.core.runtime.processing import process_batch
 from ferry.core.runtime.stage import HandlerBug, Record, Stage, one_by_one
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import ConfigError, PermanentError, TransientError
 from ferry.settings import Settings, get_settings
 from ferry.settings.retry import RetrySettings
 

@@ -7,9 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tests.factories import manifest
+from tests.support.factories import manifest
 
-from ferry.core.errors import SerializationError, TransientError
 from ferry.core.events import (
     FileExtracted,
     FileFailed,
@@ -20,6 +19,7 @@ from ferry.core.events import (
 from ferry.core.kafka.clients import OutboundRecord
 from ferry.core.kafka.publish import encode_events, publish
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError, TransientError
 from ferry.settings import Settings, get_settings
 from ferry.settings.retry import RetrySettings
 

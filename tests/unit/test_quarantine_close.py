@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.factories import failed, manifest
+from tests.support.factories import failed, manifest
 
 from ferry.core.dismissal import FileDismissed
 from ferry.core.events import FileExtracted, FileLoaded

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from tests.factories import failed as make_failed
-from tests.factories import manifest
+from tests.support.factories import failed as make_failed
+from tests.support.factories import manifest
 
 from ferry.core.events import (
     FileExtracted,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from rich.console import Console
-from tests.paths import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 from ferry.core.events import FileExtracted, FileManifest, FileTransformed
 from ferry.core.identity import derive_file_id

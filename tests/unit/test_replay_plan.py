@@ -6,8 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from ferry.core.errors import ConfigError
 from ferry.core.kafka.admin import input_topic
+from ferry.errors import ConfigError
 from ferry.ops.replay import (
     Move,
     PartitionOffsets,

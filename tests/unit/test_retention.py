@@ -9,10 +9,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from tests.unit.gc_helpers import T0, Copies, file, sample
+from tests.support.gc_helpers import T0, Copies, file, sample
 
-from ferry.core.errors import ConfigError
 from ferry.core.events import FileLoaded, failed
+from ferry.errors import ConfigError
 from ferry.gc.metrics import GcMetrics
 from ferry.gc.nas_copies import sweep_by_age
 from ferry.gc.plan import class_label, due_zones, retention_classes

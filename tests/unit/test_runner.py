@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
-from tests.fakes import FakeConsumer, FakeMessage, FakeProducer
+from tests.support.fakes import FakeConsumer, FakeMessage, FakeProducer
 from tests.unit.test_processing import EXTRACTED, FILE_ID, TRANSFORMED, settings
 
-from ferry.core.errors import TransientError
 from ferry.core.events import FileExtracted
 from ferry.core.runtime.runner import StageRunner
 from ferry.core.runtime.stage import Stage
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import TransientError
 from ferry.settings import Settings
 from ferry_kit.testing.waiting import wait_for
 

@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tests.factories import numbered
+from tests.support.factories import numbered
 
-from ferry.core.errors import ConfigError, PermanentError, TransientError
 from ferry.core.events import (
     FileExtracted,
     FileFailed,
@@ -21,6 +20,7 @@ from ferry.core.runtime.processing import process_batch
 from ferry.core.runtime.stage import Record, RunStats, Stage
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import ConfigError, PermanentError, TransientError
 from ferry.settings import Settings, get_settings
 from ferry.stages.transform.counts import FileCounts
 from ferry.stages.transform.handlers import TransformDeps, transform_batch

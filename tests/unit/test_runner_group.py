@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from confluent_kafka import TopicPartition
-from tests.fakes import FakeMessage
+from tests.support.fakes import FakeMessage
 
 from ferry.core.events import FileExtracted
 from ferry.core.kafka.clients import consumer_config
@@ -90,9 +90,9 @@ def test_a_failing_warm_up_is_logged_and_the_runner_still_joins(caplog):
 def test_eager_protocol_assigns_the_full_list_cooperative_only_the_added():
     tp = [TopicPartition("p.extracted", 1), TopicPartition("p.extracted", 2)]
     eager, ec = runner(Settings(kafka={"assignment_strategy": "range"}))
-    eager._on_assign(ec, tp)
+    eager.partitions.on_assign(ec, tp)
     coop, cc = runner(Settings(kafka={"assignment_strategy": "cooperative-sticky"}))
-    coop._on_assign(cc, tp)
+    coop.partitions.on_assign(cc, tp)
     assert ec.calls == [("assign", [1, 2]), ("resume", [1, 2])]
     assert cc.calls == [("incremental_assign", [1, 2]), ("resume", [1, 2])]
 
@@ -103,18 +103,20 @@ def test_partitions_assigned_mid_batch_flow_for_a_takeover_batch_unless_one_runs
     batch runs, further new partitions wait paused too; without ``takeover`` all wait."""
     tp = [TopicPartition("p.extracted", n) for n in range(4)]
     r, c = runner(Settings(), takeover=True)
-    r._busy = True
-    r._running = [RunningBatch([FakeMessage("p.extracted", 0, 7, b"")])]
-    r._on_assign(c, tp[:2])
+    r.partitions.busy = True
+    r.partitions.running = [RunningBatch([FakeMessage("p.extracted", 0, 7, b"")])]
+    r.partitions.on_assign(c, tp[:2])
     assert c.calls == [("incremental_assign", [0, 1]), ("resume", [1]), ("pause", [0])]
-    assert r._takeover == {("p.extracted", 1)}
-    r._running.append(RunningBatch([FakeMessage("p.extracted", 1, 3, b"")], takeover=True))
-    r._on_assign(c, tp[2:3])
+    assert r.partitions.takeover == {("p.extracted", 1)}
+    r.partitions.running.append(
+        RunningBatch([FakeMessage("p.extracted", 1, 3, b"")], takeover=True)
+    )
+    r.partitions.on_assign(c, tp[2:3])
     assert c.calls[-1] == ("pause", [2])
-    assert r._takeover == {("p.extracted", 1), ("p.extracted", 2)}
+    assert r.partitions.takeover == {("p.extracted", 1), ("p.extracted", 2)}
     plain, pc = runner(Settings())
-    plain._busy = True
-    plain._on_assign(pc, tp[3:])
+    plain.partitions.busy = True
+    plain.partitions.on_assign(pc, tp[3:])
     assert pc.calls == [("incremental_assign", [3]), ("pause", [3])]
 
 
@@ -152,8 +154,8 @@ def test_one_revocation_waits_one_grace_for_all_its_running_batches():
     takeover = RunningBatch([FakeMessage("p.extracted", 1, 1, b"")], takeover=True)
     waits = Waits()
     first.done = takeover.done = waits  # type: ignore[assignment]
-    r._busy, r._running = True, [first, takeover]
-    r._on_revoke(c, [TopicPartition("p.extracted", 0), TopicPartition("p.extracted", 1)])
+    r.partitions.busy, r.partitions.running = True, [first, takeover]
+    r.partitions.on_revoke(c, [TopicPartition("p.extracted", 0), TopicPartition("p.extracted", 1)])
     # the first batch waits out the grace; the second has none left (was: a grace of its own)
     assert len(waits.timeouts) == 2
     assert 0.25 < waits.timeouts[0] <= 0.3
@@ -166,6 +168,6 @@ def test_a_revocation_drops_the_records_of_the_batch_being_gathered():
     revoked meanwhile (outputs published for a partition no longer owned; when it came back,
     its stored offset moved backwards)."""
     r, c = runner(Settings())
-    gathered = r._gathering = [FakeMessage("p.extracted", p, 5, b"") for p in (0, 1, 0)]
-    r._on_revoke(c, [TopicPartition("p.extracted", 0)])
+    gathered = r.partitions.gathering = [FakeMessage("p.extracted", p, 5, b"") for p in (0, 1, 0)]
+    r.partitions.on_revoke(c, [TopicPartition("p.extracted", 0)])
     assert [(m.partition(), m.offset()) for m in gathered] == [(1, 5)]

@@ -14,9 +14,9 @@ import pytest
 from fastavro.read import SchemaResolutionError
 from typer.testing import CliRunner
 
-from ferry.core.errors import ConfigError
 from ferry.core.wire.avro import load_schema_dir
 from ferry.core.wire.schema_compat import check_schemas, resolution_problems
+from ferry.errors import ConfigError
 from ferry.ops.schemas_cli import app, release_schemas
 from ferry.settings import get_settings
 

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from ferry.core.errors import StackError
-from ferry.settings import get_settings
+from ferry_kit.errors import StackError
+from ferry_kit.settings import get_kit_settings
 from ferry_kit.stack import process
 from ferry_kit.stack.base import Component
 from ferry_kit.stack.health import Unhealthy
@@ -27,7 +27,7 @@ def _sleeper(name: str, var, check) -> Component:  # type: ignore[no-untyped-def
 
 
 def _stack(tmp_path, comps: list[Component]) -> Stack:  # type: ignore[no-untyped-def]
-    st = Stack(get_settings().model_copy(update={"var_dir": tmp_path}))
+    st = Stack(get_kit_settings().model_copy(update={"var_dir": tmp_path}))
     st.components = comps
     st._by_name = {c.name: c for c in comps}
     return st
@@ -85,12 +85,12 @@ SPARK_AND_HIVE = [
     ],
 )
 def test_select_adds_what_each_group_requires_in_start_order(tmp_path, wanted, expected):  # type: ignore[no-untyped-def]
-    st = Stack(get_settings().model_copy(update={"var_dir": tmp_path}))
+    st = Stack(get_kit_settings().model_copy(update={"var_dir": tmp_path}))
     assert [c.name for c in st.select(wanted)] == expected
 
 
 def test_select_all_and_none_are_every_component_in_start_order(tmp_path):  # type: ignore[no-untyped-def]
-    st = Stack(get_settings().model_copy(update={"var_dir": tmp_path}))
+    st = Stack(get_kit_settings().model_copy(update={"var_dir": tmp_path}))
     every = [
         "zookeeper",
         "kafka",
@@ -106,7 +106,7 @@ def test_select_all_and_none_are_every_component_in_start_order(tmp_path):  # ty
 
 
 def test_select_refuses_an_unknown_name(tmp_path):  # type: ignore[no-untyped-def]
-    st = Stack(get_settings().model_copy(update={"var_dir": tmp_path}))
+    st = Stack(get_kit_settings().model_copy(update={"var_dir": tmp_path}))
     with pytest.raises(StackError, match="no stack component or group 'hbase'"):
         st.select(["kafka", "hbase"])
 
@@ -216,3 +216,13 @@ def test_fence_kills_a_stopped_namenode_on_its_rpc_port_and_leaves_one_not_liste
             )
     finally:
         st.down()
+
+
+def test_a_stack_error_stops_a_stage_as_a_config_error_does():
+    """The product's runtime never names the kit's StackError: it stops on it as a ConfigError."""
+    from ferry.core.runtime.stage import settle
+    from ferry.errors import ConfigError
+
+    assert issubclass(StackError, ConfigError) and StackError.reason == "stack"
+    with pytest.raises(StackError, match="kdc down"):
+        settle(StackError("kdc down"))

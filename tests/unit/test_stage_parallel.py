@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from ferry.core.errors import ConfigError, PermanentError, TransientError
 from ferry.core.events import FileTransformed
 from ferry.core.runtime.stage import HandlerBug, in_parallel
+from ferry.errors import ConfigError, PermanentError, TransientError
 from ferry.settings import get_settings
 from ferry.stages.transfer import service
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ferry.core.errors import ConfigError
 from ferry.core.kafka.admin import Member
-from ferry.settings import Settings
+from ferry.errors import ConfigError
+from ferry_kit.settings import KitSettings
 from ferry_kit.supervise.health import Health, stage_health
 from ferry_kit.supervise.programs import (
     Paths,
@@ -73,7 +73,7 @@ environment={env}
 
 
 def test_config_text_one_program_per_service_and_numprocs_for_replicas():
-    settings = Settings(supervise={"home": HOME})
+    settings = KitSettings(supervise={"home": HOME})
     env = {"FERRY_KAFKA__TOPIC_PREFIX": "demo", "FERRY_PATHS__NAS_DIR": "/data/50%"}
     text = render_config(
         settings,
@@ -96,7 +96,7 @@ def test_config_text_one_program_per_service_and_numprocs_for_replicas():
 
 
 def test_config_follows_the_settings_it_is_built_from():
-    settings = Settings(
+    settings = KitSettings(
         supervise={"home": HOME, "start_secs": 4, "start_retries": 5, "stop_margin_s": 3},
         kafka={"shutdown_grace_s": 7.5},
     )
@@ -108,7 +108,7 @@ def test_config_follows_the_settings_it_is_built_from():
 
 
 def test_a_value_with_a_double_quote_is_single_quoted_and_one_with_both_refused():
-    settings = Settings(supervise={"home": HOME})
+    settings = KitSettings(supervise={"home": HOME})
     text = render_config(settings, {}, {"FERRY_X": 'a"b'}, python="/py")
     assert "environment=FERRY_X='a\"b'\n" in text
     with pytest.raises(ConfigError, match="FERRY_X"):
@@ -216,7 +216,7 @@ def test_gc_health_is_the_age_of_its_last_sweep_step(tmp_path):
     from ferry.core.runtime.heartbeat import beat, heartbeat_path
     from ferry_kit.supervise.health import gc_health
 
-    settings = Settings(var_dir=tmp_path, retention={"interval_s": 120})
+    settings = KitSettings(var_dir=tmp_path, retention={"interval_s": 120})
     assert gc_health(settings, 42) == Health(False, "no sweep yet")
     alive = heartbeat_path(settings, "gc", 42)
     beat(alive)

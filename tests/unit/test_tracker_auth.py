@@ -14,7 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import SecretStr
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.settings import Settings, get_settings
 from ferry.settings.secrets import read_secret_file, resolve_secret
 from ferry.tracker.app import build_app

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.factories import failed as make_failed
-from tests.factories import named
+from tests.support.factories import failed as make_failed
+from tests.support.factories import named
 
 from ferry.core.events import (
     FileExtracted,

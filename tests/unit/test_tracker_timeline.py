@@ -6,8 +6,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from tests.factories import failed, undecodable
-from tests.factories import manifest as make_manifest
+from tests.support.factories import failed, undecodable
+from tests.support.factories import manifest as make_manifest
 
 from ferry.core.events import (
     FileExtracted,

@@ -5,21 +5,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tests.factories import FS_A, FS_B, manifest
+from tests.support.factories import FS_A, FS_B, manifest
+from tests.support.hdfs_fake import FakeHdfs
 
-from ferry.clusters.filetable.model import StagedMarker
 from ferry.clusters.hdfs.paths import is_temp_path
-from ferry.core.errors import (
+from ferry.core.events import FileTransferred, FileTransformed
+from ferry.core.identity import derive_file_id
+from ferry.errors import (
     DataNodeUnreachable,
     HdfsUnavailable,
     InputExpired,
     PermanentError,
 )
-from ferry.core.events import FileTransferred, FileTransformed
-from ferry.core.identity import derive_file_id
 from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.handlers import TransferDeps, transfer_file
-from ferry_kit.testing.hdfs_fake import FakeHdfs
+from ferry.tables.model import StagedMarker
 
 SHA = "ab" * 32
 FID = derive_file_id("flights", SHA)

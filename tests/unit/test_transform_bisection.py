@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.factories import FS_B, extracted
+from tests.support.factories import FS_B, extracted
 from tests.unit.test_transform_handler import (
     REJECTS,
     SPARK_ERROR,
@@ -17,10 +17,10 @@ from tests.unit.test_transform_handler import (
     ok,
 )
 
-from ferry.core.errors import SparkJobFailed, SparkUnavailable, TransientError
 from ferry.core.events import FileTransformed
 from ferry.datasets.registry import definition_version
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import SparkJobFailed, SparkUnavailable, TransientError
 from ferry.stages.transform.handlers import TransformDeps, split_budget, transform_batch
 
 

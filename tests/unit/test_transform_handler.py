@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.factories import FS_B, extracted
+from tests.support.factories import FS_B, extracted
 
-from ferry.core.errors import PermanentError, SparkJobFailed, TransientError
 from ferry.core.events import FileExtracted, FileManifest, FileTransformed
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import PermanentError, SparkJobFailed, TransientError
 from ferry.stages.transform.counts import FileCounts
 from ferry.stages.transform.handlers import TransformDeps, first_line, transform_batch
 from ferry.stages.transform.job import FileResult

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.factories import dataset_spec
+from tests.support.factories import dataset_spec
 
 from ferry.stages.transform.job import run_batch
 from ferry.stages.transform.warmup import (

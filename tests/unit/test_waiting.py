@@ -9,15 +9,15 @@ import shutil
 import threading
 from pathlib import Path
 
-from tests.factories import FS_B, extracted
+from tests.support.factories import FS_B, extracted
 from tests.unit.test_processing import EXTRACTED, FILE_ID, TRANSFORMED, record, settings
 
-from ferry.core.errors import DatasetNotReady, PermanentError
 from ferry.core.events import FileExtracted
 from ferry.core.runtime.processing import process_batch
 from ferry.core.runtime.stage import RunStats, Stage
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.reload import Definitions
+from ferry.errors import DatasetNotReady, PermanentError
 from ferry.stages.transform.counts import FileCounts
 from ferry.stages.transform.handlers import TransformDeps, transform_batch
 from ferry.stages.transform.job import FileResult
@@ -65,7 +65,7 @@ def _deps(defs: Path, seen: list[str]) -> TransformDeps:
 def test_transform_runs_the_valid_dataset_and_makes_the_invalid_ones_wait(
     tmp_path: Path, specs
 ) -> None:  # type: ignore[no-untyped-def]
-    from tests.paths import REPO_ROOT
+    from tests.support.paths import REPO_ROOT
 
     defs = tmp_path / "datasets"
     shutil.copytree(REPO_ROOT / "datasets", defs)
@@ -117,7 +117,7 @@ def test_first_error_line_of_a_crash_looping_service(tmp_path: Path) -> None:
 
 
 def test_the_tracker_marks_a_parked_file_and_clears_it_when_released() -> None:
-    from tests.factories import manifest
+    from tests.support.factories import manifest
 
     from ferry.tracker.pages import definitions_alert
     from ferry.tracker.record import apply, park, parked

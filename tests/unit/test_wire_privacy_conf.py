@@ -15,34 +15,33 @@ import requests
 
 from ferry.clusters.hdfs.errors import classify
 from ferry.clusters.kerberos import hadoop_client_conf
-from ferry.core.errors import AuthenticationFailed, ConfigError, HdfsUnavailable
-from ferry.settings import Settings
+from ferry.errors import AuthenticationFailed, ConfigError, HdfsUnavailable
 from ferry.settings.client_conf import cluster_from_conf_dir, read_site_xml, site_xml
-from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.settings import KitSettings, StackKerberos
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.client_conf import client_conf_env, cluster_files, write_conf_dir
 from ferry_kit.stack.servers import hdfs_conf
 
 
 def test_protection_takes_hadoops_levels_and_privacy_adds_aes_for_block_data() -> None:
-    assert KerberosSettings().protection == "authentication"
-    assert KerberosSettings(protection=" Privacy, authentication,privacy").protection == (
+    assert StackKerberos().protection == "authentication"
+    assert StackKerberos(protection=" Privacy, authentication,privacy").protection == (
         "privacy,authentication"
     )
     with pytest.raises(ValueError, match="protection 'secret': expected one or more of"):
-        KerberosSettings(protection="secret")
-    keys = hadoop_client_conf(KerberosSettings(enabled=True, protection="privacy"))
+        StackKerberos(protection="secret")
+    keys = hadoop_client_conf(StackKerberos(enabled=True, protection="privacy"))
     assert {k: v for k, v in keys.items() if "protection" in k or "cipher" in k} == {
         "hadoop.rpc.protection": "privacy",
         "dfs.data.transfer.protection": "privacy",
         "dfs.encrypt.data.transfer.cipher.suites": "AES/CTR/NoPadding",
     }
-    keys = hadoop_client_conf(KerberosSettings(enabled=True, protection="integrity"))
+    keys = hadoop_client_conf(StackKerberos(enabled=True, protection="integrity"))
     assert "dfs.encrypt.data.transfer.cipher.suites" not in keys
 
 
 def test_https_clusters_are_reached_at_https_urls() -> None:
-    cs = Settings().cluster("a")
+    cs = KitSettings().cluster("a")
     assert cs.webhdfs_url == "http://127.0.0.1:29870"
     tls = cs.model_copy(update={"http_policy": "HTTPS_ONLY"})
     assert (tls.web_scheme, tls.webhdfs_url) == ("https", "https://127.0.0.1:29870")
@@ -90,14 +89,14 @@ def test_a_clusters_files_give_https_addresses_and_the_rpc_protection(
     monkeypatch.delenv("FERRY_CONFIG", raising=False)
     monkeypatch.setenv("FERRY_CLUSTERS__A__HADOOP_CONF_DIR", str(one))
     monkeypatch.setenv("FERRY_CLUSTERS__A__SSL_CA_PATH", str(tmp_path / "ca.pem"))
-    s = Settings()
+    s = KitSettings()
     assert (s.cluster("a").webhdfs_url, s.cluster("a").ssl_ca_path) == (
         "https://nn.example:9871",
         tmp_path / "ca.pem",
     )
     assert (s.kerberos.enabled, s.kerberos.protection) == (True, "privacy")
     monkeypatch.setenv("FERRY_KERBEROS__PROTECTION", "integrity")  # a setting given wins
-    assert Settings().kerberos.protection == "integrity"
+    assert KitSettings().kerberos.protection == "integrity"
 
 
 def test_an_untrusted_certificate_is_a_refusal_and_a_reset_handshake_is_transient() -> None:
@@ -123,9 +122,13 @@ def test_an_untrusted_certificate_is_a_refusal_and_a_reset_handshake_is_transien
 
 def test_the_stack_serves_https_with_its_own_ca_kept_across_restarts(tmp_path: Path) -> None:
     lay = Layout(tmp_path)
-    krb = KerberosSettings(enabled=True, protection="privacy")
+    krb = StackKerberos(enabled=True, protection="privacy")
     ca = tmp_path / "secrets" / "hdfs-ca.pem"
-    cs = Settings().cluster("a").model_copy(update={"http_policy": "HTTPS_ONLY", "ssl_ca_path": ca})
+    cs = (
+        KitSettings()
+        .cluster("a")
+        .model_copy(update={"http_policy": "HTTPS_ONLY", "ssl_ca_path": ca})
+    )
     d = hdfs_conf(lay, "a", cs, krb=krb)
     site = read_site_xml(d / "hdfs-site.xml")
     assert {k: site.get(k) for k in (
@@ -163,7 +166,7 @@ def test_the_stack_serves_https_with_its_own_ca_kept_across_restarts(tmp_path: P
         "privacy",
     )
     env = client_conf_env(
-        Settings().model_copy(update={"clusters": {"a": cs, "b": Settings().cluster("b")}}),
+        KitSettings().model_copy(update={"clusters": {"a": cs, "b": KitSettings().cluster("b")}}),
         "secure",
         {"a": tmp_path / "a", "b": tmp_path / "b", "hive": tmp_path / "h"},
     )
@@ -172,11 +175,11 @@ def test_the_stack_serves_https_with_its_own_ca_kept_across_restarts(tmp_path: P
 
 
 def test_https_without_a_ca_path_does_not_start(tmp_path: Path) -> None:
-    from ferry.core.errors import StackError
+    from ferry_kit.errors import StackError
 
-    cs = Settings().cluster("b").model_copy(update={"http_policy": "HTTPS_ONLY"})
+    cs = KitSettings().cluster("b").model_copy(update={"http_policy": "HTTPS_ONLY"})
     with pytest.raises(StackError, match="http_policy HTTPS_ONLY: set the cluster's ssl_ca_path"):
-        hdfs_conf(Layout(tmp_path), "b", cs, krb=KerberosSettings(enabled=True))
+        hdfs_conf(Layout(tmp_path), "b", cs, krb=StackKerberos(enabled=True))
 
 
 @pytest.mark.parametrize(
@@ -199,16 +202,16 @@ def test_https_without_a_ca_path_does_not_start(tmp_path: Path) -> None:
 def test_https_shapes_the_stack_does_not_build_do_not_start(
     tmp_path: Path, update: dict[str, object], shape: str
 ) -> None:
-    from ferry.core.errors import StackError
+    from ferry_kit.errors import StackError
 
     base = {"http_policy": "HTTPS_ONLY", "ssl_ca_path": tmp_path / "ca.pem"}
     cs = (
-        Settings()
+        KitSettings()
         .cluster("a")
-        .model_validate({**Settings().cluster("a").model_dump(), **base, **update})
+        .model_validate({**KitSettings().cluster("a").model_dump(), **base, **update})
     )
     with pytest.raises(StackError, match=f"{re.escape(shape)} is not built"):
-        hdfs_conf(Layout(tmp_path), "a", cs, krb=KerberosSettings(enabled=True))
+        hdfs_conf(Layout(tmp_path), "a", cs, krb=StackKerberos(enabled=True))
 
 
 def test_other_tls_failures_are_refusals_and_a_missing_ca_file_a_settings_error(
@@ -234,7 +237,7 @@ def test_other_tls_failures_are_refusals_and_a_missing_ca_file_a_settings_error(
         type(classify("op", eof, netloc="nn:1", is_datanode=False, timeout=(1, 2)))
         is HdfsUnavailable
     )
-    s = Settings()
+    s = KitSettings()
     cs = s.cluster("a").model_copy(
         update={"http_policy": "HTTPS_ONLY", "ssl_ca_path": tmp_path / "none.pem"}
     )
@@ -244,11 +247,11 @@ def test_other_tls_failures_are_refusals_and_a_missing_ca_file_a_settings_error(
 
 def test_an_ha_cluster_on_https_names_its_namenodes_https_addresses() -> None:
     cs = (
-        Settings()
+        KitSettings()
         .cluster("a")
         .model_validate(
             {
-                **Settings().cluster("a").model_dump(),
+                **KitSettings().cluster("a").model_dump(),
                 "http_policy": "HTTPS_ONLY",
                 "nameservice": "ns",
                 "namenodes": [{"id": "nn1", "rpc_port": 1, "http_port": 2}],
@@ -270,7 +273,7 @@ def test_a_clusters_own_protections_win_over_ferrys_in_its_spark_sessions(tmp_pa
     from ferry.clusters.spark_kerberos import write_conf_dir as write_conf_dir_of_spark
 
     own = {"hadoop.rpc.protection": "privacy", "dfs.data.transfer.protection": "authentication"}
-    s = Settings(var_dir=tmp_path, kerberos=KerberosSettings(enabled=True, protection="integrity"))
+    s = KitSettings(var_dir=tmp_path, kerberos=StackKerberos(enabled=True, protection="integrity"))
     a = s.cluster("a").model_copy(update={"hadoop_properties": own})
     s = s.model_copy(update={"clusters": {**s.clusters, "a": a}})
     conf = session_conf(s, "ferry-load", "a", hive=False)

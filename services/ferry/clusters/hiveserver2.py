@@ -35,7 +35,7 @@ from typing import Any
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from ferry.clusters.kerberos import configure_process, is_transient_gss
-from ferry.core.errors import (
+from ferry.errors import (
     AuthenticationFailed,
     ConfigError,
     FerryError,

@@ -20,7 +20,7 @@ import stat
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ferry.core.errors import AuthenticationFailed, ConfigError, TransientError
+from ferry.errors import AuthenticationFailed, ConfigError, TransientError
 
 if TYPE_CHECKING:
     from ferry.settings.kerberos import KerberosSettings

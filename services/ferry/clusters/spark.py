@@ -136,7 +136,7 @@ def build_session(
     """Create (or return this process's) SparkSession for ``cluster``.
 
     Raises:
-        ferry.core.errors.ConfigError: unknown cluster name.
+        ferry.errors.ConfigError: unknown cluster name.
     """
     import os
 

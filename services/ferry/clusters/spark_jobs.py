@@ -15,9 +15,9 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ferry.core.errors import HdfsPathNotFound, TransientError
 from ferry.datasets.compression import codec_of, head
 from ferry.datasets.fields import ColumnSpec
+from ferry.errors import HdfsPathNotFound, TransientError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -196,7 +196,7 @@ class HadoopFileSystem:
         finally:
             stream.close()
 
-    # -- what the per-file table layout needs (ferry.clusters.filetable) -----------------------
+    # -- what the per-file table layout needs (ferry.tables) -----------------------
 
     def move(self, src: str, dst: str) -> None:
         """Rename ``src`` to ``dst`` whose parent exists (one NameNode call; no ``mkdirs``).

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ferry.clusters.kerberos import configure_process, hadoop_client_conf
-from ferry.core.errors import AuthenticationFailed
+from ferry.errors import AuthenticationFailed
 from ferry.settings.client_conf import write_site_xml
 
 if TYPE_CHECKING:

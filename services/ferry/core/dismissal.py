@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from ferry.core.errors import SerializationError
+from ferry.errors import SerializationError
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Union, get_args
 
 from ferry.core.dismissal import FileDismissed
-from ferry.core.errors import SerializationError
+from ferry.errors import SerializationError
 
 
 def utc_now() -> datetime:

@@ -35,7 +35,7 @@ HANG_S = 3600.0
 #: Every point, with where it is.
 POINTS: Mapping[str, str] = {
     "filetable.removed": "a journal group's old data files are deleted, its new ones not yet "
-    "moved in (ferry.clusters.filetable.journal)",
+    "moved in (ferry.tables.journal)",
     "filetable.moving": "the first of a group's new data files is moved in, the others not yet",
     "filetable.applied": "a journal is applied to the table, the index not yet written",
 }

@@ -1,7 +1,7 @@
 """Ferry's one retry policy (tenacity), used by the stage runner, extract, transfer and HDFS.
 
 Rule (docs/architecture.md, "Delivery and idempotency"): every retry has a ceiling. Only
-:class:`~ferry.core.errors.TransientError` is retried; the wait before attempt ``n+1`` is
+:class:`~ferry.errors.TransientError` is retried; the wait before attempt ``n+1`` is
 ``uniform(0, min(max_backoff_s, initial_backoff_s × 2^(n-1)))`` — exponential backoff with full
 jitter (AWS Architecture Blog, "Exponential Backoff And Jitter"); after ``max_attempts`` attempts
 (and, when ``min_window_s`` > 0, not before that many seconds passed since the first one) the last
@@ -24,7 +24,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from ferry.core.errors import TransientError
+from ferry.errors import TransientError
 from ferry.settings.retry import RetrySettings
 
 log = logging.getLogger(__name__)

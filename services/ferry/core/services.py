@@ -16,7 +16,6 @@ import importlib
 import sys
 from dataclasses import dataclass
 
-from ferry.core.errors import ConfigError
 from ferry.core.events import (
     Event,
     FileExtracted,
@@ -24,6 +23,7 @@ from ferry.core.events import (
     FileTransferred,
     FileTransformed,
 )
+from ferry.errors import ConfigError
 
 #: An event type a stage consumes: a manifest and nothing else, so ``cls(manifest=m)`` builds one.
 StageInput = type[FileExtracted] | type[FileTransformed] | type[FileTransferred]

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ferry.core.errors import ConfigError
 from ferry.datasets.registry import (
     Compiler,
     DefinitionSet,
@@ -28,6 +27,7 @@ from ferry.datasets.registry import (
     load_definitions,
 )
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

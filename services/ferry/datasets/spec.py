@@ -8,7 +8,7 @@ partition columns, and the policy by which extract decides a file is finished (c
 This module is pure Python (no Spark): extract uses it to match NAS paths; the Spark jobs in
 :mod:`ferry.stages` turn it into schemas and DDL.
 
-Table layout (decided here, used by :mod:`ferry.stages.load.job` and :mod:`ferry.clusters.hive`):
+Table layout (decided here, used by :mod:`ferry.stages.load.job` and :mod:`ferry.tables.hive`):
 the Hive table holds the parse columns and the derived columns, minus the partition columns, in
 definition order, then :data:`FILE_ID_COLUMN` (an ordinary column on every row); then the partition
 columns ``hive.partition_by`` (the data's own keys, e.g. ``flight_date``; none: an unpartitioned
@@ -27,7 +27,6 @@ from typing import Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ferry.core.errors import ConfigError
 from ferry.datasets.fields import (
     NAME,
     NUMERIC_TYPES,
@@ -41,6 +40,7 @@ from ferry.datasets.fields import (
     ValidationRules,
     value_fits,
 )
+from ferry.errors import ConfigError
 
 #: Column added by load to every row: the ``file_id`` of the source file; the table's last data
 #: column (not a partition column: a partition per file does not scale, docs/hive-layout.md).

@@ -15,7 +15,6 @@ absorb (removing a copy twice finds it gone).
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import threading
 import time
@@ -34,14 +33,15 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
-    NewTopic,
 )
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from ferry.core.errors import ConfigError, TransientError
 from ferry.core.events import FileFailed, FileLoaded
+from ferry.core.kafka.admin import admin_result
 from ferry.core.kafka.clients import client_config, delivery_timeout_s, group_id
-from ferry.gc.broker import partitions_of
+from ferry.core.kafka.offsets import partitions_of
+from ferry.core.kafka.topics import ensure_topics
+from ferry.errors import ConfigError, TransientError
 from ferry.settings.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -55,9 +55,10 @@ SOURCES = (FileLoaded.TOPIC, FileFailed.TOPIC)
 
 def ensure_gc_topic(admin: AdminClient, kafka: KafkaSettings, retention_ms: int) -> str:
     """Create ``<prefix>.gc`` with ``retention.ms = retention_ms`` (partitions and replicas as
-    the topic plan), or raise the retention of an existing one that keeps less (never lowered:
-    another gc service of the same prefix may need it). Returns the topic's full name once the
-    broker describes the topic (a topic just created is not in every broker's metadata yet).
+    the topic plan: :func:`ferry.core.kafka.topics.ensure_topics`), or raise the retention of an
+    existing one that keeps less (never lowered: another gc service of the same prefix may need
+    it). Returns the topic's full name once the broker describes the topic (a topic just created
+    is not in every broker's metadata yet).
 
     Raises:
         TransientError: the broker did not answer in time, or did not know the topic within
@@ -65,18 +66,7 @@ def ensure_gc_topic(admin: AdminClient, kafka: KafkaSettings, retention_ms: int)
     """
     topic = kafka.topic(GC)
     timeout = kafka.request_timeout_s
-    spec = NewTopic(
-        topic,
-        num_partitions=kafka.partitions,
-        replication_factor=kafka.replication_factor,
-        config={"retention.ms": str(retention_ms), "cleanup.policy": "delete"},
-    )
-    future = admin.create_topics([spec], operation_timeout=timeout, request_timeout=timeout)[topic]
-    try:
-        _wait(future, timeout, f"create topic {topic}")
-        created = True
-    except _Exists:
-        created = False
+    created = ensure_topics(admin, kafka, (GC,), retention_ms)[topic] == "created"
     # A topic just created (here or by another gc service) is known to the controller before
     # every broker's metadata has it: its configuration is asked for until it is visible.
     current = _retention_ms(admin, topic, timeout)
@@ -88,17 +78,14 @@ def ensure_gc_topic(admin: AdminClient, kafka: KafkaSettings, retention_ms: int)
             "retention.ms", str(retention_ms), incremental_operation=AlterConfigOpType.SET
         )
         change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
-        _wait(
+        admin_result(
             admin.incremental_alter_configs([change], request_timeout=timeout)[change],
             timeout,
             f"alter retention.ms of {topic}",
+            refusal=ConfigError,
         )
         log.info("gc: retention.ms of %s raised from %d to %d", topic, current, retention_ms)
     return topic
-
-
-class _Exists(Exception):
-    """The topic exists already."""
 
 
 class _NotYetVisible(Exception):
@@ -123,29 +110,16 @@ def _retention_ms(admin: AdminClient, topic: str, timeout: float) -> int:
         ):
             with attempt:
                 future = admin.describe_configs([resource], request_timeout=timeout)[resource]
-                described = _wait(future, timeout, what)
+                described = admin_result(
+                    future,
+                    timeout,
+                    what,
+                    refusal=ConfigError,
+                    codes={KafkaError.UNKNOWN_TOPIC_OR_PART: _NotYetVisible},
+                )
     except _NotYetVisible as exc:
         raise TransientError(f"{what}: still unknown to the broker after {timeout:.0f}s") from exc
     return int(described["retention.ms"].value)
-
-
-def _wait(future: concurrent.futures.Future[Any], timeout: float, what: str) -> Any:
-    """The future's result; its errors as Ferry's (TOPIC_ALREADY_EXISTS as :class:`_Exists`)."""
-    try:
-        return future.result(timeout=timeout + 1)
-    except concurrent.futures.TimeoutError as exc:
-        raise TransientError(f"{what}: no answer within {timeout:.0f}s") from exc
-    except KafkaException as exc:
-        err = exc.args[0] if exc.args else None
-        if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            raise _Exists from None
-        if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            raise _NotYetVisible from None
-        if isinstance(err, KafkaError) and (
-            err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
-        ):
-            raise TransientError(f"{what}: {err}") from exc
-        raise ConfigError(f"{what}: the broker refused: {exc}") from exc
 
 
 class Copier:

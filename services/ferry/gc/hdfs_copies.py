@@ -29,8 +29,8 @@ from urllib.parse import urlsplit
 
 from ferry.clusters.hdfs.paths import FileStatus, is_temp_path, normalize_path
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.errors import HdfsPathNotFound, HdfsRequestRejected
 from ferry.core.events import FileManifest
+from ferry.errors import HdfsPathNotFound, HdfsRequestRejected
 
 log = logging.getLogger(__name__)
 

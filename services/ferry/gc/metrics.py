@@ -6,7 +6,7 @@ import logging
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.settings.retention import RetentionSettings
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
-"""Remove NAS files extract moved under ``<nas_dir>/.ferry/`` (:mod:`ferry.clusters.nas`).
+"""Remove NAS files extract moved under ``<nas_dir>/.ferry/`` (:mod:`ferry.nas`).
 
 - ``.ferry/archive/<dataset>/``: one file per event, found without listing the directory: the
-  names :func:`ferry.clusters.nas.moved_names` hands out for the file's NAS name and file id, and
+  names :func:`ferry.nas.moved_names` hands out for the file's NAS name and file id, and
   of those only a regular file with the manifest's size and modification time (a move keeps
   it; ``source_mtime`` is milliseconds) — so another file archived under the same name (other
   bytes: another file id and tag) is never taken. Its marker file (``<name><marker_suffix>``,
@@ -21,9 +21,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.clusters.nas import moved_names, outcome_dir
 from ferry.core.events import FileManifest
 from ferry.gc.hdfs_copies import Removal
+from ferry.nas import moved_names, outcome_dir
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.errors import FerryError, HdfsPathNotFound, TransientError
 from ferry.core.events import FileFailed, FileManifest
+from ferry.errors import FerryError, HdfsPathNotFound, TransientError
 from ferry.gc.hdfs_copies import Removal, copy_dir, remove_hdfs_copy
 from ferry.gc.metrics import GcMetrics
 from ferry.gc.nas_copies import remove_archived

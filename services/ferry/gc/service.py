@@ -31,15 +31,15 @@ from typing import Any
 
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import ConfigError, FerryError
 from ferry.core.kafka.admin import scan_consumer
 from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.offsets import group_client
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.runtime.heartbeat import beat, heartbeat_path, remove, sweep_dead
 from ferry.core.runtime.service import service_main
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.registry import load_definitions
-from ferry.gc.broker import group_client
+from ferry.errors import ConfigError, FerryError
 from ferry.gc.copier import Copier, ensure_gc_topic
 from ferry.gc.hdfs_copies import orphan_batches
 from ferry.gc.metrics import GcMetrics

@@ -18,10 +18,10 @@ A class whose broker calls failed :data:`RENEW_AFTER` sweeps in a row asks throu
 ``_UNKNOWN_PARTITION`` for watermarks for three minutes after the broker was back, while a new
 client answered at once.
 
-Cost per sweep: a few broker calls per partition (:mod:`ferry.gc.broker`) plus the records that
-became due since the last sweep, and for each of those one listing of the file's own directory
-per zone; up to ``retention.parallel_files`` records are swept at once. Nothing grows with the
-number of files kept: zones are never listed.
+Cost per sweep: a few broker calls per partition (:mod:`ferry.core.kafka.offsets`) plus the
+records that became due since the last sweep, and for each of those one listing of the file's
+own directory per zone; up to ``retention.parallel_files`` records are swept at once. Nothing
+grows with the number of files kept: zones are never listed.
 """
 
 from __future__ import annotations
@@ -37,17 +37,17 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import OffsetSpec
 
-from ferry.core.errors import SerializationError, TransientError
 from ferry.core.kafka.admin import scan
 from ferry.core.kafka.clients import group_id
-from ferry.core.wire.avro import EventCodec
-from ferry.gc.broker import (
+from ferry.core.kafka.offsets import (
     alter_offsets,
     committed_offsets,
     list_offsets,
     partitions_of,
     watermarks,
 )
+from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError, TransientError
 from ferry.gc.metrics import GcMetrics
 from ferry.gc.plan import class_label, due_zones
 from ferry.gc.remover import Remover
@@ -73,9 +73,10 @@ def class_group(kafka: KafkaSettings, klass: timedelta) -> str:
 class Sweeper:
     """The sweep of one retention class ``klass`` over ``topic`` (``<prefix>.gc``), reading with
     ``consumer`` (see :func:`ferry.core.kafka.admin.scan`), asking the broker where it stands
-    and committing through ``client`` (:mod:`ferry.gc.broker`: no AdminClient).
+    and committing through ``client`` (:mod:`ferry.core.kafka.offsets`: no AdminClient).
 
-    ``renew``: makes a new ``client`` (:func:`ferry.gc.broker.group_client` of :attr:`group`),
+    ``renew``: makes a new ``client`` (:func:`ferry.core.kafka.offsets.group_client` of
+    :attr:`group`),
     used after :data:`RENEW_AFTER` sweeps in a row failed on the broker; None: never renewed.
     """
 
@@ -99,7 +100,8 @@ class Sweeper:
         self.kafka = kafka
         self.retention = retention
         self.topic = topic
-        #: asks the broker on behalf of :attr:`group` (:func:`ferry.gc.broker.group_client`)
+        #: asks the broker on behalf of :attr:`group`
+        #: (:func:`~ferry.core.kafka.offsets.group_client`)
         self._client = client
         self._codec = codec
         self._remover = remover

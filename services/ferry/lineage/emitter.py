@@ -32,10 +32,10 @@ from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
 from openlineage.client.transport.transport import Transport
 from prometheus_client import CollectorRegistry, Counter, write_to_textfile
 
-from ferry.core.errors import ConfigError
 from ferry.core.kafka.clients import build_admin, client_config
 from ferry.core.kafka.ratelimit import RateLimitFilter
 from ferry.core.kafka.topics import ensure_topics
+from ferry.errors import ConfigError
 from ferry.settings import Settings
 
 log = logging.getLogger("ferry.lineage")

@@ -1,7 +1,7 @@
 """Hive table maintenance (``ferry compact``, ``ferry migrate-layout``, ``ferry unload``): the
-Spark side, over the per-file layout (:mod:`ferry.clusters.filetable`, docs/hive-layout.md).
+Spark side, over the per-file layout (:mod:`ferry.tables`, docs/hive-layout.md).
 
-Each command holds the table's ZooKeeper lock (:mod:`ferry.clusters.locks`) while it changes
+Each command holds the table's ZooKeeper lock (:mod:`ferry.tables.locks`) while it changes
 the table when given ``locks`` (the CLI always gives it), so it can run while the load service
 runs: the load waits for it, and it waits for the load. Every change goes through the table's
 journal, like a load's, so a crash of a command is finished by the next change of the table.
@@ -16,16 +16,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ferry.clusters.filetable.adopt import adopt
-from ferry.clusters.filetable.compaction import CompactReport
-from ferry.clusters.filetable.compaction import compact as compact_partitions
-from ferry.clusters.filetable.footers import read_footers
-from ferry.clusters.filetable.index import TableIndex, parallel
-from ferry.clusters.filetable.journal import Catalog, commit, roll_forward
-from ferry.clusters.filetable.paths import join, new_generation, partition_dir
-from ferry.clusters.filetable.replace import NewFiles, plan
-from ferry.clusters.filetable.staging import file_dir, name_files, write_files
-from ferry.clusters.hive import (
+from ferry.clusters.spark_jobs import HadoopFileSystem
+from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
+from ferry.errors import FerryError
+from ferry.tables.adopt import adopt
+from ferry.tables.compaction import CompactReport
+from ferry.tables.compaction import compact as compact_partitions
+from ferry.tables.footers import read_footers
+from ferry.tables.hive import (
     LAYOUT_PROPERTY,
     catalog,
     count_by,
@@ -35,15 +33,17 @@ from ferry.clusters.hive import (
     table_location,
     table_property,
 )
-from ferry.clusters.spark_jobs import HadoopFileSystem
-from ferry.core.errors import FerryError
-from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
+from ferry.tables.index import TableIndex, parallel
+from ferry.tables.journal import Catalog, commit, roll_forward
+from ferry.tables.paths import join, new_generation, partition_dir
+from ferry.tables.replace import NewFiles, plan
+from ferry.tables.staging import file_dir, name_files, write_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from ferry.clusters.locks import TableLocks
+    from ferry.tables.locks import TableLocks
 
 
 class LayoutError(FerryError):
@@ -129,7 +129,7 @@ def compact(
     """Merge the smallest data files of each partition (the given ones, or all) holding more
     than ``max_files`` into files of at most ``target_file_bytes`` (``max_files=1``: every
     partition's small files), as the load service's compactor does; rows are unchanged and
-    every file id's entry follows (:mod:`ferry.clusters.filetable.compaction`)."""
+    every file id's entry follows (:mod:`ferry.tables.compaction`)."""
     with _held(locks, spec):
         t = _open(spark, spec, target_file_bytes)
     cols = list(spec.hive.partition_by)
@@ -202,7 +202,7 @@ def migrate_layout(
     """Bring the dataset's table into the per-file layout (docs/hive-layout.md, "Migration"):
 
     - copy-on-write layout (partitioned by the dataset's keys, no layout property): adopted in
-      place, no row rewritten (:mod:`ferry.clusters.filetable.adopt`; a load does it too);
+      place, no row rewritten (:mod:`ferry.tables.adopt`; a load does it too);
     - per-file-partition layout (``ferry_file_id`` its last partition column): a new table
       ``<table>__ferry_new`` is filled in the per-file layout (one Spark job, then each file's
       data files moved in); if its rows per file id equal the old table's, the old table is

@@ -9,8 +9,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from ferry.clusters.locks import TableLocks
 from ferry.ops.console import literal_console
+from ferry.tables.locks import TableLocks
 
 #: How ``ferry.cli`` mounts these commands (single commands, not groups).
 COMMAND_SETTINGS: dict[str, object] = {"no_args_is_help": True}

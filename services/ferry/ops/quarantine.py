@@ -34,17 +34,16 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from confluent_kafka.admin import AdminClient
-
 from ferry.core.dismissal import FileDismissed
-from ferry.core.errors import SerializationError
 from ferry.core.events import Event, FileFailed, FileLoaded, utc_now
-from ferry.core.kafka.admin import OpsError, partitions_of, scan, watermarks
-from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
+from ferry.core.kafka.admin import OpsError, scan
+from ferry.core.kafka.clients import OutboundRecord, build_producer
+from ferry.core.kafka.offsets import topic_bounds
 from ferry.core.kafka.publish import encode_events, publish
 from ferry.core.services import STAGES, service
 from ferry.core.timeline import NameLoads, to_ms
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError
 from ferry.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -168,8 +167,7 @@ def read_quarantine(settings: Settings, codec: EventCodec) -> QuarantineRead:
     """
     kafka = settings.kafka
     topic = kafka.topic(FileFailed.TOPIC)
-    admin = build_admin(kafka)
-    marks = watermarks(admin, kafka, topic, partitions_of(admin, kafka, topic))
+    marks = topic_bounds(kafka, topic)
     records: list[FailedRecord] = []
     unreadable: list[tuple[int, int, str]] = []
     for rec in scan(kafka, topic, marks):
@@ -193,12 +191,12 @@ def read_quarantine(settings: Settings, codec: EventCodec) -> QuarantineRead:
     for r in records:
         if isinstance(r.event, FileFailed):
             failed_ms[r.key] = r.timestamp_ms
-    loads, loaded = _loaded_after(settings, codec, admin, failed_ms)
+    loads, loaded = _loaded_after(settings, codec, failed_ms)
     return QuarantineRead(tuple(fold_quarantine(records, loads, loaded)), tuple(unreadable))
 
 
 def _loaded_after(
-    settings: Settings, codec: EventCodec, admin: AdminClient, failed_ms: dict[str, int]
+    settings: Settings, codec: EventCodec, failed_ms: dict[str, int]
 ) -> tuple[NameLoads, dict[str, int]]:
     """(every FileLoaded by NAS name, file id → timestamp (epoch ms) of its first FileLoaded
     newer than ``failed_ms[file id]``). Records of the loaded topic that cannot be decoded are
@@ -209,11 +207,11 @@ def _loaded_after(
     kafka = settings.kafka
     topic = kafka.topic(FileLoaded.TOPIC)
     try:
-        parts = partitions_of(admin, kafka, topic)
+        marks = topic_bounds(kafka, topic)
     except OpsError:
         return loads, {}  # no loaded topic yet: nothing was loaded
     out: dict[str, int] = {}
-    for rec in scan(kafka, topic, watermarks(admin, kafka, topic, parts)):
+    for rec in scan(kafka, topic, marks):
         try:
             event = codec.decode(rec.value or b"")
         except SerializationError:

@@ -12,7 +12,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ferry.core.errors import FerryError
+from ferry.errors import FerryError
 from ferry.ops.console import literal_console
 from ferry.ops.quarantine import QuarantineEntry, QuarantineRead
 

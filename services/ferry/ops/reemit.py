@@ -16,12 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
-
-from ferry.core.errors import SerializationError
-from ferry.core.kafka.admin import input_topic, partitions_of, scan, watermarks
+from ferry.core.kafka.admin import input_topic, scan
+from ferry.core.kafka.offsets import topic_bounds
 from ferry.core.kafka.publish import encode_events, publish
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError
 from ferry.settings import Settings
 
 
@@ -52,7 +51,7 @@ class ReemitPlan:
 
 
 def find_latest_events(
-    admin: AdminClient, settings: Settings, stage: str, file_ids: Sequence[str], codec: EventCodec
+    settings: Settings, stage: str, file_ids: Sequence[str], codec: EventCodec
 ) -> ReemitPlan:
     """Scan ``stage``'s input topic (every retained record) for each file's latest event.
 
@@ -66,7 +65,7 @@ def find_latest_events(
     """
     kafka = settings.kafka
     topic = input_topic(settings, stage)
-    marks = watermarks(admin, kafka, topic, partitions_of(admin, kafka, topic))
+    marks = topic_bounds(kafka, topic)
     wanted = set(file_ids)
     latest: dict[str, FoundEvent] = {}
     for rec in scan(kafka, topic, marks):

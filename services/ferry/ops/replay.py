@@ -25,23 +25,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from ferry.core.errors import SerializationError, TransientError
-from ferry.core.kafka.admin import (
-    OpsError,
-    active_members,
+from ferry.core.kafka.admin import OpsError, active_members, input_topic, scan
+from ferry.core.kafka.clients import group_id
+from ferry.core.kafka.offsets import (
     alter_offsets,
     committed_offsets,
-    input_topic,
+    group_client,
     list_offsets,
     partitions_of,
-    scan,
     watermarks,
 )
-from ferry.core.kafka.clients import group_id
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError, TransientError
 from ferry.settings import Settings
+from ferry.settings.kafka import KafkaSettings
 
 
 class GroupActive(OpsError):
@@ -268,7 +268,8 @@ def build_plan(
     target: Target,
     codec: EventCodec | None = None,
 ) -> ReplayPlan:
-    """Read the group's committed offsets and the topic's watermarks, and plan the move.
+    """Read the group's committed offsets and the topic's watermarks (through a consumer of the
+    group: :mod:`ferry.core.kafka.offsets`), and plan the move. ``admin`` is not asked.
 
     Raises:
         ConfigError: unknown stage or ``extract``.
@@ -278,7 +279,24 @@ def build_plan(
     kafka = settings.kafka
     topic = input_topic(settings, stage)
     group = group_id(kafka, stage)
-    parts = partitions_of(admin, kafka, topic)
+    client = group_client(kafka, group)
+    try:
+        return _plan(client, settings, stage, group, topic, target, codec)
+    finally:
+        client.close()
+
+
+def _plan(
+    client: Consumer,
+    settings: Settings,
+    stage: str,
+    group: str,
+    topic: str,
+    target: Target,
+    codec: EventCodec | None,
+) -> ReplayPlan:
+    kafka = settings.kafka
+    parts = partitions_of(client, kafka, topic)
     if target.partitions:
         unknown = sorted(set(target.partitions) - set(parts))
         if unknown:
@@ -286,8 +304,8 @@ def build_plan(
         chosen = sorted(set(target.partitions))
     else:
         chosen = parts
-    marks = watermarks(admin, kafka, topic, parts)
-    committed = committed_offsets(admin, kafka, group, topic, parts)
+    marks = watermarks(client, kafka, topic, parts)
+    committed = committed_offsets(client, kafka, group, topic, parts)
     states = [PartitionOffsets(p, committed[p], *marks[p]) for p in parts]
     selected = [s for s in states if s.partition in chosen]
     missing: tuple[str, ...] = ()
@@ -301,7 +319,7 @@ def build_plan(
     elif target.timestamp is not None:
         ts_ms = int(target.timestamp.timestamp() * 1000)
         found = list_offsets(
-            admin, kafka, topic, {s.partition: OffsetSpec.for_timestamp(ts_ms) for s in selected}
+            client, kafka, topic, {s.partition: OffsetSpec.for_timestamp(ts_ms) for s in selected}
         )
         moves = plan_to_offsets(selected, dict(found))
     else:
@@ -319,7 +337,8 @@ def build_plan(
 
 
 def apply_plan(admin: AdminClient, settings: Settings, plan: ReplayPlan) -> list[Move]:
-    """Commit the plan's new offsets (partitions whose offset changes only).
+    """Commit the plan's new offsets (partitions whose offset changes only), through a consumer
+    of the group once ``admin`` says the group has no member.
 
     Returns:
         the moves applied.
@@ -340,7 +359,11 @@ def apply_plan(admin: AdminClient, settings: Settings, plan: ReplayPlan) -> list
             f"group)"
         )
     changed = list(plan.changed)
-    alter_offsets(admin, kafka, plan.group, plan.topic, {m.partition: m.new for m in changed})
+    client = group_client(kafka, plan.group)
+    try:
+        alter_offsets(client, kafka, plan.group, plan.topic, {m.partition: m.new for m in changed})
+    finally:
+        client.close()
     return changed
 
 
@@ -353,7 +376,7 @@ def wait_drained(
     interval_s: float = 0.5,
 ) -> int:
     """Wait until the group's committed offsets reach each moved partition's ``high`` (as it was
-    when planned).
+    when planned), asked through a consumer of the group; ``admin`` is not asked.
 
     Args:
         on_progress: called with (events done, events total) after every look.
@@ -368,11 +391,31 @@ def wait_drained(
     moves = [m for m in plan.moves if m.pending > 0]
     total = sum(m.pending for m in moves)
     deadline = time.monotonic() + timeout_s
+    client = group_client(kafka, plan.group)
+    try:
+        return _drain(
+            client, kafka, plan, moves, total, deadline, timeout_s, on_progress, interval_s
+        )
+    finally:
+        client.close()
+
+
+def _drain(
+    client: Consumer,
+    kafka: KafkaSettings,
+    plan: ReplayPlan,
+    moves: list[Move],
+    total: int,
+    deadline: float,
+    timeout_s: float,
+    on_progress: Callable[[int, int], None] | None,
+    interval_s: float,
+) -> int:
     done = 0
     while True:
         if moves:
             committed = committed_offsets(
-                admin, kafka, plan.group, plan.topic, [m.partition for m in moves]
+                client, kafka, plan.group, plan.topic, [m.partition for m in moves]
             )
             done = 0
             for m in moves:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ferry.core.errors import FerryError
+from ferry.errors import FerryError
 from ferry.ops.console import literal_console
 from ferry.ops.replay import ReplayPlan, Target
 
@@ -144,7 +144,7 @@ def replay(
 def _reemit(console: Console, stage: str, file_ids: list[str], dry_run: bool) -> None:
     """``ferry replay STAGE --file ID…`` without ``--move-offsets``: produce the files' latest
     input events again; the running stage picks them up."""
-    from ferry.core.kafka.clients import build_admin, build_producer
+    from ferry.core.kafka.clients import build_producer
     from ferry.core.wire.avro import default_codec
     from ferry.ops.reemit import find_latest_events, reemit
     from ferry.settings import get_settings
@@ -152,7 +152,7 @@ def _reemit(console: Console, stage: str, file_ids: list[str], dry_run: bool) ->
     settings = get_settings()
     codec = default_codec(settings.paths.schemas_dir)
     try:
-        plan = find_latest_events(build_admin(settings.kafka), settings, stage, file_ids, codec)
+        plan = find_latest_events(settings, stage, file_ids, codec)
         for f in plan.found:
             console.print(f"{f.file_id}: {type(f.event).__name__} at {f.where}", markup=False)
         for fid in plan.missing:

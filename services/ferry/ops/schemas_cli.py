@@ -9,9 +9,9 @@ from pathlib import Path
 
 import typer
 
-from ferry.core.errors import ConfigError
 from ferry.core.wire.avro import released_dir
 from ferry.core.wire.schema_compat import check_schemas
+from ferry.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True)
 

@@ -18,19 +18,12 @@ from urllib.parse import urlencode
 
 import requests
 
-from ferry.core.errors import SerializationError
 from ferry.core.events import TOPIC_NAMES
-from ferry.core.kafka.admin import (
-    OpsError,
-    PartitionLag,
-    consumer_lag,
-    partitions_of,
-    scan,
-    watermarks,
-)
-from ferry.core.kafka.clients import build_admin
+from ferry.core.kafka.admin import OpsError, scan
+from ferry.core.kafka.offsets import PartitionLag, consumer_lag, topic_bounds
 from ferry.core.timeline import NameLoads, Timeline, fold
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError
 from ferry.settings import Settings
 from ferry.settings.secrets import resolve_secret
 
@@ -77,13 +70,12 @@ def timelines_from_topics(
         (file id → timeline, undecodable record count).
     """
     kafka = settings.kafka
-    admin = build_admin(kafka)
     out: dict[str, Timeline] = {}
     bad = 0
     for name in TOPIC_NAMES:
         topic = kafka.topic(name)
         try:
-            marks = watermarks(admin, kafka, topic, partitions_of(admin, kafka, topic))
+            marks = topic_bounds(kafka, topic)
         except OpsError:
             continue
         for rec in scan(kafka, topic, marks):
@@ -125,7 +117,7 @@ def collect_status(settings: Settings, codec: EventCodec) -> StatusReport:
     Raises:
         TransientError: the broker did not answer in time.
     """
-    lag = consumer_lag(build_admin(settings.kafka), settings)
+    lag = consumer_lag(settings)
     if tracker_answers(settings):
         summ = _get(settings, "/summary") or {}
         stuck = (_get(settings, "/stuck") or {}).get("files", [])

@@ -10,8 +10,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ferry.core.errors import FerryError
 from ferry.core.timeline import closed_text
+from ferry.errors import FerryError
 from ferry.ops.console import literal_console
 
 if TYPE_CHECKING:

@@ -2,11 +2,15 @@
 
 Every value is read once, from the environment (prefix ``FERRY_``, nested fields joined by ``__``,
 e.g. ``FERRY_KAFKA__BOOTSTRAP_SERVERS``) and, optionally, from a YAML file named by
-``FERRY_CONFIG``. Environment values win over the file. The object is frozen: code that needs a
-different value builds a new one with :meth:`pydantic.BaseModel.model_copy`.
+``FERRY_CONFIG`` (over the profile overlays of ``FERRY_PROFILE``: :mod:`ferry.settings.sources`).
+Environment values win over the files. The object is frozen: code that needs a different value
+builds a new one with :meth:`pydantic.BaseModel.model_copy`.
 
-Defaults describe the embedded local stack (``ferry stack up``) on one machine with 2 cores and
-24 GB: every port is on 127.0.0.1 and every JVM heap is small. Clusters are named, never addressed
+These are what an edge node sets: what Ferry connects to and how it behaves. Defaults point at
+the kit's embedded local stack (``ferry stack up``) on one machine: every port is on 127.0.0.1.
+The settings of the servers the kit starts (heaps, their own ports, supervisord) are the kit's
+(``ferry_kit.settings``), read from the same environment and files; Ferry's settings ignore those
+keys when the kit is installed and refuse them otherwise. Clusters are named, never addressed
 directly: code asks for ``settings.cluster("a")`` (after HdfsCLI aliases).
 """
 
@@ -17,7 +21,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
@@ -25,7 +28,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.settings.base import WorkPath, under_cwd
 from ferry.settings.client_conf import cluster_from_conf_dir, metastore_from_conf_dir
 from ferry.settings.hdfs import HdfsClusterSettings
@@ -36,26 +39,15 @@ from ferry.settings.lineage import LineageSettings
 from ferry.settings.paths import PathSettings
 from ferry.settings.retention import RetentionSettings
 from ferry.settings.retry import RetrySettings
+from ferry.settings.sources import YamlSource, extensions, profile_files, without_keys_of
 from ferry.settings.spark import SparkSettings, ZooKeeperSettings
 from ferry.settings.stages import BatchSettings, ExtractSettings, LoadSettings, TransferSettings
-from ferry.settings.supervise import SuperviseSettings
 from ferry.settings.tracker import TrackerSettings
 
+#: The clusters' NameNodes when nothing else is given: the kit's local stack on this machine.
 DEFAULT_CLUSTERS: dict[str, dict[str, Any]] = {
-    "b": {
-        "namenode_rpc_port": 18020,
-        "namenode_http_port": 19870,
-        "datanode_port": 19866,
-        "datanode_http_port": 19864,
-        "datanode_ipc_port": 19867,
-    },
-    "a": {
-        "namenode_rpc_port": 28020,
-        "namenode_http_port": 29870,
-        "datanode_port": 29866,
-        "datanode_http_port": 29864,
-        "datanode_ipc_port": 29867,
-    },
+    "b": {"namenode_rpc_port": 18020, "namenode_http_port": 19870},
+    "a": {"namenode_rpc_port": 28020, "namenode_http_port": 29870},
 }
 
 
@@ -128,9 +120,6 @@ class Settings(BaseSettings):
         default_factory=RetentionSettings,
         description="How long each zone keeps a file's copy; the gc service's sweeps.",
     )
-    supervise: SuperviseSettings = Field(
-        default_factory=SuperviseSettings, description="ferry up: the services under supervisord."
-    )
     kerberos: KerberosSettings = Field(
         default_factory=KerberosSettings, description="Kerberos of the HDFS clusters (off)."
     )
@@ -146,12 +135,16 @@ class Settings(BaseSettings):
         under ``var_dir`` (:func:`_files_under_var_dir`)."""
         if not isinstance(data, dict):
             return data
+        for extension in extensions(Settings):
+            if not issubclass(cls, extension):
+                data = without_keys_of(data, extension, cls)
         return _files_under_var_dir(_client_configuration(data))
 
     @field_validator("clusters", mode="before")
     @classmethod
     def _merge_cluster_defaults(cls, value: Any) -> Any:
-        """``{"a": {"namenode_heap_mb": 333}}`` (e.g. from one env var) keeps a's other defaults."""
+        """``{"a": {"namenode_http_port": 333}}`` (e.g. from one env var) keeps a's other
+        defaults."""
         if not isinstance(value, dict):
             return value
         merged: dict[str, Any] = {}
@@ -186,7 +179,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _YamlSource(settings_cls))
+        return (init_settings, env_settings, YamlSource(settings_cls))
 
 
 def _given(value: Any) -> dict[str, Any]:
@@ -268,7 +261,7 @@ def _hiveserver2_from_hive_site(data: dict[str, Any], props: dict[str, str]) -> 
 
 def _files_under_var_dir(data: dict[str, Any]) -> dict[str, Any]:
     """Local files default under ``var_dir``: the tracker's store ``<var_dir>/tracker``,
-    supervisord's home ``<var_dir>``, the OpenLineage file ``<var_dir>/lineage/openlineage.jsonl``
+    the OpenLineage file ``<var_dir>/lineage/openlineage.jsonl``
     (transport ``file``), and the Kerberos files ``<var_dir>/secrets/ferry.keytab``,
     ``<var_dir>/conf/krb5/krb5.conf``, ``<var_dir>/run/krb5cc_ferry`` and
     ``<var_dir>/run/spark-kerberos`` (beside the KDC the stack runs from that ``var_dir``); a
@@ -276,7 +269,6 @@ def _files_under_var_dir(data: dict[str, Any]) -> dict[str, Any]:
     var = under_cwd(Path(data.get("var_dir") or "var"))
     defaults = {
         "tracker": {"data_dir": var / "tracker"},
-        "supervise": {"home": var},
         "lineage": {"file_path": var / "lineage" / "openlineage.jsonl"},
         "kerberos": {
             "keytab": var / "secrets" / "ferry.keytab",
@@ -286,45 +278,6 @@ def _files_under_var_dir(data: dict[str, Any]) -> dict[str, Any]:
         },
     }
     return data | {k: {**d, **_given(data.get(k))} for k, d in defaults.items()}
-
-
-#: Entry point group naming directories of profile overlays (``<name>.yaml``); the kit registers
-#: the local stack's (``ha``, ``kerberos``, ``secure-kafka``, ``secure``).
-PROFILES_GROUP = "ferry.profiles"
-
-
-def profile_dirs() -> list[Path]:
-    """Where profile overlays are looked up, in order: the directories of ``FERRY_PROFILES_DIR``
-    (``os.pathsep``-separated), then each directory registered under the ``ferry.profiles`` entry
-    point group (an attribute holding a path)."""
-    from importlib.metadata import entry_points
-
-    dirs = [Path(d) for d in os.environ.get("FERRY_PROFILES_DIR", "").split(os.pathsep) if d]
-    for ep in sorted(entry_points(group=PROFILES_GROUP), key=lambda e: e.name):
-        dirs.append(Path(ep.load()))
-    return dirs
-
-
-def profile_files(names: str) -> list[Path]:
-    """The overlay files of the comma-separated profile ``names``, in order, each the first
-    ``<name>.yaml`` found in :func:`profile_dirs`.
-
-    ``"ha,secure"`` → ``[<dir>/ha.yaml, <dir>/secure.yaml]``; empty names are skipped.
-
-    Raises:
-        ConfigError: a profile with no file; the message lists the known profiles.
-    """
-    files = []
-    dirs = profile_dirs() if names.strip(", ") else []
-    for name in (n.strip() for n in names.split(",")):
-        if not name:
-            continue
-        found = next((d / f"{name}.yaml" for d in dirs if (d / f"{name}.yaml").is_file()), None)
-        if found is None:
-            known = sorted({p.stem for d in dirs for p in d.glob("*.yaml")})
-            raise ConfigError(f"unknown profile {name!r}; known profiles: {known}")
-        files.append(found)
-    return files
 
 
 def use_profile(names: str) -> None:
@@ -337,45 +290,6 @@ def use_profile(names: str) -> None:
     profile_files(names)
     os.environ["FERRY_PROFILE"] = names
     get_settings.cache_clear()
-
-
-def _read_yaml(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read settings file {what}={path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"settings file {path} must hold a mapping, not {type(data).__name__}")
-    return data
-
-
-def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    """``top`` over ``base``; mappings merge key by key, anything else is replaced."""
-    out = dict(base)
-    for key, value in top.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-class _YamlSource(PydanticBaseSettingsSource):
-    """Values from YAML (lowest precedence): the profile overlays named by ``FERRY_PROFILE``
-    (e.g. the kit's ``ha``), then the file named by
-    ``FERRY_CONFIG`` over them."""
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        for path in profile_files(os.environ.get("FERRY_PROFILE", "")):
-            data = _deep_merge(data, _read_yaml(path, "FERRY_PROFILE"))
-        config_file = os.environ.get("FERRY_CONFIG")
-        if config_file:
-            data = _deep_merge(data, _read_yaml(Path(config_file), "FERRY_CONFIG"))
-        return data
 
 
 @lru_cache(maxsize=1)

@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 
 #: Hadoop's default NameNode RPC, HTTP and HTTPS ports (hdfs-default.xml, Hadoop 3).
 DEFAULT_RPC_PORT = 8020

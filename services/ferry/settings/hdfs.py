@@ -26,11 +26,6 @@ class NameNodeSettings(Frozen):
     http_port: int = Field(
         description="NameNode web port: WebHDFS and /jmx (HTTPS with ``http_policy`` HTTPS)."
     )
-    zkfc_port: int = Field(
-        default=0,
-        description="RPC port of this NameNode's ZKFC (``dfs.ha.zkfc.port``; local stack only, "
-        "0: Hadoop's default 8019).",
-    )
 
     @property
     def rpc_address(self) -> str:
@@ -97,25 +92,6 @@ class HdfsClusterSettings(Frozen):
         default=(),
         description="The nameservice's NameNodes, in the order clients try them (HA only).",
     )
-    journalnode_ports: tuple[tuple[int, int], ...] = Field(
-        default=(),
-        description="(RPC, HTTP) ports of the local stack's JournalNodes (HA profile only).",
-    )
-    datanode_port: int = Field(description="DataNode data-transfer port.")
-    datanode_http_port: int = Field(
-        description=(
-            "DataNode web port; WebHDFS redirects reads/writes here (``dfs.datanode.https."
-            "address``'s port when ``http_policy`` is not HTTP_ONLY)."
-        )
-    )
-    datanode_ipc_port: int = Field(description="DataNode IPC port.")
-    datanode_host_override: str | None = Field(
-        default=None,
-        description=(
-            "Address the DataNode binds and advertises when it is not ``host`` (its own machine, "
-            "e.g. ``datanode-a`` in docker-compose.yml)."
-        ),
-    )
     webhdfs_url_override: str | None = Field(
         default=None,
         description=(
@@ -146,10 +122,6 @@ class HdfsClusterSettings(Frozen):
             "advertise an address this client cannot reach (NAT, gateways, fault proxies)."
         ),
     )
-    namenode_heap_mb: int = Field(default=256, description="NameNode JVM heap, MiB.")
-    datanode_heap_mb: int = Field(default=256, description="DataNode JVM heap, MiB.")
-    journalnode_heap_mb: int = Field(default=128, description="JournalNode JVM heap, MiB.")
-    zkfc_heap_mb: int = Field(default=128, description="ZKFC JVM heap, MiB.")
 
     @model_validator(mode="after")
     def _check_ha(self) -> HdfsClusterSettings:
@@ -187,11 +159,6 @@ class HdfsClusterSettings(Frozen):
         if self.nameservice:
             return f"hdfs://{self.nameservice}"
         return f"hdfs://{self.host}:{self.namenode_rpc_port}"
-
-    @property
-    def datanode_host(self) -> str:
-        """Address of the DataNode: ``datanode_host_override`` or ``host``."""
-        return self.datanode_host_override or self.host
 
     @property
     def web_scheme(self) -> str:

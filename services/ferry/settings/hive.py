@@ -25,7 +25,6 @@ class MetastoreSettings(Frozen):
     )
     host: str = Field(default="127.0.0.1", description="Address the metastore binds.")
     port: int = Field(default=19083, description="Metastore Thrift port (``thrift://`` URI).")
-    heap_mb: int = Field(default=512, description="Metastore JVM heap, MiB.")
     warehouse_path: str = Field(default="/warehouse", description="Warehouse directory on HDFS A.")
     filter_max_values: int = Field(
         default=100,
@@ -50,7 +49,6 @@ class HiveServer2Settings(Frozen):
 
     host: str = Field(default="127.0.0.1", description="Bind and connect address.")
     port: int = Field(default=19084, description="Thrift (binary) port: jdbc:hive2://host:port.")
-    driver_memory_mb: int = Field(default=512, description="Thrift server driver JVM heap, MiB.")
     user: str = Field(default="ferry", description="User name sent by the JDBC clients.")
     query_timeout_s: float = Field(
         default=120.0, description="Login and query timeout of each JDBC call, s."

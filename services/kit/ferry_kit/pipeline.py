@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ferry.core.errors import FerryError, SerializationError
 from ferry.core.events import FileFailed, FileLoaded
 from ferry.core.kafka.clients import client_config
 from ferry.core.services import STAGES, service_argv
 from ferry.core.wire.avro import default_codec
-from ferry.settings import Settings
+from ferry.errors import FerryError, SerializationError
+from ferry_kit.settings import KitSettings
 
-#: Settings the kit gives every service it starts on the local stack unless the caller's
+#: KitSettings the kit gives every service it starts on the local stack unless the caller's
 #: environment sets them: lineage on, to the stack's own broker (``<prefix>.openlineage``). The
 #: product's default is off (a production deployment opts in, docs/operations.md); the kit is
 #: what runs the local stack, so ``ferry up``, the demo and the test pipelines get it here.
@@ -171,7 +171,7 @@ class Outcomes:
 
     TOPICS = ("extracted", "transformed", "transferred", "loaded", "failed")
 
-    def __init__(self, settings: Settings, since_ms: int = 0) -> None:
+    def __init__(self, settings: KitSettings, since_ms: int = 0) -> None:
         """``since_ms``: ignore events the broker stamped before this time (ms since the epoch),
         e.g. outcomes of an earlier run of the same files."""
         from confluent_kafka import Consumer

@@ -10,6 +10,6 @@ The package, by concern:
   timeouts on every call and DataNode address rewriting.
 * :mod:`ferry.clusters.hdfs.errors`: how ``requests``/HdfsCLI failures become Ferry errors.
 
-The in-memory implementation for unit tests is :class:`ferry_kit.testing.hdfs_fake.FakeHdfs`.
+The in-memory implementation for unit tests is :class:`tests.support.hdfs_fake.FakeHdfs`.
 Importers take each name from the module that defines it.
 """

@@ -3,18 +3,18 @@
 Every failure surfaces as a Ferry error whose message names the cluster, the operation, the path
 and the peer address, so an operator can act on the log line alone:
 
-* :class:`~ferry.core.errors.HdfsUnavailable` / :class:`~ferry.core.errors.HdfsTimeout`
+* :class:`~ferry.errors.HdfsUnavailable` / :class:`~ferry.errors.HdfsTimeout`
   (transient): connection reset, NameNode refused, connect or read timeout, safe mode, 5xx, any
   remote exception not listed as permanent below.
-* :class:`~ferry.core.errors.AuthenticationFailed` (permanent): a Kerberos refusal, a principal
+* :class:`~ferry.errors.AuthenticationFailed` (permanent): a Kerberos refusal, a principal
   the cluster's ``auth_to_local`` rules do not map (``No rules applied to …``), a TLS
   certificate that does not verify against ``clusters.<x>.ssl_ca_path`` (WebHDFS over HTTPS), or
   another TLS failure that repeats (HTTPS to a plain-HTTP server: ``WRONG_VERSION_NUMBER``).
-* :class:`~ferry.core.errors.DataNodeUnreachable` (permanent, at once): the DataNode the NameNode
+* :class:`~ferry.errors.DataNodeUnreachable` (permanent, at once): the DataNode the NameNode
   redirected to cannot be connected to; every retry gets the same address
   (docs/field-cases.md, C06).
-* :class:`~ferry.core.errors.HdfsPathNotFound`, :class:`~ferry.core.errors.HdfsPathExists`,
-  :class:`~ferry.core.errors.HdfsRequestRejected` (permanent): remote exceptions that retrying
+* :class:`~ferry.errors.HdfsPathNotFound`, :class:`~ferry.errors.HdfsPathExists`,
+  :class:`~ferry.errors.HdfsRequestRejected` (permanent): remote exceptions that retrying
   cannot fix (:data:`_PERMANENT_REMOTE`, :data:`_PERMANENT_MESSAGES`); a path component longer
   than the NameNode allows is rejected with ``reason=`` :data:`NAME_TOO_LONG`.
 """
@@ -30,7 +30,7 @@ from hdfs.util import HdfsError as _CliError
 from urllib3.exceptions import NewConnectionError
 
 from ferry.clusters.kerberos import gss_failure, is_transient_gss
-from ferry.core.errors import (
+from ferry.errors import (
     AuthenticationFailed,
     DataNodeUnreachable,
     FerryError,

@@ -6,14 +6,14 @@
 * :class:`ferry.clusters.hdfs.webhdfs.WebHdfs` talks WebHDFS to a real cluster; build it with
   ``WebHdfs.for_cluster("a", settings)`` (clusters are named, their addresses come from
   ``settings.clusters``).
-* :class:`ferry_kit.testing.hdfs_fake.FakeHdfs` keeps files in memory, for handler unit tests.
+* :class:`tests.support.hdfs_fake.FakeHdfs` keeps files in memory, for handler unit tests.
 
 :meth:`HdfsPort.upload_stream` writes ``<dir>/.<name>.ferry-tmp-<hex>``
 (:func:`~ferry.clusters.hdfs.paths.temp_path_for`) and renames it onto the final path only after
 the bytes read back with the same size and sha256; on failure it deletes only that temporary
 file, never a directory, so no partial file is ever visible and nothing else is touched
 (docs/field-cases.md, C02). A port never retries a failed operation; callers retry
-:class:`~ferry.core.errors.TransientError` by policy (see
+:class:`~ferry.errors.TransientError` by policy (see
 :func:`ferry.stages.transfer.copy.copy_between`). The one exception is the clean-up of a
 temporary file, tried a few times under :func:`ferry.core.retry.retrying` before it is left as a
 named orphan.
@@ -35,7 +35,8 @@ from ferry.clusters.hdfs.paths import (
     normalize_path,
     temp_path_for,
 )
-from ferry.core.errors import (
+from ferry.core.retry import retrying
+from ferry.errors import (
     ChecksumMismatch,
     FerryError,
     HdfsPathExists,
@@ -43,7 +44,6 @@ from ferry.core.errors import (
     HdfsUnavailable,
     TransientError,
 )
-from ferry.core.retry import retrying
 from ferry.settings.retry import RetrySettings
 
 if TYPE_CHECKING:
@@ -338,7 +338,7 @@ class HdfsPort(abc.ABC):
 
     def _discard(self, temp: str) -> bool:
         """Delete this attempt's temporary file under :data:`DISCARD_RETRY` (3 tries, only a
-        :class:`~ferry.core.errors.TransientError` is retried); ``True`` once it is gone. A
+        :class:`~ferry.errors.TransientError` is retried); ``True`` once it is gone. A
         failure is logged, never raised, so the error that caused the clean-up is the one the
         caller sees."""
         try:

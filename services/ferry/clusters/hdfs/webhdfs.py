@@ -12,7 +12,7 @@ build it with ``WebHdfs.for_cluster("a", settings)``. Rules every caller can rel
   (docs/field-cases.md, C06).
 * WebHDFS over HTTPS (``clusters.<x>.http_policy``): NameNodes' and DataNodes' certificates are
   verified against ``clusters.<x>.ssl_ca_path``; one that is not trusted is
-  :class:`~ferry.core.errors.AuthenticationFailed` (permanent), never retried.
+  :class:`~ferry.errors.AuthenticationFailed` (permanent), never retried.
 * Failures surface as the Ferry errors of :func:`ferry.clusters.hdfs.errors.classify`, naming
   the cluster, the operation, the path and the address. The port never retries.
 * HA (``clusters.<x>.namenodes``): ``webhdfs_url`` lists every NameNode, ``;``-separated, and
@@ -47,7 +47,7 @@ from ferry.clusters.hdfs.errors import classify, empty_answer
 from ferry.clusters.hdfs.paths import FileStatus, normalize_path
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.clusters.kerberos import spnego_auth
-from ferry.core.errors import ConfigError, FerryError, HdfsRequestRejected, HdfsUnavailable
+from ferry.errors import ConfigError, FerryError, HdfsRequestRejected, HdfsUnavailable
 
 if TYPE_CHECKING:
     from ferry.settings import Settings

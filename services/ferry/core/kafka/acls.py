@@ -15,7 +15,6 @@ and ALTER imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS (Kafka's author
 
 from __future__ import annotations
 
-import concurrent.futures
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
@@ -28,7 +27,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from ferry.core.errors import ConfigError, TransientError
+from ferry.core.kafka.admin import admin_result
+from ferry.errors import ConfigError
 from ferry.settings.kafka import KafkaSettings
 
 #: The operator's user (the CLI: replay, quarantine, status; topic creation) when no service runs.
@@ -152,7 +152,8 @@ def apply(admin: AdminClient, kafka: KafkaSettings, lineage_topic: str = "openli
     how many bindings were sent.
 
     Raises:
-        TransientError: no answer within ``kafka.request_timeout_s``.
+        TransientError: no answer within ``kafka.request_timeout_s``, or an error the broker
+            says to retry.
         ConfigError: the broker refused them (no authorizer, or not an administrator).
     """
     who = users(kafka)
@@ -160,10 +161,8 @@ def apply(admin: AdminClient, kafka: KafkaSettings, lineage_topic: str = "openli
     timeout = kafka.request_timeout_s
     try:
         futures = admin.create_acls(todo, request_timeout=timeout)
-        for future in futures.values():
-            future.result(timeout=timeout + 1)
-    except concurrent.futures.TimeoutError as exc:
-        raise TransientError(f"create_acls: no answer within {timeout}s") from exc
     except KafkaException as exc:
         raise ConfigError(f"broker refused the ACLs of user {kafka.user!r}: {exc}") from exc
+    for future in futures.values():
+        admin_result(future, timeout, f"create_acls as user {kafka.user!r}", refusal=ConfigError)
     return len(todo)

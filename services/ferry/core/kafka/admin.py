@@ -1,5 +1,7 @@
-"""Admin look-ups the operations commands share: stage input topics, watermarks, committed
-offsets, offsets by timestamp, group members, offset moves, topic scans and consumer lag.
+"""Admin look-ups the operations commands share: stage input topics, group members, topic
+scans, and the one way to wait on an AdminClient's answer (:func:`admin_result`). Offsets,
+watermarks and lag are asked through a consumer instead (:mod:`ferry.core.kafka.offsets`, which
+says why).
 
 Every broker call has a timeout (``settings.kafka.request_timeout_s``); a call that does not
 answer in time raises :class:`TransientError`, a refusal that retrying cannot fix raises
@@ -13,22 +15,21 @@ import concurrent.futures
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient
 
-from ferry.core.errors import ConfigError, FerryError, TransientError
-from ferry.core.kafka.clients import client_config, group_id
-from ferry.core.services import CONSUMING_STAGES, STAGES, service
+from ferry.core.kafka.clients import client_config
+from ferry.core.services import STAGES, service
+from ferry.errors import ConfigError, FerryError, TransientError
 from ferry.settings import Settings
 from ferry.settings.kafka import KafkaSettings
 
@@ -58,83 +59,49 @@ def input_topic(settings: Settings, stage: str) -> str:
     return settings.kafka.topic(cls.TOPIC)
 
 
-def _result(future: concurrent.futures.Future[Any], timeout_s: float, what: str) -> Any:
+def admin_result(
+    future: concurrent.futures.Future[Any],
+    timeout_s: float,
+    what: str,
+    *,
+    refusal: Callable[[str], FerryError] = OpsError,
+    codes: Mapping[int, type[Exception]] | None = None,
+) -> Any:
+    """The result of an AdminClient future (``create_topics``, ``create_acls``,
+    ``describe_configs``, ``list_offsets``, …), waited for at most ``timeout_s`` + 1 s (the
+    request's own timeout, then a second for the answer to arrive): the one way Ferry waits on
+    the broker's admin answers.
+
+    Raises:
+        TransientError: no answer in time, or an error the broker says to retry (and librdkafka's
+            ``_TIMED_OUT``/``_TRANSPORT``), ``"<what>: …"``.
+        codes[code]: an error whose code the caller handles itself (e.g. TOPIC_ALREADY_EXISTS),
+            before the classification above.
+        refusal: any other error, built from ``"<what>: <error>"`` (default :class:`OpsError`).
+    """
     try:
         return future.result(timeout=timeout_s + 1)
     except concurrent.futures.TimeoutError as exc:
         raise TransientError(f"{what}: no answer within {timeout_s:.0f}s") from exc
     except KafkaException as exc:
-        raise kafka_failure(what, exc) from exc
+        err = exc.args[0] if exc.args else None
+        if isinstance(err, KafkaError) and codes and err.code() in codes:
+            raise codes[err.code()](f"{what}: {err}") from exc
+        raise kafka_failure(what, exc, refusal) from exc
 
 
-def kafka_failure(what: str, exc: KafkaException) -> TransientError | OpsError:
+def kafka_failure(
+    what: str, exc: KafkaException, refusal: Callable[[str], FerryError] = OpsError
+) -> FerryError:
     """The error to raise for ``exc`` met while doing ``what``: TransientError when the broker
-    did not answer in time, could not be reached or said to retry; OpsError otherwise."""
+    did not answer in time, could not be reached or said to retry; ``refusal`` (OpsError)
+    otherwise."""
     err = exc.args[0] if exc.args else None
     if isinstance(err, KafkaError) and (
         err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
     ):
         return TransientError(f"{what}: {err}")
-    return OpsError(f"{what}: {exc}")
-
-
-def partitions_of(admin: AdminClient, kafka: KafkaSettings, topic: str) -> list[int]:
-    """Partition numbers of ``topic``, sorted.
-
-    Raises:
-        OpsError: the topic does not exist. TransientError: no metadata in time.
-    """
-    try:
-        md = admin.list_topics(topic=topic, timeout=kafka.request_timeout_s)
-    except KafkaException as exc:
-        raise TransientError(f"metadata of topic {topic}: {exc}") from exc
-    tmd = md.topics.get(topic)
-    if tmd is None or tmd.error is not None or not tmd.partitions:
-        raise OpsError(f"topic {topic} does not exist on {kafka.bootstrap_servers}")
-    return sorted(tmd.partitions)
-
-
-def list_offsets(
-    admin: AdminClient, kafka: KafkaSettings, topic: str, specs: Mapping[int, OffsetSpec]
-) -> dict[int, int]:
-    """partition → offset answering each :class:`OffsetSpec` (earliest, latest, for_timestamp).
-
-    For ``for_timestamp(ts)`` the offset is that of the first record with timestamp ≥ ``ts``,
-    or ``-1`` when there is none (Kafka ListOffsets semantics).
-    """
-    if not specs:
-        return {}
-    futures = admin.list_offsets(
-        {TopicPartition(topic, p): spec for p, spec in specs.items()},
-        request_timeout=kafka.request_timeout_s,
-    )
-    return {
-        tp.partition: int(_result(f, kafka.request_timeout_s, f"list_offsets {topic}").offset)
-        for tp, f in futures.items()
-    }
-
-
-def watermarks(
-    admin: AdminClient, kafka: KafkaSettings, topic: str, partitions: Sequence[int]
-) -> dict[int, tuple[int, int]]:
-    """partition → (low, high) watermark: the oldest retained offset and the next offset."""
-    low = list_offsets(admin, kafka, topic, {p: OffsetSpec.earliest() for p in partitions})
-    high = list_offsets(admin, kafka, topic, {p: OffsetSpec.latest() for p in partitions})
-    return {p: (low[p], high[p]) for p in partitions}
-
-
-def committed_offsets(
-    admin: AdminClient, kafka: KafkaSettings, group: str, topic: str, partitions: Sequence[int]
-) -> dict[int, int | None]:
-    """partition → offset committed by ``group`` on ``topic``, ``None`` where it has none."""
-    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])]
-    futures = admin.list_consumer_group_offsets(request, request_timeout=kafka.request_timeout_s)
-    res = _result(futures[group], kafka.request_timeout_s, f"committed offsets of group {group}")
-    out: dict[int, int | None] = {p: None for p in partitions}
-    for tp in res.topic_partitions:
-        if tp.topic == topic and tp.offset >= 0:
-            out[tp.partition] = int(tp.offset)
-    return out
+    return refusal(f"{what}: {exc}")
 
 
 @dataclass(frozen=True)
@@ -151,7 +118,7 @@ class Member:
 def active_members(admin: AdminClient, kafka: KafkaSettings, group: str) -> list[Member]:
     """The members of ``group`` now (empty for an empty or unknown group)."""
     futures = admin.describe_consumer_groups([group], request_timeout=kafka.request_timeout_s)
-    desc = _result(futures[group], kafka.request_timeout_s, f"describe group {group}")
+    desc = admin_result(futures[group], kafka.request_timeout_s, f"describe group {group}")
     return [
         Member(
             m.member_id,
@@ -166,27 +133,6 @@ def active_members(admin: AdminClient, kafka: KafkaSettings, group: str) -> list
         )
         for m in desc.members or []
     ]
-
-
-def alter_offsets(
-    admin: AdminClient, kafka: KafkaSettings, group: str, topic: str, new: Mapping[int, int]
-) -> None:
-    """Commit ``new`` (partition → offset) for ``group`` on ``topic``.
-
-    Raises:
-        OpsError: the broker refused (e.g. the group has active members:
-            ``UNKNOWN_MEMBER_ID``/``REBALANCE_IN_PROGRESS``), with the partition named.
-    """
-    if not new:
-        return
-    request = [
-        ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, o) for p, o in new.items()])
-    ]
-    futures = admin.alter_consumer_group_offsets(request, request_timeout=kafka.request_timeout_s)
-    res = _result(futures[group], kafka.request_timeout_s, f"alter offsets of group {group}")
-    errors = [f"{topic}[{tp.partition}]: {tp.error}" for tp in res.topic_partitions if tp.error]
-    if errors:
-        raise OpsError(f"broker refused the offsets of group {group}: " + "; ".join(errors))
 
 
 @dataclass(frozen=True)
@@ -282,83 +228,13 @@ def scan_consumer(kafka: KafkaSettings) -> Consumer:
     )
 
 
-@dataclass(frozen=True)
-class PartitionLag:
-    """One partition of one group's input topic: ``lag = high - committed`` (committed = low
-    when the group has committed nothing, since stage groups start at the earliest offset)."""
-
-    group: str
-    topic: str
-    partition: int
-    committed: int | None
-    high: int
-    low: int
-
-    @property
-    def lag(self) -> int:
-        start = self.committed if self.committed is not None else self.low
-        return max(0, self.high - start)
-
-
-def consumer_lag(admin: AdminClient, settings: Settings) -> list[PartitionLag]:
-    """Lag of every stage group (``<prefix>.<stage>``) on its input topic, per partition.
-
-    Topics that do not exist yet are skipped.
-    """
-    kafka = settings.kafka
-    out: list[PartitionLag] = []
-    for stage in CONSUMING_STAGES:
-        topic = input_topic(settings, stage)
-        try:
-            parts = partitions_of(admin, kafka, topic)
-        except OpsError:
-            continue
-        group = group_id(kafka, stage)
-        marks = watermarks(admin, kafka, topic, parts)
-        committed = committed_offsets(admin, kafka, group, topic, parts)
-        for p in parts:
-            lo, hi = marks[p]
-            out.append(PartitionLag(group, topic, p, committed[p], hi, lo))
-    return out
-
-
-def group_lag(admin: AdminClient, settings: Settings, group: str, topics: Sequence[str]) -> int:
-    """Records ``group`` has not consumed yet on ``topics`` (sum over partitions of high watermark
-    minus committed offset; a partition without a committed offset counts from its low
-    watermark). Topics that do not exist yet count 0.
-
-    Raises:
-        TransientError: the broker did not answer in time.
-    """
-    kafka = settings.kafka
-    total = 0
-    for topic in topics:
-        try:
-            parts = partitions_of(admin, kafka, topic)
-        except OpsError:
-            continue
-        marks = watermarks(admin, kafka, topic, parts)
-        committed = committed_offsets(admin, kafka, group, topic, parts)
-        for p in parts:
-            lo, hi = marks[p]
-            total += PartitionLag(group, topic, p, committed[p], hi, lo).lag
-    return total
-
-
 __all__ = [
     "Member",
     "OpsError",
-    "PartitionLag",
     "ScannedRecord",
     "active_members",
-    "alter_offsets",
-    "committed_offsets",
-    "consumer_lag",
-    "group_lag",
+    "admin_result",
     "input_topic",
-    "list_offsets",
-    "partitions_of",
     "scan",
     "scan_consumer",
-    "watermarks",
 ]

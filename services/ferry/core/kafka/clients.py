@@ -23,8 +23,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from ferry.core.errors import ConfigError, TransientError
 from ferry.core.kafka.ratelimit import RateLimitFilter
+from ferry.errors import ConfigError, TransientError
 from ferry.settings.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)

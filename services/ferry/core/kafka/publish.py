@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ferry.core.errors import SerializationError
 from ferry.core.events import EVENT_TYPES, event_key
 from ferry.core.kafka.clients import OutboundRecord, delivery_timeout_s, produce_and_wait
 from ferry.core.retry import retrying
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import SerializationError
 from ferry.settings import Settings
 
 

@@ -7,15 +7,15 @@ share work), ``replication_factor`` replicas and ``retention_ms`` retention; rec
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ferry.core.errors import ConfigError, TransientError
 from ferry.core.events import TOPIC_NAMES
+from ferry.core.kafka.admin import admin_result
 from ferry.core.kafka.clients import login_failure
+from ferry.errors import ConfigError, TransientError
 from ferry.settings.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -26,8 +26,20 @@ log = logging.getLogger(__name__)
 COMPACTED: frozenset[str] = frozenset({"waiting"})
 
 
-def topic_plan(kafka: KafkaSettings, names: tuple[str, ...] = TOPIC_NAMES) -> list[NewTopic]:
-    """The NewTopic specs of the plan, full names via ``kafka.topic(name)``."""
+class _Exists(Exception):
+    """The topic exists already (TOPIC_ALREADY_EXISTS)."""
+
+
+class _NotAllowed(Exception):
+    """This user may not create the topic (TOPIC_/CLUSTER_AUTHORIZATION_FAILED)."""
+
+
+def topic_plan(
+    kafka: KafkaSettings, names: tuple[str, ...] = TOPIC_NAMES, retention_ms: int | None = None
+) -> list[NewTopic]:
+    """The NewTopic specs of the plan, full names via ``kafka.topic(name)``; ``retention_ms``
+    (default ``kafka.retention_ms``) for the topics kept by time."""
+    keep_ms = kafka.retention_ms if retention_ms is None else retention_ms
     return [
         NewTopic(
             kafka.topic(name),
@@ -35,7 +47,7 @@ def topic_plan(kafka: KafkaSettings, names: tuple[str, ...] = TOPIC_NAMES) -> li
             replication_factor=kafka.replication_factor,
             config={"cleanup.policy": "compact"}
             if name in COMPACTED
-            else {"retention.ms": str(kafka.retention_ms), "cleanup.policy": "delete"},
+            else {"retention.ms": str(keep_ms), "cleanup.policy": "delete"},
         )
         for name in names
     ]
@@ -60,9 +72,13 @@ def refused_login(kafka: KafkaSettings, admin: AdminClient | None = None) -> Non
 
 
 def ensure_topics(
-    admin: AdminClient, kafka: KafkaSettings, names: tuple[str, ...] = TOPIC_NAMES
+    admin: AdminClient,
+    kafka: KafkaSettings,
+    names: tuple[str, ...] = TOPIC_NAMES,
+    retention_ms: int | None = None,
 ) -> dict[str, str]:
-    """Create the plan's topics that do not exist yet; existing ones are left as they are.
+    """Create the plan's topics that do not exist yet (``retention_ms`` as in
+    :func:`topic_plan`); existing ones are left as they are.
 
     Asks the broker's metadata first and creates only what it lacks, so a service whose user may
     DESCRIBE the topics but not CREATE them (:mod:`ferry.core.kafka.acls`) starts once the
@@ -85,7 +101,7 @@ def ensure_topics(
     except KafkaException as exc:
         refused_login(kafka, admin)
         raise TransientError(f"metadata of {kafka.bootstrap_servers} failed: {exc}") from exc
-    plan = topic_plan(kafka, names)
+    plan = topic_plan(kafka, names, retention_ms)
     outcome: dict[str, str] = {t.topic: "exists" for t in plan if t.topic in known}
     missing = [t for t in plan if t.topic not in known]
     if not missing:
@@ -96,32 +112,27 @@ def ensure_topics(
     except KafkaException as exc:
         refused_login(kafka, admin)
         raise TransientError(f"create_topics on {kafka.bootstrap_servers} failed: {exc}") from exc
+    codes = {
+        KafkaError.TOPIC_ALREADY_EXISTS: _Exists,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED: _NotAllowed,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED: _NotAllowed,
+    }
     for topic, future in futures.items():
         try:
-            future.result(timeout=timeout + 1)
+            admin_result(
+                future, timeout, f"creating topic {topic}", refusal=ConfigError, codes=codes
+            )
             outcome[topic] = "created"
-        except concurrent.futures.TimeoutError as exc:
+        except _Exists:
+            outcome[topic] = "exists"
+        except TransientError:
             refused_login(kafka, admin)
-            raise TransientError(
-                f"creating topic {topic} on {kafka.bootstrap_servers}: no answer within {timeout}s"
+            raise
+        except _NotAllowed as exc:
+            raise ConfigError(
+                f"topic {topic} does not exist and user {kafka.user!r} may not create it "
+                f"(ACL: CREATE on topic {topic}); create it as the operator: "
+                "`ferry kafka topics`"
             ) from exc
-        except KafkaException as exc:
-            err: KafkaError = exc.args[0]
-            if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                outcome[topic] = "exists"
-            elif err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
-                refused_login(kafka, admin)
-                raise TransientError(f"creating topic {topic}: {err}") from exc
-            elif err.code() in (
-                KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-            ):
-                raise ConfigError(
-                    f"topic {topic} does not exist and user {kafka.user!r} may not create it "
-                    f"(ACL: CREATE on topic {topic}); create it as the operator: "
-                    "`ferry kafka topics`"
-                ) from exc
-            else:
-                raise ConfigError(f"broker refused topic {topic}: {err}") from exc
     log.info("topic plan on %s: %s", kafka.bootstrap_servers, outcome)
     return outcome

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ferry.core.errors import DatasetNotReady, PermanentError
 from ferry.core.runtime.stage import BatchResult
+from ferry.errors import DatasetNotReady, PermanentError
 
 
 def group_by_dataset(

@@ -25,7 +25,7 @@ Errors, per file (a file is one input record):
   carries its raw key and value bytes. Every FileFailed carries the record's topic, partition and
   offset.
 - Any other exception from a handler is quarantined as ``handler_error`` (a bug must not stall the
-  partition); :class:`ConfigError` and :class:`StackError` are raised (the runner stops).
+  partition); a :class:`ConfigError` is raised (the runner stops).
 - An output that is not an event, or does not match its schema, quarantines the file as
   ``unencodable``.
 - :class:`DatasetNotReady` (the file's dataset has no valid definition now) neither retries nor
@@ -41,12 +41,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ferry.core.errors import (
-    DatasetNotReady,
-    PermanentError,
-    SerializationError,
-    TransientError,
-)
 from ferry.core.events import Event, FileFailed, failed
 from ferry.core.kafka.clients import OutboundRecord
 from ferry.core.kafka.publish import encode_events
@@ -63,6 +57,12 @@ from ferry.core.runtime.stage import (
 )
 from ferry.core.runtime.waiting import parked
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import (
+    DatasetNotReady,
+    PermanentError,
+    SerializationError,
+    TransientError,
+)
 from ferry.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def process_batch(
         ``None`` when shutdown was requested before the work finished (store nothing).
 
     Raises:
-        ConfigError, StackError: from the handler; the runner stops.
+        ConfigError: from the handler; the runner stops.
     """
     stats = stats if stats is not None else RunStats()
     out: list[OutboundRecord] = []
@@ -211,7 +211,7 @@ def _call(
     except _Abandon:
         return None
     except Exception as exc:  # noqa: BLE001 - settle: a bug quarantines the batch, not the stage
-        verdict = settle(exc)  # raises ConfigError, StackError
+        verdict = settle(exc)  # raises a ConfigError
         if isinstance(verdict, TransientError):
             if should_stop.is_set():
                 return None

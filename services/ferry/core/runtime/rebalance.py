@@ -2,9 +2,11 @@
 (assign, revoke, lost) with commit-on-revoke for the running batches, and the takeover batch for
 partitions assigned while a batch runs.
 
-:class:`PartitionCallbacks` is a mixin of :class:`ferry.core.runtime.runner.StageRunner`, which
-owns the
-state named below; the guarantees are listed in :mod:`ferry.core.runtime.runner`'s docstring.
+:class:`Partitions` holds that state (the running batches, the takeover partitions and records,
+the buffered and gathered records); the :class:`ferry.core.runtime.runner.StageRunner` owns one
+and gives it two of its own steps: how to start a batch and how to settle one (deliver its
+outputs, report them, store its offsets). The guarantees are listed in
+:mod:`ferry.core.runtime.runner`'s docstring.
 """
 
 from __future__ import annotations
@@ -13,14 +15,13 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
 from ferry.core.kafka.clients import OutboundRecord
-from ferry.core.runtime.observe import FileObserver, notify
 from ferry.core.runtime.stage import Record, RunStats, Stage
 from ferry.settings import Settings
 
@@ -56,91 +57,96 @@ class RunningBatch:
         return msgs, [r for r in outbound if r.source not in gone]
 
 
-class PartitionCallbacks:
-    """Partition pause/resume and the rebalance callbacks given to ``Consumer.subscribe``."""
+#: Starts a batch of messages in a worker thread (``takeover``: a takeover batch).
+Start = Callable[[list[Any], bool], RunningBatch]
+#: Settles what a batch kept: delivers ``outbound``, reports the ``kept`` messages to the file
+#: observer and stores their offsets (raises TransientError when delivery fails).
+Settle = Callable[[RunningBatch, list[Any], list[OutboundRecord]], None]
 
-    stage: Stage
-    stats: RunStats
-    observer: FileObserver | None
-    _consumer: Any
-    _settings: Settings
-    _busy: bool
-    _running: list[RunningBatch]
-    _takeover: set[tuple[str, int]]
-    _takeover_msgs: list[Any]
-    _takeover_first: float
-    _takeover_seen: float
-    _buffer: deque[Any]
-    _gathering: list[Any]
-    _revoke_grace_s: float
 
-    def _deliver(self, outbound: list[OutboundRecord]) -> None:
-        raise NotImplementedError
+class Partitions:
+    """The partitions of one stage runner: what is assigned and paused, the running batches, the
+    records buffered, gathered or waiting for a takeover batch; and the rebalance callbacks given
+    to ``Consumer.subscribe`` (:meth:`on_assign`, :meth:`on_revoke`, :meth:`on_lost`).
 
-    def _store_offset(self, msg: Any) -> None:
-        raise NotImplementedError
+    Args:
+        start, settle: the runner's own steps (:data:`Start`, :data:`Settle`).
+        revoke_grace_s: how long a revocation waits for the running batches, s.
+    """
 
-    def _report(self, batch: RunningBatch, kept: list[Any]) -> None:
-        """Tell the file observer what was just delivered for the ``kept`` messages of
-        ``batch`` (:mod:`ferry.core.runtime.observe`)."""
-        if self.observer is None:
-            return
-        keys = {(m.topic(), m.partition(), m.offset()) for m in kept}
-        files = [
-            s
-            for s in batch.box.get("settled", [])
-            if (s.record.topic, s.record.partition, s.record.offset) in keys
-        ]
-        if files:
-            notify("settled", self.observer.settled, self.stage.name, files)
+    def __init__(
+        self,
+        stage: Stage,
+        stats: RunStats,
+        consumer: Any,
+        settings: Settings,
+        *,
+        start: Start,
+        settle: Settle,
+    ) -> None:
+        self.stage, self.stats, self.consumer = stage, stats, consumer
+        self.cooperative = settings.kafka.assignment_strategy == "cooperative-sticky"
+        grace, half = settings.kafka.revoke_grace_s, settings.kafka.max_poll_interval_ms / 2000
+        self.revoke_grace_s = half if grace is None else grace
+        self._start, self._settle = start, settle
+        #: a batch is running (set for the whole of the runner's ``_run_batches``)
+        self.busy = False
+        #: the running batches: the first one, and at most one takeover batch beside it
+        self.running: list[RunningBatch] = []
+        #: partitions assigned while a batch ran (a takeover) and their records not yet handled
+        self.takeover: set[tuple[str, int]] = set()
+        self.takeover_msgs: list[Any] = []
+        #: when the first and the last of ``takeover_msgs`` arrived (monotonic s)
+        self.takeover_first = self.takeover_seen = 0.0
+        #: records polled while their partitions were being paused, taken before new polls
+        self.buffer: deque[Any] = deque()
+        #: the batch being gathered (a revocation drops some of its records)
+        self.gathering: list[Any] = []
 
-    def _start(self, msgs: list[Any], *, takeover: bool) -> RunningBatch:
-        raise NotImplementedError
-
-    def _pause(self) -> None:
-        parts = self._consumer.assignment()
+    def pause(self) -> None:
+        parts = self.consumer.assignment()
         if parts:
-            self._consumer.pause(parts)
+            self.consumer.pause(parts)
         self.stats.pauses += 1
 
-    def _resume(self) -> None:
-        parts = self._consumer.assignment()
+    def resume(self) -> None:
+        parts = self.consumer.assignment()
         if parts:
-            self._consumer.resume(parts)
+            self.consumer.resume(parts)
 
-    def _takeover_running(self) -> bool:
-        return any(b.takeover for b in self._running)
+    def takeover_running(self) -> bool:
+        return any(b.takeover for b in self.running)
 
-    def _set_flow(self, parts: Iterable[tuple[str, int]], *, flowing: bool) -> None:
+    def set_flow(self, parts: Iterable[tuple[str, int]], *, flowing: bool) -> None:
         """Resume (``flowing``) or pause these partitions, those still assigned."""
         tps = [TopicPartition(t, p) for t, p in sorted(parts) if (t, p) in self.stats.assigned]
         if tps:
-            (self._consumer.resume if flowing else self._consumer.pause)(tps)
+            (self.consumer.resume if flowing else self.consumer.pause)(tps)
 
-    def _gather_takeover(self, msg: Any) -> None:
+    def gather_takeover(self, msg: Any) -> None:
         now = time.monotonic()
-        if not self._takeover_msgs:
-            self._takeover_first = now
-        self._takeover_seen = now
-        self._takeover_msgs.append(msg)
+        if not self.takeover_msgs:
+            self.takeover_first = now
+        self.takeover_seen = now
+        self.takeover_msgs.append(msg)
 
-    def _maybe_start_takeover(self) -> None:
+    def maybe_start_takeover(self) -> None:
         """Start a takeover batch of the records gathered from partitions assigned meanwhile,
         when the stage allows one, none runs, and the gathering is over (``batch_size``
         records, nothing new for ``linger_s``, or ``batch_wait_s`` since the first)."""
-        if not (self.stage.takeover and self._takeover_msgs) or self._takeover_running():
+        if not (self.stage.takeover and self.takeover_msgs) or self.takeover_running():
             return
-        msgs = self._takeover_msgs  # of assigned partitions only: _forget drops the others
+        msgs = self.takeover_msgs  # of assigned partitions only: forget drops the others
         now = time.monotonic()
         size = self.stage.batch_size if self.stage.batching else 1
         gathering = (
-            now - self._takeover_seen < self.stage.linger_s
-            and now - self._takeover_first < self.stage.batch_wait_s
+            now - self.takeover_seen < self.stage.linger_s
+            and now - self.takeover_first < self.stage.batch_wait_s
         )
         if len(msgs) < size and gathering:
             return
-        take, self._takeover_msgs = msgs[:size], msgs[size:]
-        self._set_flow(self._takeover, flowing=False)  # one takeover batch at a time
+        take, self.takeover_msgs = msgs[:size], msgs[size:]
+        self.set_flow(self.takeover, flowing=False)  # one takeover batch at a time
         parts = sorted({(m.topic(), m.partition()) for m in take})
         log.info(
             "stage %s: takeover batch of %d record(s) of %s beside the running batch",
@@ -149,31 +155,31 @@ class PartitionCallbacks:
             parts,
         )
         self.stats.takeover_batches += 1
-        self._start(take, takeover=True)
+        self._start(take, True)
 
-    def _forget(self, parts: set[tuple[str, int]]) -> None:
+    def forget(self, parts: set[tuple[str, int]]) -> None:
         """Drop the buffered records of partitions that left this member, and those of a batch
         being gathered (their new owner, or this member if they come back, reads them again
         from the committed offset)."""
-        self._takeover -= parts
-        self._gathering[:] = [m for m in self._gathering if (m.topic(), m.partition()) not in parts]
-        self._takeover_msgs = [
-            m for m in self._takeover_msgs if (m.topic(), m.partition()) not in parts
+        self.takeover -= parts
+        self.gathering[:] = [m for m in self.gathering if (m.topic(), m.partition()) not in parts]
+        self.takeover_msgs = [
+            m for m in self.takeover_msgs if (m.topic(), m.partition()) not in parts
         ]
-        kept = [m for m in self._buffer if (m.topic(), m.partition()) not in parts]
-        self._buffer.clear()
-        self._buffer.extend(kept)
+        kept = [m for m in self.buffer if (m.topic(), m.partition()) not in parts]
+        self.buffer.clear()
+        self.buffer.extend(kept)
 
-    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         self.stats.assignments += 1
         self.stats.assigned |= {(p.topic, p.partition) for p in partitions}
         log.info(
             "stage %s: partitions assigned: %s (busy: %s)",
             self.stage.name,
             sorted((p.topic, p.partition) for p in partitions),
-            self._busy,
+            self.busy,
         )
-        if self._settings.kafka.assignment_strategy == "cooperative-sticky":
+        if self.cooperative:
             # Cooperative protocol: assignments are incremental and a full assign() is refused.
             consumer.incremental_assign(partitions)
         else:
@@ -189,46 +195,46 @@ class PartitionCallbacks:
         # runs yet.
         # A partition a running batch holds records of (the eager protocol hands a member its
         # own partitions back) is not a takeover: it waits for that batch.
-        held = {key for b in self._running for key in b.parts}
+        held = {key for b in self.running for key in b.parts}
         taken = [p for p in partitions if (p.topic, p.partition) not in held]
-        if not self._busy:
+        if not self.busy:
             consumer.resume(partitions)
         elif self.stage.takeover and taken:
-            self._takeover |= {(p.topic, p.partition) for p in taken}
-            (consumer.pause if self._takeover_running() else consumer.resume)(taken)
+            self.takeover |= {(p.topic, p.partition) for p in taken}
+            (consumer.pause if self.takeover_running() else consumer.resume)(taken)
             waiting = [p for p in partitions if (p.topic, p.partition) in held]
             if waiting:
                 consumer.pause(waiting)
         else:
             consumer.pause(partitions)
 
-    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Partitions leave this member in a rebalance: finish the running batch first when it
-        holds records of them (:meth:`_finish_before_revoke`), else drop those records."""
+        holds records of them (:meth:`finish_before_revoke`), else drop those records."""
         revoked = {(p.topic, p.partition) for p in partitions}
         if revoked:
             self.stats.revocations += 1
         log.info("stage %s: partitions revoked: %s", self.stage.name, sorted(revoked))
-        deadline = time.monotonic() + self._revoke_grace_s  # one grace for every running batch
-        for batch in list(self._running):
-            if batch.parts & revoked and not self._finish_before_revoke(consumer, batch, deadline):
+        deadline = time.monotonic() + self.revoke_grace_s  # one grace for every running batch
+        for batch in list(self.running):
+            if batch.parts & revoked and not self.finish_before_revoke(consumer, batch, deadline):
                 batch.revoked |= batch.parts & revoked
         self.stats.assigned -= revoked
-        self._forget(revoked)
+        self.forget(revoked)
 
-    def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Partitions already given to another member (this one missed its session timeout):
         nothing of them may be stored; the running batch's records of them are dropped."""
         lost = {(p.topic, p.partition) for p in partitions}
         if lost:
             self.stats.revocations += 1
         self.stats.assigned -= lost
-        for batch in self._running:
+        for batch in self.running:
             batch.revoked |= batch.parts & lost
-        self._forget(lost)
+        self.forget(lost)
         log.warning("stage %s: partitions lost: %s", self.stage.name, sorted(lost))
 
-    def _finish_before_revoke(self, consumer: Any, batch: RunningBatch, deadline: float) -> bool:
+    def finish_before_revoke(self, consumer: Any, batch: RunningBatch, deadline: float) -> bool:
         """Wait (until ``deadline``, monotonic s: ``revoke_grace_s`` from the revocation, shared
         by the running batches) for the running ``batch``, deliver its outputs, store and
         commit its offsets while its partitions are still assigned. True when done;
@@ -236,7 +242,7 @@ class PartitionCallbacks:
         records of the revoked partitions).
 
         Raises:
-            TransientError: its outputs were not acknowledged (as :meth:`_deliver`); it leaves
+            TransientError: its outputs were not acknowledged (from ``settle``); it leaves
                 ``poll()`` and stops the runner, and the records are redelivered.
         """
         if batch.settled:  # an earlier revocation of this batch delivered it
@@ -247,16 +253,14 @@ class PartitionCallbacks:
             "(at most %.0f s)",
             self.stage.name,
             len(msgs),
-            self._revoke_grace_s,
+            self.revoke_grace_s,
         )
         if not done.wait(max(0.0, deadline - time.monotonic())) or box.get("result") is None:
             return False
         kept, outbound = batch.kept(box["result"])  # partitions lost earlier: never published
-        self._deliver(outbound)
-        self._report(batch, kept)
+        self._settle(batch, kept, outbound)
         last: dict[tuple[str, int], int] = {}
         for msg in kept:
-            self._store_offset(msg)
             key = (msg.topic(), msg.partition())
             last[key] = max(last.get(key, -1), msg.offset())
         try:

@@ -15,9 +15,9 @@ Guarantees:
   by the broker; auto-commit then commits stored offsets only. A crash in between redelivers the
   record, so handlers must be idempotent on ``file_id``. A record quarantined as undecodable is
   never redelivered after its FileFailed was acknowledged.
-- :class:`~ferry.core.errors.ConfigError` and :class:`~ferry.core.errors.StackError` from a
-  handler stop the runner; so do output events the broker never acknowledged after the retries
-  of ``settings.retry`` (their input offsets are not stored).
+- A :class:`~ferry.errors.ConfigError` from a handler stops the runner; so do output events
+  the broker never acknowledged after the retries of ``settings.retry`` (their input offsets
+  are not stored).
 - Long handlers run in a worker thread; after ``pause_after_s`` the runner pauses every assigned
   partition and keeps calling ``poll()`` (no records then) so the consumer stays in its group.
 - Shutdown (SIGTERM/SIGINT or :meth:`StageRunner.stop`): no new record is taken; a running handler
@@ -53,7 +53,6 @@ import os
 import signal
 import threading
 import time
-from collections import deque
 from types import FrameType
 from typing import Any
 
@@ -71,7 +70,7 @@ from ferry.core.kafka.publish import publish
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.runtime.observe import FileObserver, Settled, notify
 from ferry.core.runtime.processing import process_batch
-from ferry.core.runtime.rebalance import PartitionCallbacks, RunningBatch
+from ferry.core.runtime.rebalance import Partitions, RunningBatch
 from ferry.core.runtime.stage import Record, RunStats, Stage
 from ferry.core.wire.avro import EventCodec, default_codec
 from ferry.settings import Settings
@@ -79,7 +78,7 @@ from ferry.settings import Settings
 log = logging.getLogger(__name__)
 
 
-class StageRunner(PartitionCallbacks):
+class StageRunner:
     """Runs one stage's consume → handle → produce → store loop. Build with :func:`build_runner`.
 
     Args:
@@ -112,20 +111,16 @@ class StageRunner(PartitionCallbacks):
         self._settings = settings
         self._pause_after_s = min(pause_after_s, settings.kafka.max_poll_interval_ms / 5000)
         self._poll_timeout_s = poll_timeout_s
-        grace, half = settings.kafka.revoke_grace_s, settings.kafka.max_poll_interval_ms / 2000
-        self._revoke_grace_s = half if grace is None else grace
         self._stop = threading.Event()
-        #: a batch is running (set for the whole of :meth:`_run_batches`)
-        self._busy = False
-        #: the running batches: the first one, and at most one takeover batch beside it
-        self._running: list[RunningBatch] = []
-        #: partitions assigned while a batch ran (a takeover) and their records not yet handled
-        self._takeover: set[tuple[str, int]] = set()
-        self._takeover_msgs: list[Any] = []
-        #: when the first and the last of ``_takeover_msgs`` arrived (monotonic s)
-        self._takeover_first = self._takeover_seen = 0.0
-        self._buffer: deque[Any] = deque()
-        self._gathering: list[Any] = []  #: the batch being gathered (a revocation drops some)
+        #: the partitions' state and the rebalance callbacks (:mod:`ferry.core.runtime.rebalance`)
+        self.partitions = Partitions(
+            stage,
+            self.stats,
+            consumer,
+            settings,
+            start=self._start,
+            settle=self._settle,
+        )
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -139,14 +134,15 @@ class StageRunner(PartitionCallbacks):
         Raises:
             TransientError: output events could not be delivered after every retry (the input
                 offset is not stored; a restart redelivers the record).
-            ConfigError, StackError: raised by a handler.
+            ConfigError: raised by a handler.
             KafkaException: a fatal consumer error.
         """
         previous = self._install_signals() if install_signal_handlers else {}
         self._warm_up()
         topics = self.stage.input_topics(self._settings)
+        parts = self.partitions
         self._consumer.subscribe(
-            topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            topics, on_assign=parts.on_assign, on_revoke=parts.on_revoke, on_lost=parts.on_lost
         )
         log.info("stage %s consuming %s", self.stage.name, topics)
         try:
@@ -188,7 +184,7 @@ class StageRunner(PartitionCallbacks):
         first = self._next_message()
         if first is None or not self.stage.batching:
             return [] if first is None else [first]
-        batch = self._gathering = [first]
+        batch = self.partitions.gathering = [first]
         deadline = time.monotonic() + self.stage.batch_wait_s
         while len(batch) < self.stage.batch_size and not self._stop.is_set():
             left = deadline - time.monotonic()
@@ -198,12 +194,13 @@ class StageRunner(PartitionCallbacks):
             if msg is None:
                 break  # nothing else waiting: start now
             batch.append(msg)
-        self._gathering = []
+        self.partitions.gathering = []
         return batch
 
     def _next_message(self, timeout_s: float | None = None) -> Any:
-        while self._buffer:
-            msg = self._buffer.popleft()
+        buffer = self.partitions.buffer
+        while buffer:
+            msg = buffer.popleft()
             if (msg.topic(), msg.partition()) in self.stats.assigned:
                 return msg
         msg = self._consumer.poll(self._poll_timeout_s if timeout_s is None else timeout_s)
@@ -223,39 +220,40 @@ class StageRunner(PartitionCallbacks):
         """Run ``msgs`` as a batch in a worker thread and keep polling (paused) while it runs;
         run a takeover batch beside it when partitions are assigned meanwhile; deliver and store
         each batch as it ends (:meth:`_complete`). Returns when none runs."""
-        self._busy, self._takeover, self._takeover_msgs = True, set(), []
+        parts = self.partitions
+        parts.busy, parts.takeover, parts.takeover_msgs = True, set(), []
         first = self._start(msgs, takeover=False)
         paused = False
         pause_at = time.monotonic() + self._pause_after_s
         abandon_at: float | None = None
         try:
-            while self._running:
-                for batch in [b for b in self._running if b.done.is_set()]:
-                    self._running.remove(batch)
+            while parts.running:
+                for batch in [b for b in parts.running if b.done.is_set()]:
+                    parts.running.remove(batch)
                     self._complete(batch)
-                    if batch.takeover and self._running:
-                        self._set_flow(self._takeover, flowing=True)  # the lane is free again
-                if not self._running:
+                    if batch.takeover and parts.running:
+                        parts.set_flow(parts.takeover, flowing=True)  # the lane is free again
+                if not parts.running:
                     break
                 if not paused:
                     left = pause_at - time.monotonic()
                     if left > 0 and first.done.wait(left):
                         continue  # a short handler: done before anything was paused
-                    self._pause()
+                    parts.pause()
                     paused = True
                 extra = self._consumer.poll(min(self._poll_timeout_s, 0.2))
                 if extra is not None and extra.error() is None:
-                    if (extra.topic(), extra.partition()) in self._takeover:
-                        self._gather_takeover(extra)
+                    if (extra.topic(), extra.partition()) in parts.takeover:
+                        parts.gather_takeover(extra)
                     else:
-                        self._buffer.append(extra)  # polled before its pause took effect
+                        parts.buffer.append(extra)  # polled before its pause took effect
                 if not self._stop.is_set():
-                    self._maybe_start_takeover()
+                    parts.maybe_start_takeover()
                 else:
                     grace = self._settings.kafka.shutdown_grace_s
                     abandon_at = abandon_at or time.monotonic() + grace
                     if time.monotonic() >= abandon_at:
-                        for batch in self._running:
+                        for batch in parts.running:
                             log.warning(
                                 "stage %s: abandoning %s at shutdown",
                                 self.stage.name,
@@ -265,14 +263,14 @@ class StageRunner(PartitionCallbacks):
                         return
         finally:
             # after an error or at shutdown: abandoned (redelivered), not awaited again by close()
-            self._running.clear()
-            self._busy = False
-            self._buffer.extend(self._takeover_msgs)  # their partitions are ordinary ones now
-            self._takeover, self._takeover_msgs = set(), []
+            parts.running.clear()
+            parts.busy = False
+            parts.buffer.extend(parts.takeover_msgs)  # their partitions are ordinary ones now
+            parts.takeover, parts.takeover_msgs = set(), []
             if paused and not self._stop.is_set():
-                self._resume()
+                parts.resume()
 
-    def _start(self, msgs: list[Any], *, takeover: bool) -> RunningBatch:
+    def _start(self, msgs: list[Any], takeover: bool) -> RunningBatch:
         """Start :func:`~ferry.core.runtime.processing.process_batch` over ``msgs`` in a worker
         thread."""
         batch = RunningBatch(msgs, takeover=takeover)
@@ -297,7 +295,7 @@ class StageRunner(PartitionCallbacks):
             finally:
                 batch.done.set()
 
-        self._running.append(batch)
+        self.partitions.running.append(batch)
         name = f"ferry-{self.stage.name}-{'takeover' if takeover else 'handler'}"
         threading.Thread(target=work, name=name, daemon=True).start()
         return batch
@@ -308,7 +306,7 @@ class StageRunner(PartitionCallbacks):
         when the revoke callback delivered it already or it was abandoned.
 
         Raises:
-            the batch's own error (ConfigError, StackError, …); TransientError from delivery.
+            the batch's own error (a ConfigError, …); TransientError from delivery.
         """
         msgs = batch.msgs
         if batch.settled:
@@ -334,18 +332,35 @@ class StageRunner(PartitionCallbacks):
             )
         if not kept:
             return
-        self._deliver(outbound)
-        self._report(batch, kept)
-        for msg in kept:
-            self._store_offset(msg)
+        self._settle(batch, kept, outbound)
         self.stats.processed += len(kept)
         self.stats.quarantined += sum(
             r.topic == self._settings.kafka.topic("failed") for r in outbound
         )
 
-    def _deliver(self, outbound: list[OutboundRecord]) -> None:
-        """Produce and wait for acks, retried by ``settings.retry``; raises TransientError after."""
+    def _settle(self, batch: RunningBatch, kept: list[Any], outbound: list[OutboundRecord]) -> None:
+        """Deliver ``outbound`` (produce and wait for acks, retried by ``settings.retry``; raises
+        TransientError after), tell the file observer, then store the ``kept`` messages'
+        offsets: what a batch that ended (:meth:`_complete`) or a batch finished before a
+        revocation (:meth:`Partitions.finish_before_revoke`) does with what it kept."""
         publish(self._producer, outbound, self._settings)
+        self._report(batch, kept)
+        for msg in kept:
+            self._store_offset(msg)
+
+    def _report(self, batch: RunningBatch, kept: list[Any]) -> None:
+        """Tell the file observer what was just delivered for the ``kept`` messages of
+        ``batch`` (:mod:`ferry.core.runtime.observe`)."""
+        if self.observer is None:
+            return
+        keys = {(m.topic(), m.partition(), m.offset()) for m in kept}
+        files = [
+            s
+            for s in batch.box.get("settled", [])
+            if (s.record.topic, s.record.partition, s.record.offset) in keys
+        ]
+        if files:
+            notify("settled", self.observer.settled, self.stage.name, files)
 
     def _store_offset(self, msg: Any) -> None:
         try:

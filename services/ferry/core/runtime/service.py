@@ -30,7 +30,7 @@ def run_service(build: Callable[[], Runnable]) -> None:
     """Configure logging, wire the service with ``build()`` and run it in the foreground.
 
     Raises:
-        whatever ``build`` or ``run`` raise (a :class:`~ferry.core.errors.FerryError` is printed
+        whatever ``build`` or ``run`` raise (a :class:`~ferry.errors.FerryError` is printed
         as one line by the ``ferry`` command).
     """
     configure_logging()

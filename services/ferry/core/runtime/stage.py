@@ -11,14 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ferry.core.errors import (
+from ferry.core.events import Event
+from ferry.errors import (
     ConfigError,
     DatasetNotReady,
     PermanentError,
-    StackError,
     TransientError,
 )
-from ferry.core.events import Event
 from ferry.settings import Settings
 from ferry.settings.stages import BatchSettings
 
@@ -175,9 +174,9 @@ def settle(
     :mod:`ferry.core.runtime.processing`) and by extract, which has no input topic.
 
     Raises:
-        ConfigError, StackError: ``exc`` itself: the process cannot go on.
+        ConfigError: ``exc`` itself: the process cannot go on.
     """
-    if isinstance(exc, (ConfigError, StackError)):
+    if isinstance(exc, ConfigError):
         raise exc
     if isinstance(exc, (TransientError, PermanentError, DatasetNotReady)):
         return exc
@@ -189,7 +188,7 @@ def settle(
 def one_by_one(handler: Handler) -> BatchHandler:
     """A :data:`BatchHandler` calling the plain ``handler`` once per event: each result is that
     event's outputs, or the TransientError/PermanentError it raised, or a :class:`HandlerBug`
-    for any other exception. ConfigError and StackError are raised (they stop the runner)."""
+    for any other exception. A ConfigError is raised (it stops the runner)."""
     return in_parallel(handler, 1)
 
 
@@ -197,8 +196,8 @@ def in_parallel(handler: Handler, threads: int) -> BatchHandler:
     """A :data:`BatchHandler` calling the plain ``handler`` on up to ``threads`` events at once
     (a thread pool per batch); results in the events' order, each settled as in
     :func:`one_by_one`. For handlers that wait on the network, not the CPU (transfer's copies),
-    and whose dependencies may be used from several threads. ConfigError and StackError are
-    raised once every running call has returned.
+    and whose dependencies may be used from several threads. A ConfigError is raised once every
+    running call has returned.
 
     Raises:
         ValueError: ``threads`` < 1.

@@ -1,7 +1,7 @@
 """The waiting room: where a file waits while its dataset's definition is invalid.
 
 A batching stage (transform, load) that meets a file whose dataset has no valid definition now
-(the handler's result is :class:`~ferry.core.errors.DatasetNotReady`) neither retries nor
+(the handler's result is :class:`~ferry.errors.DatasetNotReady`) neither retries nor
 quarantines it: :func:`ferry.core.runtime.processing.process_batch` *parks* its input record,
 byte for byte, on ``<prefix>.waiting`` (keyed by ``file_id``; a compacted topic, so a file may wait
 longer than any retention) and the stage goes on with the other files. Its offset is stored as
@@ -23,12 +23,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ferry.core.errors import FerryError, SerializationError
-from ferry.core.kafka.admin import input_topic, partitions_of, scan, watermarks
+from ferry.core.kafka.admin import input_topic, scan
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
+from ferry.core.kafka.offsets import topic_bounds
 from ferry.core.kafka.publish import publish
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.wire.avro import EventCodec
+from ferry.errors import FerryError, SerializationError
 from ferry.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,7 @@ class WaitingRoom:
                 or a file is released twice).
         """
         kafka = self.settings.kafka
-        parts = partitions_of(self._admin, kafka, self.topic)
-        marks = watermarks(self._admin, kafka, self.topic, parts)
+        marks = topic_bounds(kafka, self.topic)
         latest: dict[bytes, bytes] = {}
         for rec in scan(kafka, self.topic, marks):
             if rec.key is not None:

@@ -33,8 +33,8 @@ from fastavro.schema import (
 )
 from fastavro.validation import ValidationError
 
-from ferry.core.errors import ConfigError, SerializationError
 from ferry.core.events import EVENT_TYPES, Event
+from ferry.errors import ConfigError, SerializationError
 
 MAGIC = b"\xc3\x01"
 HEADER_BYTES = len(MAGIC) + 8

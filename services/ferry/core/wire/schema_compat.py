@@ -227,7 +227,7 @@ def check_schemas(schemas_dir: Path) -> list[str]:
     Returns:
         human-readable problems; empty when the schemas are fit to ship.
     """
-    from ferry.core.errors import ConfigError
+    from ferry.errors import ConfigError
 
     try:
         history = load_schema_history(schemas_dir)

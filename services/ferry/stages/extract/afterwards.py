@@ -48,12 +48,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ferry.core.errors import SerializationError
 from ferry.core.events import FileExtracted, FileFailed, FileManifest, failed
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.compression import codec_of
 from ferry.datasets.fields import FinishedPolicy
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import SerializationError
 from ferry.settings.stages import ExtractSettings
 from ferry.stages.extract.scanner import Candidate, display_name
 

@@ -7,9 +7,9 @@ import errno
 import logging
 from pathlib import Path
 
-from ferry.core.errors import ConfigError
 from ferry.datasets.registry import DefinitionSet
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import ConfigError
 from ferry.settings import Settings
 from ferry.stages.extract.scanner import NasScanner
 

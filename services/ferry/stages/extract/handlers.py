@@ -1,7 +1,7 @@
 """extract's handler: one finished NAS file → HDFS B landing → ``FileExtracted``.
 
 ``extract_file`` is a plain function of (candidate, dependencies) and is unit-tested with
-:class:`ferry_kit.testing.hdfs_fake.FakeHdfs`. Rules:
+:class:`tests.support.hdfs_fake.FakeHdfs`. Rules:
 
 - ``file_id`` = f(dataset, sha256 of the bytes) (:func:`ferry.core.events.derive_file_id`): the
   same bytes dropped twice, or renamed, get the same ``file_id``; every later stage is idempotent

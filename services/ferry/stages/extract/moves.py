@@ -2,7 +2,7 @@
 
 Moved files never overwrite one another: ``<name>``, or ``<stem>.<tag><suffix>`` (the file id's
 first 12 hex digits, else a UTC timestamp) when that name is taken; the naming is
-:mod:`ferry.clusters.nas`'s, which the ``gc`` service reads too.
+:mod:`ferry.nas`'s, which the ``gc`` service reads too.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import shutil
 import threading
 from pathlib import Path
 
-from ferry.clusters.nas import free_name, outcome_dir
 from ferry.core.events import utc_now
+from ferry.nas import free_name, outcome_dir
 from ferry.settings import Settings
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
 

@@ -9,11 +9,10 @@ idempotent downstream); nothing is lost. A file that still fails after the retry
 ``ferry.failed`` and is moved under ``<nas>/.ferry/failed/`` so it is not retried forever.
 
 One file never ends the service: an unexpected error while extracting it (an ``OSError``, a
-``UnicodeError``, any exception that is not a :class:`~ferry.core.errors.ConfigError` or
-:class:`~ferry.core.errors.StackError`) quarantines that file with reason ``extract_error``
-(traceback logged) and the others go on. Only an event the broker never acknowledged after the
-retries stops the service, with the NAS file left in place. Moved files never overwrite one
-another (:mod:`ferry.stages.extract.moves`).
+``UnicodeError``, any exception that is not a :class:`~ferry.errors.ConfigError`) quarantines
+that file with reason ``extract_error`` (traceback logged) and the others go on. Only an event
+the broker never acknowledged after the retries stops the service, with the NAS file left in
+place. Moved files never overwrite one another (:mod:`ferry.stages.extract.moves`).
 
 Issue 33: a file some process still writes is held back (:mod:`ferry.stages.extract.writers`),
 and a moved file written after it was taken is reported and its new bytes taken as a new version
@@ -33,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.errors import ConfigError, DatasetNotReady, PermanentError, TransientError
 from ferry.core.events import Event, FileFailed, failed
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
 from ferry.core.kafka.publish import encode_events, publish
@@ -50,6 +48,7 @@ from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import HandlerBug, settle
 from ferry.core.wire.avro import EventCodec, default_codec
 from ferry.datasets.reload import Definitions
+from ferry.errors import ConfigError, DatasetNotReady, PermanentError, TransientError
 from ferry.lineage.events import now_iso
 from ferry.lineage.observer import LineageObserver, lineage_observer
 from ferry.settings import Settings, get_settings
@@ -220,7 +219,7 @@ class ExtractService:
         Raises:
             TransientError: the broker did not acknowledge the event after the retries (the NAS
                 file stays in place and is extracted again later).
-            ConfigError, StackError: the process cannot go on.
+            ConfigError: the process cannot go on.
         """
         where = display_name(cand.relative)
         started = now_iso()
@@ -235,7 +234,7 @@ class ExtractService:
             self._unsettled(cand)
             return
         except Exception as exc:  # noqa: BLE001 - the one quarantine policy decides (settle)
-            verdict = settle(exc, bug_reason=EXTRACT_ERROR)  # raises ConfigError, StackError
+            verdict = settle(exc, bug_reason=EXTRACT_ERROR)  # raises a ConfigError
             if isinstance(verdict, DatasetNotReady):  # the file waits on the NAS for its dataset
                 log.info("extract: %s waits: %s", where, verdict)
                 self._unsettled(cand)

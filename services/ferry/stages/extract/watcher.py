@@ -42,7 +42,7 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 
-from ferry.core.errors import ConfigError
+from ferry.errors import ConfigError
 from ferry.stages.extract.scanner import NasScanner
 from ferry.stages.extract.writers import WriterCheck
 

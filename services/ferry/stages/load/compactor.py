@@ -1,5 +1,5 @@
 """The load service's compactor: one background thread that compacts the partitions a load
-batch moved files into (:mod:`ferry.clusters.filetable.compaction`), so the batches go on.
+batch moved files into (:mod:`ferry.tables.compaction`), so the batches go on.
 
 A committed batch hands its table and partition directories to :meth:`Compactor.submit`; the
 thread takes one table at a time with every partition submitted for it since, lists those
@@ -19,14 +19,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ferry.clusters.filetable.compaction import CompactReport, compact
-from ferry.clusters.filetable.index import TableIndex
-from ferry.clusters.hive import catalog
 from ferry.clusters.spark_jobs import HadoopFileSystem
 from ferry.datasets.spec import DatasetSpec
+from ferry.tables.compaction import CompactReport, compact
+from ferry.tables.hive import catalog
+from ferry.tables.index import TableIndex
 
 if TYPE_CHECKING:
-    from ferry.clusters.locks import TableLocks
+    from ferry.tables.locks import TableLocks
 
 log = logging.getLogger(__name__)
 

@@ -23,12 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.core.errors import InputExpired, PermanentError, TransientError
 from ferry.core.events import FileLoaded, FileTransferred
 from ferry.core.runtime.batching import group_by_dataset
 from ferry.core.runtime.stage import BatchResult
 from ferry.datasets.reload import Definitions, snapshot
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import InputExpired, PermanentError, TransientError
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class LoadDeps:
 def load_batch(events: Sequence[FileTransferred], deps: LoadDeps) -> list[BatchResult]:
     """One result per event, in order (see :data:`ferry.core.runtime.runner.BatchHandler`). The
     definitions are reloaded first if they changed; a file whose dataset's definition is invalid
-    waits (:class:`~ferry.core.errors.DatasetNotReady`)."""
+    waits (:class:`~ferry.errors.DatasetNotReady`)."""
     defs = snapshot(deps.datasets)
     specs = defs.specs
     results, by_dataset = group_by_dataset(events, specs, "incoming", defs.wait_reason)
@@ -74,7 +74,7 @@ def _load_group(
 
     A failed job, a file with nothing staged nor loaded, or a file whose rows do not reconcile,
     first asks ``deps.missing_input`` which inputs are gone (a replay or release after the
-    incoming copy's retention): those get :class:`~ferry.core.errors.InputExpired` at once and,
+    incoming copy's retention): those get :class:`~ferry.errors.InputExpired` at once and,
     after a failed job, the others are loaded again without them (one more job).
     """
     files = {events[i].file_id: events[i].manifest.uris["incoming"] for i in idx}

@@ -35,16 +35,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from ferry.clusters.filetable.adopt import adopt
-from ferry.clusters.filetable.index import TableIndex, parallel
-from ferry.clusters.filetable.journal import commit, roll_forward
-from ferry.clusters.filetable.model import FileEntry
-from ferry.clusters.filetable.replace import NewFiles, plan
-from ferry.clusters.hive import catalog, create_table_sql, table_fingerprint, table_location
 from ferry.clusters.spark_jobs import HadoopFileSystem, struct_for
-from ferry.core.errors import PermanentError
 from ferry.datasets.registry import definition_version
 from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
+from ferry.errors import PermanentError
 from ferry.stages.load.staged import (
     Staged,
     check_schema,
@@ -53,12 +47,18 @@ from ferry.stages.load.staged import (
     reshape,
     with_footers,
 )
+from ferry.tables.adopt import adopt
+from ferry.tables.hive import catalog, create_table_sql, table_fingerprint, table_location
+from ferry.tables.index import TableIndex, parallel
+from ferry.tables.journal import commit, roll_forward
+from ferry.tables.model import FileEntry
+from ferry.tables.replace import NewFiles, plan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from ferry.clusters.locks import TableLocks
+    from ferry.tables.locks import TableLocks
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def table_schema(spec: DatasetSpec) -> StructType:
 def schema_differences(actual: StructType, expected: StructType) -> list[str]:
     """Differences between two schemas matched BY NAME (case-insensitive, as Hive), ignoring
     nullability; empty if they match. Each item names the column."""
-    from ferry.clusters.filetable.footers import schema_problems
+    from ferry.tables.footers import schema_problems
 
     return schema_problems(actual, {f.name: f.dataType.simpleString() for f in expected.fields})
 
@@ -170,7 +170,7 @@ def align_to_table(df: DataFrame, schema: StructType, *, table: str = "the table
 @dataclasses.dataclass(frozen=True)
 class KnownTable:
     """A table as a load found it: the metastore's ``fingerprint`` of it
-    (:func:`~ferry.clusters.hive.table_fingerprint`), its ``schema`` and ``location``."""
+    (:func:`~ferry.tables.hive.table_fingerprint`), its ``schema`` and ``location``."""
 
     fingerprint: str
     schema: StructType

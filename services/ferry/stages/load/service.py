@@ -12,9 +12,7 @@ from urllib.parse import urlsplit
 
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.clusters.locks import TableLocks
 from ferry.clusters.spark import SparkHolder
-from ferry.core.errors import HdfsPathNotFound
 from ferry.core.events import FileTransferred
 from ferry.core.runtime.heartbeat import datasets_status_path, sweep_dead
 from ferry.core.runtime.runner import StageRunner, build_runner
@@ -23,10 +21,12 @@ from ferry.core.runtime.stage import Stage
 from ferry.core.runtime.waiting import WaitingRoom
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.reload import Definitions
+from ferry.errors import HdfsPathNotFound
 from ferry.lineage.observer import lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.load.compactor import Compactor
 from ferry.stages.load.handlers import LoadDeps, load_batch
+from ferry.tables.locks import TableLocks
 
 
 def build(settings: Settings | None = None) -> StageRunner:

@@ -13,12 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ferry.clusters.filetable.footers import Footer, read_footers_or_errors, schema_problems
-from ferry.clusters.filetable.index import parallel
-from ferry.clusters.filetable.model import StagedMarker
-from ferry.clusters.filetable.paths import MARKER_NAME, join, new_generation
-from ferry.clusters.filetable.replace import NewFiles
-from ferry.clusters.filetable.staging import file_dir, name_files, write_files
 from ferry.clusters.spark_jobs import (
     HadoopFileSystem,
     check_file_id,
@@ -27,8 +21,14 @@ from ferry.clusters.spark_jobs import (
     source_key_column,
     struct_for,
 )
-from ferry.core.errors import PermanentError
 from ferry.datasets.spec import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
+from ferry.errors import PermanentError
+from ferry.tables.footers import Footer, read_footers_or_errors, schema_problems
+from ferry.tables.index import parallel
+from ferry.tables.model import StagedMarker
+from ferry.tables.paths import MARKER_NAME, join, new_generation
+from ferry.tables.replace import NewFiles
+from ferry.tables.staging import file_dir, name_files, write_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

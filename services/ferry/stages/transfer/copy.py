@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from ferry.clusters.hdfs.paths import DEFAULT_CHUNK_SIZE, TEMP_MARKER
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.errors import (
+from ferry.core.retry import retrying
+from ferry.errors import (
     ChecksumMismatch,
     FerryError,
     HdfsPathExists,
     HdfsRequestRejected,
 )
-from ferry.core.retry import retrying
 
 if TYPE_CHECKING:
     from ferry.settings.retry import RetrySettings
@@ -51,7 +51,7 @@ def copy_between(
     partial or duplicate file is ever visible at ``dst_path`` (docs/field-cases.md,
     C01 and C02).
 
-    Attempts are repeated on :class:`~ferry.core.errors.TransientError` by
+    Attempts are repeated on :class:`~ferry.errors.TransientError` by
     :func:`ferry.core.retry.retrying` under the policy ``retry`` (the caller's
     ``settings.retry`` or a copy of it); each HTTP call is bounded by the ports' connect/read
     timeouts (docs/field-cases.md, C08).

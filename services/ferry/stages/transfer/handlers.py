@@ -2,7 +2,7 @@
 
 The staged directory ``<staging>/<dataset>/<file_id>/`` on B holds the file's data files in
 partition directories (``flight_date=2013-01-01/ferry-<file_id>-<generation>-<n>.parquet``) and
-the marker ``_ferry.json`` naming them (:mod:`ferry.clusters.filetable.staging`). Each data file
+the marker ``_ferry.json`` naming them (:mod:`ferry.tables.staging`). Each data file
 is copied by :func:`ferry.stages.transfer.copy.copy_between` to the same relative path under
 ``<incoming>/<dataset>/<file_id>/`` on A: streamed (never whole in memory), written to a hidden
 temp name, re-read and compared by size and sha256, then renamed — so a reader on A never sees a
@@ -20,7 +20,7 @@ Errors come from the HDFS ports, already classified: connection resets, timeouts
 connections are :class:`TransientError` (retried by the runner up to the ceiling); a DataNode
 address that cannot be reached (C06) is permanent. A staging copy that is gone (no directory, no
 data file though the manifest counts rows, or a part removed mid-copy: its retention expired
-before a replay or a release) is :class:`~ferry.core.errors.InputExpired`: quarantined at once.
+before a replay or a release) is :class:`~ferry.errors.InputExpired`: quarantined at once.
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ferry.clusters.filetable.model import IndexFormatError, StagedMarker
-from ferry.clusters.filetable.paths import MARKER_NAME, parent
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.errors import HdfsPathNotFound, InputExpired, PermanentError
 from ferry.core.events import FileTransferred, FileTransformed
+from ferry.errors import HdfsPathNotFound, InputExpired, PermanentError
 from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.copy import copy_between
+from ferry.tables.model import IndexFormatError, StagedMarker
+from ferry.tables.paths import MARKER_NAME, parent
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,7 @@ def batch_counts(
 
 def staged_counts(spark: SparkSession, root: str) -> dict[str, int]:
     """Rows per file id of a staging write's ``root`` (the layout of
-    :func:`ferry.clusters.filetable.staging.write_files`: ``ferry_stage_file=<file id>/…``).
+    :func:`ferry.tables.staging.write_files`: ``ferry_stage_file=<file id>/…``).
 
     Read with the stage column as the only column, so Spark takes each data file's row count
     from its Parquet footer and decodes no page. A file id without rows is absent; a ``root``
@@ -122,7 +122,7 @@ def staged_counts(spark: SparkSession, root: str) -> dict[str, int]:
     Raises:
         pyspark.errors.AnalysisException: ``root`` does not exist.
     """
-    from ferry.clusters.filetable.staging import STAGE_COLUMN
+    from ferry.tables.staging import STAGE_COLUMN
 
     rows = spark.read.schema(f"`{STAGE_COLUMN}` STRING").parquet(root).groupBy(STAGE_COLUMN)
     return {r[0]: int(r[1]) for r in rows.count().collect()}

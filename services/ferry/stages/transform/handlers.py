@@ -23,20 +23,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.core.errors import (
-    ConfigError,
-    InputExpired,
-    PermanentError,
-    SparkJobFailed,
-    SparkUnavailable,
-    StackError,
-    TransientError,
-)
 from ferry.core.events import FileExtracted, FileTransformed
 from ferry.core.runtime.batching import group_by_dataset
 from ferry.core.runtime.stage import BatchResult
 from ferry.datasets.reload import Definitions, snapshot
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import (
+    ConfigError,
+    InputExpired,
+    PermanentError,
+    SparkJobFailed,
+    SparkUnavailable,
+    TransientError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +62,7 @@ class TransformDeps:
 def transform_batch(events: Sequence[FileExtracted], deps: TransformDeps) -> list[BatchResult]:
     """One result per event, in order (see :data:`ferry.core.runtime.runner.BatchHandler`). The
     definitions are reloaded first if they changed; a file whose dataset's definition is invalid
-    waits (:class:`~ferry.core.errors.DatasetNotReady`)."""
+    waits (:class:`~ferry.errors.DatasetNotReady`)."""
     defs = snapshot(deps.datasets)
     specs = defs.specs
     results, by_dataset = group_by_dataset(events, specs, "landing", defs.wait_reason)
@@ -137,7 +136,7 @@ def _run_isolating(
         sources = {ev.file_id: ev.manifest.source_path for ev in part}
         try:
             spark = deps.spark()
-        except (ConfigError, StackError):
+        except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - no session: no job can run, stop here
             log.warning("transform: no Spark session for %s: %s", name, exc)
@@ -153,7 +152,7 @@ def _run_isolating(
                 rejects_root=deps.rejects_root,
                 sources=sources,
             )
-        except (ConfigError, StackError):
+        except ConfigError:
             raise
         except TransientError as exc:
             for ev in part:

@@ -29,8 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ferry.clusters.filetable.paths import new_generation
-from ferry.clusters.filetable.staging import file_dir, name_files, write_files
 from ferry.clusters.spark_jobs import (
     FileSystemOps,
     HadoopFileSystem,
@@ -39,10 +37,10 @@ from ferry.clusters.spark_jobs import (
     join_path,
     path_key,
 )
-from ferry.core.errors import HdfsPathNotFound, InputExpired
 from ferry.datasets.compression import CorruptArchive
 from ferry.datasets.precheck import HEAD_BYTES, check_header, classify_empty
 from ferry.datasets.spec import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
+from ferry.errors import HdfsPathNotFound, InputExpired
 from ferry.stages.transform.counts import (
     FileCounts,
     batch_counts,
@@ -56,6 +54,8 @@ from ferry.stages.transform.rows import (
     split,
 )
 from ferry.stages.transform.splits import parallel_paths, read_batch
+from ferry.tables.paths import new_generation
+from ferry.tables.staging import file_dir, name_files, write_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -144,7 +144,7 @@ def write_batch(
     observation is missing, every file is taken as holding rejects (slower, never wrong).
 
     Valid rows are written once for the whole batch to ``<staging_root>/<dataset>/_tmp/<batch_id>``
-    in the per-file shape the load moves into the table (:mod:`ferry.clusters.filetable.staging`):
+    in the per-file shape the load moves into the table (:mod:`ferry.tables.staging`):
     per file, partitioned by the table's partition columns, the table's data columns with
     ``ferry_file_id`` and ``ferry_source_path``, files named
     ``ferry-<file_id>-<generation>-<n>.parquet`` (one generation per batch: two transform runs of

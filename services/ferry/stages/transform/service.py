@@ -12,7 +12,6 @@ import logging
 from functools import partial
 
 from ferry.clusters.spark import SparkHolder
-from ferry.core.errors import SparkUnavailable
 from ferry.core.events import FileExtracted
 from ferry.core.runtime.heartbeat import datasets_status_path, sweep_dead
 from ferry.core.runtime.runner import StageRunner, build_runner
@@ -22,6 +21,7 @@ from ferry.core.runtime.waiting import WaitingRoom
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.reload import Definitions, snapshot
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import SparkUnavailable
 from ferry.lineage.observer import lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.transform.handlers import TransformDeps, transform_batch

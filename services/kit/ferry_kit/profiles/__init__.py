@@ -2,7 +2,7 @@
 Ferry's settings for the stack's variants (``ha``, ``kerberos``, ``secure-kafka``, ``secure``).
 
 The product finds this directory through the ``ferry.profiles`` entry point group
-(:func:`ferry.settings.profile_dirs`).
+(:func:`ferry.settings.sources.profile_dirs`).
 """
 
 from pathlib import Path

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
-from ferry.core.errors import StackError
+from ferry_kit.errors import StackError
 from ferry_kit.stack.process import Launch
 
 #: Config templates and static config files the components' configuration is rendered from

@@ -9,9 +9,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ferry.core.errors import ConfigError, StackError
+from ferry.errors import ConfigError
 from ferry.ops.console import literal_console
-from ferry.settings import get_settings, use_profile
+from ferry.settings import use_profile
+from ferry_kit.errors import StackError
+from ferry_kit.settings import get_kit_settings
 
 app = typer.Typer(no_args_is_help=True)
 console = literal_console(150)
@@ -53,7 +55,7 @@ def up(
 
     t0 = time.monotonic()
     try:
-        stack = Stack(get_settings(), on_event=lambda m: console.print(f"{m}", style="dim"))
+        stack = Stack(get_kit_settings(), on_event=lambda m: console.print(f"{m}", style="dim"))
         started = stack.up(deadline, components or None)
     except StackError as exc:
         console.print(f"stack up failed: {exc}", style="red")
@@ -67,7 +69,7 @@ def down() -> None:
     """Stop exactly the processes `ferry stack up` started (by pid, verified by their markers)."""
     from ferry_kit.stack.manager import Stack
 
-    for name, outcome in Stack(get_settings()).down():
+    for name, outcome in Stack(get_kit_settings()).down():
         console.print(f"{name:18} {outcome}")
 
 
@@ -76,7 +78,7 @@ def status() -> None:
     """Print each component, its address, pid, health and memory. Exit 1 if any is unhealthy."""
     from ferry_kit.stack.manager import Stack
 
-    settings = get_settings()
+    settings = get_kit_settings()
     rows = Stack(settings).status()
     table = Table(title="Ferry local stack")
     for col in ("component", "address", "pid", "health", "RSS MiB", "log"):

@@ -21,10 +21,8 @@ from pathlib import Path
 
 from ferry.clusters.kerberos import hadoop_client_conf
 from ferry.clusters.spark_kerberos import metastore_conf
-from ferry.settings import Settings
 from ferry.settings.client_conf import write_site_xml
-from ferry.settings.hdfs import HdfsClusterSettings, NameNodeSettings
-from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.settings import KitSettings, StackCluster, StackKerberos, StackNameNode
 from ferry_kit.stack.hdfs_tls import server_keys
 
 #: Hadoop client keys every local cluster's clients get: one DataNode (never look for a
@@ -35,25 +33,25 @@ CLIENT_KEYS = {
 }
 
 
-def clients_dir(settings: Settings) -> Path:
+def clients_dir(settings: KitSettings) -> Path:
     """``<var_dir>/conf/clients``: where the client configurations are written."""
     return settings.var_dir / "conf" / "clients"
 
 
-def cluster_conf_dir(settings: Settings, cluster: str) -> Path:
+def cluster_conf_dir(settings: KitSettings, cluster: str) -> Path:
     """The client configuration directory of HDFS cluster ``cluster`` (``cluster-a``, …)."""
     return clients_dir(settings) / f"cluster-{cluster}"
 
 
-def hive_conf_dir(settings: Settings) -> Path:
+def hive_conf_dir(settings: KitSettings) -> Path:
     """The metastore's client configuration directory."""
     return clients_dir(settings) / "hive"
 
 
 def cluster_files(
-    cs: HdfsClusterSettings,
-    krb: KerberosSettings,
-    namenodes: tuple[NameNodeSettings, ...] | None = None,
+    cs: StackCluster,
+    krb: StackKerberos,
+    namenodes: tuple[StackNameNode, ...] | None = None,
 ) -> dict[str, dict[str, str]]:
     """``{"core-site.xml": {…}, "hdfs-site.xml": {…}}`` of one cluster as its clients see it;
     ``namenodes`` replaces the cluster's NameNodes (e.g. their addresses through fault proxies)."""
@@ -83,7 +81,7 @@ def cluster_files(
     return {"core-site.xml": core, "hdfs-site.xml": hdfs}
 
 
-def hive_files(settings: Settings) -> dict[str, dict[str, str]]:
+def hive_files(settings: KitSettings) -> dict[str, dict[str, str]]:
     """``{"hive-site.xml": {…}}`` of the stack's metastore."""
     ms = settings.metastore
     hive = {
@@ -95,7 +93,7 @@ def hive_files(settings: Settings) -> dict[str, dict[str, str]]:
     return {"hive-site.xml": hive}
 
 
-def write_own_client_conf(settings: Settings, component: str) -> Path | None:
+def write_own_client_conf(settings: KitSettings, component: str) -> Path | None:
     """What server ``component`` tells its clients about its cluster, written where the stack
     keeps it (a container's volume shares it with the stages; docs/compose.md): a NameNode
     ``hdfs-<x>-namenode`` its cluster's directory, ``hive-metastore`` the metastore's. Returns the
@@ -118,7 +116,7 @@ def write_conf_dir(directory: Path, files: dict[str, dict[str, str]]) -> Path:
     return directory
 
 
-def write_client_confs(settings: Settings) -> dict[str, Path]:
+def write_client_confs(settings: KitSettings) -> dict[str, Path]:
     """Write every client configuration directory of the stack; returns ``{"a": …, "b": …,
     "hive": …}``."""
     out = {
@@ -148,7 +146,7 @@ def service_profile(profile: str) -> str:
 
 
 def client_conf_env(
-    settings: Settings, profile: str, dirs: dict[str, Path] | None = None
+    settings: KitSettings, profile: str, dirs: dict[str, Path] | None = None
 ) -> dict[str, str]:
     """Environment that makes a Ferry service read both HDFS clusters and the metastore from
     their client configuration directories (``dirs``, default the stack's) instead of the

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ferry.core.errors import StackError
-from ferry.settings import Settings
+from ferry_kit.errors import StackError
+from ferry_kit.settings import KitSettings
 from ferry_kit.stack.base import Component, Layout
 from ferry_kit.stack.hdfs_ha import ha_components
 from ferry_kit.stack.hiveserver2 import hiveserver2
@@ -50,7 +50,7 @@ from ferry_kit.stack.spark_daemons import spark_cluster
 __all__ = ["build_components", "select"]
 
 
-def build_components(settings: Settings) -> list[Component]:
+def build_components(settings: KitSettings) -> list[Component]:
     """All components, in start order, configured from ``settings``.
 
     Raises:

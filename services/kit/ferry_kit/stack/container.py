@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ferry.core.errors import StackError
-from ferry.settings import Settings, get_settings
+from ferry_kit.errors import StackError
+from ferry_kit.settings import KitSettings, get_kit_settings
 from ferry_kit.stack.base import Component
 from ferry_kit.stack.client_conf import write_own_client_conf
 from ferry_kit.stack.components import build_components
@@ -26,7 +26,7 @@ from ferry_kit.stack.health import Unhealthy
 from ferry_kit.stack.process import server_environ
 
 
-def component(settings: Settings, name: str) -> Component:
+def component(settings: KitSettings, name: str) -> Component:
     """The stack component called ``name`` (e.g. ``hdfs-a-namenode``), built from ``settings``.
 
     Raises:
@@ -38,7 +38,7 @@ def component(settings: Settings, name: str) -> Component:
     return by_name[name]
 
 
-def run_one(name: str, settings: Settings | None = None) -> None:
+def run_one(name: str, settings: KitSettings | None = None) -> None:
     """Prepare component ``name`` (config, storage format), write what it tells its clients
     (:func:`ferry_kit.stack.client_conf.write_own_client_conf`: a NameNode's or the metastore's
     client configuration directory) and exec its JVM in this process.
@@ -49,7 +49,7 @@ def run_one(name: str, settings: Settings | None = None) -> None:
     Raises:
         StackError: unknown component, a set-up step failed, or the JVM cannot be executed.
     """
-    settings = settings or get_settings()
+    settings = settings or get_kit_settings()
     comp = component(settings, name)
     comp.prepare()
     write_own_client_conf(settings, name)
@@ -63,13 +63,13 @@ def run_one(name: str, settings: Settings | None = None) -> None:
         raise StackError(f"cannot exec {name} ({launch.argv[0]}): {exc}") from exc
 
 
-def check(name: str, settings: Settings | None = None) -> tuple[bool, str]:
+def check(name: str, settings: KitSettings | None = None) -> tuple[bool, str]:
     """Run component ``name``'s health check once: ``(healthy, detail or reason)``.
 
     Raises:
         StackError: unknown component or no ``java``.
     """
-    comp = component(settings or get_settings(), name)
+    comp = component(settings or get_kit_settings(), name)
     try:
         return True, comp.check()
     except Unhealthy as exc:

@@ -23,8 +23,8 @@ import sys
 from collections.abc import Callable
 from functools import partial
 
-from ferry.settings import Settings
-from ferry.settings.hdfs import HdfsClusterSettings, NameNodeSettings
+from ferry.settings.hdfs import NameNodeSettings
+from ferry_kit.settings import KitSettings, StackCluster, StackNameNode
 from ferry_kit.stack import health
 from ferry_kit.stack.base import Component, Layout, run_once
 from ferry_kit.stack.servers import DATANODE_MAIN, NAMENODE_MAIN, check_jars, hadoop_argv, hdfs_conf
@@ -54,7 +54,7 @@ def fencing_method(lay: Layout, cluster: str) -> str:
 
 
 def ha_server_conf(
-    settings: Settings, cs: HdfsClusterSettings, cluster: str, lay: Layout
+    settings: KitSettings, cs: StackCluster, cluster: str, lay: Layout
 ) -> dict[str, str]:
     """The HA server keys every daemon of ``cluster`` shares (hdfs-default.xml,
     core-default.xml): shared edits on the JournalNodes, automatic failover through the stack's
@@ -105,7 +105,7 @@ def namenode_state(http_address: str) -> str:
     return state
 
 
-def active_namenode(cs: HdfsClusterSettings) -> NameNodeSettings | None:
+def active_namenode(cs: StackCluster) -> NameNodeSettings | None:
     """The NameNode of ``cs`` whose /jmx says ``active``, or None (none answers active)."""
     for nn in cs.namenode_list:
         try:
@@ -116,7 +116,7 @@ def active_namenode(cs: HdfsClusterSettings) -> NameNodeSettings | None:
     return None
 
 
-def _ha_datanode_check(cs: HdfsClusterSettings) -> str:
+def _ha_datanode_check(cs: StackCluster) -> str:
     nn = active_namenode(cs)
     if nn is None:
         raise health.Unhealthy("no NameNode is active yet")
@@ -132,7 +132,7 @@ def _tcp(host: str, port: int) -> str:
 
 
 def _conf(
-    lay: Layout, cluster: str, cs: HdfsClusterSettings, name: str, extra: dict[str, str]
+    lay: Layout, cluster: str, cs: StackCluster, name: str, extra: dict[str, str]
 ) -> Callable[[], None]:
     """A ``prepare`` that renders daemon ``name``'s own configuration directory."""
 
@@ -142,7 +142,7 @@ def _conf(
     return prepare
 
 
-def ha_components(settings: Settings, lay: Layout, cluster: str) -> list[Component]:
+def ha_components(settings: KitSettings, lay: Layout, cluster: str) -> list[Component]:
     """JournalNodes, NameNodes, ZKFCs and the DataNode of HA ``cluster``, in start order."""
     cs = settings.cluster(cluster)
     # its own directory: a DataNode formatted for the one-NameNode cluster would refuse the HA one
@@ -186,7 +186,7 @@ def ha_components(settings: Settings, lay: Layout, cluster: str) -> list[Compone
             "dfs.namenode.name.dir": f"file://{base / f'name-{nn.id}'}",
         }
 
-        def prepare(nn: NameNodeSettings = nn, name: str = name, own: dict[str, str] = own) -> None:
+        def prepare(nn: StackNameNode = nn, name: str = name, own: dict[str, str] = own) -> None:
             check_jars(lay)
             hdfs_conf(lay, cluster, cs, conf_name=name, extra=own)
             if (base / f"name-{nn.id}" / "current" / "VERSION").exists():

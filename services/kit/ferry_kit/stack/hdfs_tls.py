@@ -24,9 +24,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ferry.core.errors import StackError
 from ferry.settings.client_conf import site_xml
-from ferry.settings.hdfs import HdfsClusterSettings
+from ferry_kit.errors import StackError
+from ferry_kit.settings import StackCluster
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.tls import Pki, make_pki, valid_for, write_private
 
@@ -56,7 +56,7 @@ def ensure_pki(lay: Layout) -> Pki:
 
 
 def web_check(
-    check: Callable[..., str], cs: HdfsClusterSettings, auth: Callable[[], Any] | None
+    check: Callable[..., str], cs: StackCluster, auth: Callable[[], Any] | None
 ) -> Callable[[], str]:
     """A health check ``check(url, auth, verify)`` of the one NameNode's web server: its
     ``http(s)://host:port`` (``http_policy`` decides), ``auth``, and the stack's CA
@@ -65,7 +65,7 @@ def web_check(
     return partial(check, url, auth, str(cs.ssl_ca_path) if cs.ssl_ca_path else True)
 
 
-def server_keys(cs: HdfsClusterSettings) -> dict[str, str]:
+def server_keys(cs: StackCluster) -> dict[str, str]:
     """hdfs-site keys of a daemon of ``cs`` serving HTTPS (hdfs-default.xml): the policy and the
     HTTPS addresses at the cluster's web ports (one NameNode); empty for ``HTTP_ONLY``."""
     if cs.http_policy == "HTTP_ONLY":
@@ -77,9 +77,7 @@ def server_keys(cs: HdfsClusterSettings) -> dict[str, str]:
     }
 
 
-def prepare(
-    lay: Layout, cs: HdfsClusterSettings, conf_dir: Path, site: dict[str, str]
-) -> dict[str, str]:
+def prepare(lay: Layout, cs: StackCluster, conf_dir: Path, site: dict[str, str]) -> dict[str, str]:
     """For a cluster serving HTTPS: write ``ssl-server.xml`` (0600) into ``conf_dir`` with the
     stack's keystore, copy the CA to ``cs.ssl_ca_path``, and return the hdfs-site keys ``site``
     with :func:`server_keys` added and ``ignore.secure.ports.for.testing`` removed (HTTPS_ONLY

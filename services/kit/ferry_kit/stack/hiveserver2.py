@@ -32,9 +32,9 @@ from pathlib import Path
 from ferry.clusters.hiveserver2 import HiveServer2Unavailable, query
 from ferry.clusters.kerberos import hadoop_client_conf
 from ferry.clusters.spark_kerberos import metastore_conf
-from ferry.core.errors import FerryError, StackError
-from ferry.settings import Settings
-from ferry.settings.kerberos import KerberosSettings
+from ferry.errors import FerryError
+from ferry_kit.errors import StackError
+from ferry_kit.settings import KitSettings, StackKerberos
 from ferry_kit.stack import health
 from ferry_kit.stack.base import CONF_SRC, JAVA17_OPENS, Component, Layout, java, spark_home
 from ferry_kit.stack.kdc import hive_keytab
@@ -45,7 +45,7 @@ from ferry_kit.stack.servers import hdfs_conf
 THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 
 
-def hiveserver2_check(settings: Settings) -> str:
+def hiveserver2_check(settings: KitSettings) -> str:
     """Healthy when the Thrift port accepts a connection and ``SELECT 1`` answers ``1`` over JDBC.
 
     Raises:
@@ -65,7 +65,7 @@ def hiveserver2_check(settings: Settings) -> str:
     return "SELECT 1 over JDBC"
 
 
-def initiator_jaas(krb: KerberosSettings, keytab: Path) -> str:
+def initiator_jaas(krb: StackKerberos, keytab: Path) -> str:
     """A JAAS configuration whose ``com.sun.security.jgss.krb5.initiate`` entry logs in as
     ``krb.hive_principal`` from ``keytab`` (Krb5LoginModule: ``useKeyTab``, ``storeKey``,
     ``doNotPrompt``): the server's default credentials when a thread's Subject has none."""
@@ -78,7 +78,7 @@ def initiator_jaas(krb: KerberosSettings, keytab: Path) -> str:
     )
 
 
-def hiveserver2(settings: Settings, lay: Layout) -> Component:
+def hiveserver2(settings: KitSettings, lay: Layout) -> Component:
     """The HiveServer2 component (group ``hive``), after the metastore."""
     hs = settings.hiveserver2
     ms = settings.metastore

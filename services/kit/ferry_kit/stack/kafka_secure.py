@@ -33,14 +33,14 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from ferry.core.errors import ConfigError, StackError
 from ferry.core.kafka import acls
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
+from ferry.errors import ConfigError
 from ferry.ops.kafka_cli import operator_topics
-from ferry.settings import Settings
-from ferry.settings.kafka import KafkaSettings
 from ferry.settings.secrets import read_secret_file
+from ferry_kit.errors import StackError
+from ferry_kit.settings import KitSettings, StackKafka
 from ferry_kit.stack.base import Layout, render
 from ferry_kit.stack.tls import make_pki, write_private
 
@@ -53,7 +53,7 @@ def data_dir(lay: Layout) -> Path:
     return lay.data / "kafka-sasl_ssl"
 
 
-def client_password(kf: KafkaSettings) -> str:
+def client_password(kf: StackKafka) -> str:
     """The clients' SCRAM password; ``kafka.sasl_password_file`` is created (random, 0600) when it
     does not exist yet.
 
@@ -71,7 +71,7 @@ def client_password(kf: KafkaSettings) -> str:
         raise StackError(f"kafka SASL_SSL: {exc}") from None
 
 
-def service_password(kf: KafkaSettings, service: str) -> str:
+def service_password(kf: StackKafka, service: str) -> str:
     """The SCRAM password of ``service``'s own user (``kafka.service_users``); its
     ``sasl_password_file`` is created (random, 0600) when it does not exist yet.
 
@@ -89,7 +89,7 @@ def service_password(kf: KafkaSettings, service: str) -> str:
         raise StackError(f"kafka SASL_SSL: {exc}") from None
 
 
-def admin_settings(kf: KafkaSettings, lay: Layout) -> KafkaSettings:
+def admin_settings(kf: StackKafka, lay: Layout) -> StackKafka:
     """``kf`` logging in as the broker's own user, a super user of its authorizer: what the
     stack uses to check the broker and to create the ACLs."""
     return kf.model_copy(
@@ -102,7 +102,7 @@ def admin_settings(kf: KafkaSettings, lay: Layout) -> KafkaSettings:
     )
 
 
-def grant(settings: Settings) -> int:
+def grant(settings: KitSettings) -> int:
     """Create, as the broker's administrator, the ACLs of every service and of the operator for
     ``settings.kafka.topic_prefix`` (:func:`ferry.core.kafka.acls.apply`); 0 and nothing done when
     Kafka is not on SASL_SSL. Then, as the operator, creates the prefix's topics the services may
@@ -125,7 +125,7 @@ def _broker_password(lay: Layout) -> str:
     return read_secret_file(path, "broker.password").get_secret_value()
 
 
-def prepare(kf: KafkaSettings, lay: Layout, props: Path) -> list[str]:
+def prepare(kf: StackKafka, lay: Layout, props: Path) -> list[str]:
     """Certificates, users and ``server.properties`` (0600) of the SASL_SSL broker; returns the
     storage tool's ``--add-scram`` arguments when its data directory must be formatted, else
     ``[]``.

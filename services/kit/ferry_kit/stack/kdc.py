@@ -46,9 +46,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ferry.core.errors import StackError
-from ferry.settings import Settings
-from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.errors import StackError
+from ferry_kit.settings import KitSettings, StackKerberos
 from ferry_kit.stack import health
 from ferry_kit.stack.base import Component, Layout, render, run_once
 from ferry_kit.stack.process import markers
@@ -72,7 +71,7 @@ def hive_keytab(lay: Layout) -> Path:
     return conf_dir(lay) / "hive.keytab"
 
 
-def _kdc_env(krb: KerberosSettings, lay: Layout) -> dict[str, str]:
+def _kdc_env(krb: StackKerberos, lay: Layout) -> dict[str, str]:
     return {"KRB5_CONFIG": str(krb.krb5_conf), "KRB5_KDC_PROFILE": str(conf_dir(lay) / "kdc.conf")}
 
 
@@ -85,7 +84,7 @@ def _tool(name: str) -> str:
     return exe
 
 
-def hdfs_server_conf(krb: KerberosSettings, lay: Layout) -> dict[str, str]:
+def hdfs_server_conf(krb: StackKerberos, lay: Layout) -> dict[str, str]:
     """hdfs-site keys of a Kerberos NameNode and DataNode (Hadoop's SecureMode.md and
     HttpAuthentication.md):
     their principal and keytab, SPNEGO on their web servers (WebHDFS, ``/jmx``) with every
@@ -115,7 +114,7 @@ def hdfs_server_conf(krb: KerberosSettings, lay: Layout) -> dict[str, str]:
     }
 
 
-def _principals(settings: Settings) -> list[str]:
+def _principals(settings: KitSettings) -> list[str]:
     """The HDFS keytab's principals: ``hdfs/<service_host>``, and ``HTTP/<host>`` for
     ``service_host``, 127.0.0.1 and every NameNode and DataNode host of the clusters (a WebHDFS
     client names the host it dials) but those ``kerberos.domain_realm`` puts in another realm."""
@@ -131,7 +130,7 @@ def _realm_of(principal: str) -> str:
     return principal.rsplit("@", 1)[1]
 
 
-def _kadmin(krb: KerberosSettings, lay: Layout, query: str, realm: str | None = None) -> str:
+def _kadmin(krb: StackKerberos, lay: Layout, query: str, realm: str | None = None) -> str:
     """Run one ``kadmin.local`` query on ``realm``'s database (default ``krb.realm``), given on
     its standard input (a password in it never shows in the process list); returns its output."""
     proc = subprocess.run(  # noqa: S603 - argv built here
@@ -148,17 +147,17 @@ def _kadmin(krb: KerberosSettings, lay: Layout, query: str, realm: str | None = 
     return proc.stdout + proc.stderr
 
 
-def _exists(krb: KerberosSettings, lay: Layout, principal: str, realm: str) -> bool:
+def _exists(krb: StackKerberos, lay: Layout, principal: str, realm: str) -> bool:
     return "Principal:" in _kadmin(krb, lay, f"getprinc {principal}", realm)
 
 
-def _ensure_principal(krb: KerberosSettings, lay: Layout, principal: str) -> None:
+def _ensure_principal(krb: StackKerberos, lay: Layout, principal: str) -> None:
     realm = _realm_of(principal)
     if not _exists(krb, lay, principal, realm):
         _kadmin(krb, lay, f"addprinc -randkey {principal}", realm)
 
 
-def _write_keytab(krb: KerberosSettings, lay: Layout, path: Path, principals: list[str]) -> None:
+def _write_keytab(krb: StackKerberos, lay: Layout, path: Path, principals: list[str]) -> None:
     """(Re)write ``path`` with the current keys of ``principals`` (``ktadd -norandkey``; all of
     one realm)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -171,7 +170,7 @@ def _write_keytab(krb: KerberosSettings, lay: Layout, path: Path, principals: li
 
 
 def _add_with_password(
-    krb: KerberosSettings, lay: Layout, name: str, password: str, realm: str
+    krb: StackKerberos, lay: Layout, name: str, password: str, realm: str
 ) -> None:
     """``addprinc -pw`` of ``name`` in ``realm``'s database (the password on kadmin's standard
     input). Raises StackError when kadmin does not say it was created."""
@@ -182,7 +181,7 @@ def _add_with_password(
         raise StackError(f"kadmin.local -r {realm}: {name} was not created")
 
 
-def _ensure_trust(krb: KerberosSettings, lay: Layout, other: str) -> None:
+def _ensure_trust(krb: StackKerberos, lay: Layout, other: str) -> None:
     """Two-way trust between ``krb.realm`` and ``other``: both cross-realm ``krbtgt`` principals
     in both databases with the same keys (one random password, kvno 1 everywhere). A partial
     set (one database recreated) is replaced whole."""
@@ -199,7 +198,7 @@ def _ensure_trust(krb: KerberosSettings, lay: Layout, other: str) -> None:
         _add_with_password(krb, lay, name, password, realm)
 
 
-def _trust_password(krb: KerberosSettings, other: str) -> str:
+def _trust_password(krb: StackKerberos, other: str) -> str:
     """The cross-realm password shared with ``other``'s KDC (``kerberos.trust_password_file``).
 
     Raises:
@@ -220,7 +219,7 @@ def _trust_password(krb: KerberosSettings, other: str) -> str:
     return password
 
 
-def _ensure_remote_trust(krb: KerberosSettings, lay: Layout, other: str) -> None:
+def _ensure_remote_trust(krb: StackKerberos, lay: Layout, other: str) -> None:
     """This KDC's half of the two-way trust with ``other``, whose KDC is another host's: both
     cross-realm ``krbtgt`` principals in ``krb.realm``'s database, made (once) with the shared
     password; the other KDC makes the same two in its own."""
@@ -237,7 +236,7 @@ def _ensure_remote_trust(krb: KerberosSettings, lay: Layout, other: str) -> None
         _add_with_password(krb, lay, name, password, home)
 
 
-def add_principal(settings: Settings, lay: Layout, principal: str, keytab: Path) -> None:
+def add_principal(settings: KitSettings, lay: Layout, principal: str, keytab: Path) -> None:
     """Make ``principal`` (``name[/instance]@REALM``, of ``kerberos.realm`` or one of
     ``kerberos.trusted_realms``) if it does not exist, and write its keytab (mode 0600).
 
@@ -251,25 +250,25 @@ def add_principal(settings: Settings, lay: Layout, principal: str, keytab: Path)
     _write_keytab(krb, lay, keytab, [principal])
 
 
-def _realms(krb: KerberosSettings) -> list[str]:
+def _realms(krb: StackKerberos) -> list[str]:
     """``kerberos.realm`` and the trusted realms: every realm krb5.conf names."""
     return [krb.realm, *(r for r in krb.trusted_realms if r != krb.realm)]
 
 
-def _served(krb: KerberosSettings) -> list[str]:
+def _served(krb: StackKerberos) -> list[str]:
     """The realms this KDC serves: :func:`_realms` but those another host's KDC serves
     (``kerberos.realm_kdcs``)."""
     return [krb.realm, *(r for r in _realms(krb)[1:] if r not in krb.realm_kdcs)]
 
 
-def _database(lay: Layout, krb: KerberosSettings, realm: str) -> Path:
+def _database(lay: Layout, krb: StackKerberos, realm: str) -> Path:
     """``var/data/kdc`` for ``kerberos.realm`` (as before trusted realms existed), a directory
     per other realm below it."""
     data = lay.data / "kdc"
     return data if realm == krb.realm else data / realm
 
 
-def _conf_blocks(krb: KerberosSettings, lay: Layout) -> dict[str, str]:
+def _conf_blocks(krb: StackKerberos, lay: Layout) -> dict[str, str]:
     """The realm-dependent parts of krb5.conf and kdc.conf."""
     realms = _realms(krb)
     here = f"{krb.kdc_host}:{krb.kdc_port}"
@@ -304,7 +303,7 @@ def _conf_blocks(krb: KerberosSettings, lay: Layout) -> dict[str, str]:
     }
 
 
-def prepare_realm(settings: Settings, lay: Layout) -> None:
+def prepare_realm(settings: KitSettings, lay: Layout) -> None:
     """Render krb5.conf and kdc.conf, create each realm's database (first start) and the trust
     between them, the principals and their keytabs.
 
@@ -354,7 +353,7 @@ def prepare_realm(settings: Settings, lay: Layout) -> None:
     _write_keytab(krb, lay, krb.keytab, [krb.client_principal])
 
 
-def check(settings: Settings, lay: Layout) -> str:
+def check(settings: KitSettings, lay: Layout) -> str:
     """Health: a ticket for the HDFS principal from its keytab (``kinit -k``), in a throw-away
     cache. Raises :class:`ferry_kit.stack.health.Unhealthy` with kinit's message."""
     krb = settings.kerberos
@@ -372,7 +371,7 @@ def check(settings: Settings, lay: Layout) -> str:
     return f"realm {', '.join(_served(krb))}"
 
 
-def kdc(settings: Settings, lay: Layout) -> Component:
+def kdc(settings: KitSettings, lay: Layout) -> Component:
     """The KDC of realm ``kerberos.realm`` and of ``kerberos.trusted_realms`` (``krb5kdc -n``);
     only when ``kerberos.enabled``."""
     krb = settings.kerberos

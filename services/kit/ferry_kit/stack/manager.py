@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ferry.core.errors import StackError
-from ferry.settings import Settings
+from ferry_kit.errors import StackError
+from ferry_kit.settings import KitSettings
 from ferry_kit.stack import process
 from ferry_kit.stack.base import Component
 from ferry_kit.stack.client_conf import write_client_confs
@@ -43,7 +43,9 @@ class ComponentStatus:
 class Stack:
     """The local stack described by ``settings``."""
 
-    def __init__(self, settings: Settings, on_event: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, settings: KitSettings, on_event: Callable[[str], None] | None = None
+    ) -> None:
         self.settings = settings
         self.components = build_components(settings)
         self._by_name = {c.name: c for c in self.components}

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.core.errors import StackError
+from ferry_kit.errors import StackError
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ferry.clusters.kerberos import hadoop_client_conf, spnego_auth
-from ferry.core.errors import FerryError, StackError
 from ferry.core.kafka.clients import security_config
-from ferry.settings import Settings
+from ferry.errors import FerryError
 from ferry.settings.client_conf import xml_properties
-from ferry.settings.hdfs import HdfsClusterSettings
-from ferry.settings.kerberos import KerberosSettings
+from ferry_kit.errors import StackError
+from ferry_kit.settings import KitSettings, StackCluster, StackKerberos
 from ferry_kit.stack import hdfs_tls, health, kafka_secure
 from ferry_kit.stack.base import (
     CONF_SRC,
@@ -38,7 +37,7 @@ NAMENODE_MAIN = "org.apache.hadoop.hdfs.server.namenode.NameNode"
 DATANODE_MAIN = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 
 
-def zookeeper(settings: Settings, lay: Layout) -> Component:
+def zookeeper(settings: KitSettings, lay: Layout) -> Component:
     """ZooKeeper (pyspark's jars) for the Spark masters' recovery; health: ``ruok`` → ``imok``."""
     zk = settings.zookeeper
     cfg = lay.conf / "zookeeper" / "zoo.cfg"
@@ -88,7 +87,7 @@ def kafka_cluster_id() -> str:
             return cid
 
 
-def _kafka_check(settings: Settings, lay: Layout) -> str:
+def _kafka_check(settings: KitSettings, lay: Layout) -> str:
     """Produce and consume one record; on SASL_SSL as the broker's own user (the authorizer's
     super user), then grant the ACLs of the settings' prefix (:func:`kafka_secure.grant`)."""
     kf = settings.kafka
@@ -103,7 +102,7 @@ def _kafka_check(settings: Settings, lay: Layout) -> str:
         raise health.Unhealthy(f"ACLs: {exc}") from exc
 
 
-def kafka(settings: Settings, lay: Layout) -> Component:
+def kafka(settings: KitSettings, lay: Layout) -> Component:
     """The Kafka broker, KRaft combined mode (Maven: kafka_2.13); storage formatted on first
     start; health: produce + consume one record."""
     kf = settings.kafka
@@ -172,7 +171,7 @@ def kafka(settings: Settings, lay: Layout) -> Component:
 # --- HDFS -----------------------------------------------------------------------------------
 
 
-def _ha_client_timeouts(cs: HdfsClusterSettings) -> dict[str, str]:
+def _ha_client_timeouts(cs: StackCluster) -> dict[str, str]:
     """HA client keys, plus (HA only) a 15 s Hadoop RPC timeout for the stack's daemons (the
     metastore, HiveServer2): a hung NameNode then costs a call 15 s before the client fails over
     to the other (core-default.xml ``ipc.client.rpc-timeout.ms``, default 120 s)."""
@@ -183,11 +182,11 @@ def _ha_client_timeouts(cs: HdfsClusterSettings) -> dict[str, str]:
 def hdfs_conf(
     lay: Layout,
     cluster: str,
-    cs: HdfsClusterSettings,
+    cs: StackCluster,
     *,
     conf_name: str | None = None,
     extra: dict[str, str] | None = None,
-    krb: KerberosSettings | None = None,
+    krb: StackKerberos | None = None,
 ) -> Path:
     """Render cluster ``cluster``'s core-site.xml, hdfs-site.xml and log4j.properties into
     ``conf/<conf_name>`` (default ``hdfs-<cluster>``) with ``extra`` hdfs-site keys (an HA
@@ -228,7 +227,7 @@ def hadoop_argv(
     main: str,
     *args: str,
     conf_name: str | None = None,
-    krb: KerberosSettings | None = None,
+    krb: StackKerberos | None = None,
 ) -> list[str]:
     """The JVM command line of a Hadoop daemon (or one-shot tool) of ``cluster``, its
     configuration from ``conf/<conf_name>`` (default ``hdfs-<cluster>``); with ``krb.enabled``
@@ -262,7 +261,7 @@ def check_jars(lay: Layout) -> None:
             )
 
 
-def _spnego(settings: Settings) -> Callable[[], Any] | None:
+def _spnego(settings: KitSettings) -> Callable[[], Any] | None:
     """What makes the health checks' SPNEGO auth on a Kerberos cluster (called at check time:
     the keytab exists once the KDC's ``prepare`` ran), else None."""
     if not settings.kerberos.enabled:
@@ -270,7 +269,7 @@ def _spnego(settings: Settings) -> Callable[[], Any] | None:
     return partial(spnego_auth, settings.kerberos)
 
 
-def namenode(settings: Settings, lay: Layout, cluster: str) -> Component:
+def namenode(settings: KitSettings, lay: Layout, cluster: str) -> Component:
     """The NameNode of ``cluster`` (Maven: hadoop-hdfs 3.5.0), formatted on first start; health:
     WebHDFS GETFILESTATUS."""
     cs = settings.cluster(cluster)
@@ -311,7 +310,7 @@ def namenode(settings: Settings, lay: Layout, cluster: str) -> Component:
     )
 
 
-def datanode(settings: Settings, lay: Layout, cluster: str) -> Component:
+def datanode(settings: KitSettings, lay: Layout, cluster: str) -> Component:
     """The DataNode of ``cluster``; health: its NameNode sees ≥ 1 live DataNode, no safe mode."""
     cs = settings.cluster(cluster)
     krb = settings.kerberos
@@ -334,7 +333,7 @@ def datanode(settings: Settings, lay: Layout, cluster: str) -> Component:
     )
 
 
-def hive_metastore(settings: Settings, lay: Layout) -> Component:
+def hive_metastore(settings: KitSettings, lay: Layout) -> Component:
     """The Hive metastore of cluster A (HiveMetaStore, Derby inside, pyspark's jars), warehouse on
     HDFS A; health: Thrift ``get_all_databases``."""
     ms = settings.metastore

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from functools import partial
 
-from ferry.settings import Settings
+from ferry_kit.settings import KitSettings
 from ferry_kit.stack import health
 from ferry_kit.stack.base import CONF_SRC, JAVA17_OPENS, Component, Layout, java, spark_home
 from ferry_kit.stack.process import markers
@@ -17,7 +17,7 @@ class SparkDaemons:
     """What the masters and the worker share: their SPARK_HOME, conf dir, environment and JVM
     command line."""
 
-    def __init__(self, settings: Settings, lay: Layout) -> None:
+    def __init__(self, settings: KitSettings, lay: Layout) -> None:
         self.settings = settings
         self.sp = settings.spark
         self.lay = lay
@@ -133,7 +133,7 @@ class SparkDaemons:
         )
 
 
-def spark_cluster(settings: Settings, lay: Layout) -> list[Component]:
+def spark_cluster(settings: KitSettings, lay: Layout) -> list[Component]:
     """The two masters and the worker, in start order."""
     daemons = SparkDaemons(settings, lay)
     return [daemons.master(1), daemons.master(2), daemons.worker()]

@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.core.errors import StackError
+from ferry_kit.errors import StackError
 from ferry_kit.stack.base import run_once
 
 #: Days the stack's CAs and server certificates are valid.

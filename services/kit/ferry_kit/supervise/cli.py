@@ -21,7 +21,7 @@ from rich.text import Text
 from ferry.ops.console import literal_console
 
 if TYPE_CHECKING:
-    from ferry.settings import Settings
+    from ferry_kit.settings import KitSettings
     from ferry_kit.supervise.control import PsRow
 
 #: How ``ferry.cli`` mounts these functions (commands, not groups).
@@ -51,11 +51,11 @@ def up(
     ),
 ) -> None:
     """Start the stack and the five services under supervision; wait until all are healthy."""
-    from ferry.settings import get_settings
+    from ferry_kit.settings import get_kit_settings
     from ferry_kit.supervise.control import Services
     from ferry_kit.supervise.programs import parse_replicas
 
-    settings = get_settings()
+    settings = get_kit_settings()
     wanted = parse_replicas(replicas)
     t0 = time.monotonic()
     if stack:
@@ -95,10 +95,10 @@ def down(
     ),
 ) -> None:
     """Stop the services gracefully, then the stack."""
-    from ferry.settings import get_settings
+    from ferry_kit.settings import get_kit_settings
     from ferry_kit.supervise.control import Services
 
-    settings = get_settings()
+    settings = get_kit_settings()
     stopped = Services(settings, on_event=_say).down()
     console.print("services stopped" if stopped else "services were not running")
     if stack:
@@ -111,10 +111,10 @@ def down(
 def ps() -> None:
     """Each supervised service: state, pid, uptime, restarts, health, log. Exit 1 if any is not
     running and healthy (or nothing runs)."""
-    from ferry.settings import get_settings
+    from ferry_kit.settings import get_kit_settings
     from ferry_kit.supervise.control import Services
 
-    settings = get_settings()
+    settings = get_kit_settings()
     rows = Services(settings).ps()
     if not rows:
         console.print("no services running (ferry up starts them)")
@@ -124,7 +124,7 @@ def ps() -> None:
         raise typer.Exit(1)
 
 
-def _print(rows: list[PsRow], settings: Settings) -> None:
+def _print(rows: list[PsRow], settings: KitSettings) -> None:
     home = f"{settings.supervise.home}/"
     table = Table(title="Ferry services")
     for col in ("service", "state", "pid", "uptime", "restarts", "health", "log"):

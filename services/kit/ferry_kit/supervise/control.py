@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ferry.settings import Settings
 from ferry_kit.pipeline import LOCAL_STACK_ENV
+from ferry_kit.settings import KitSettings
 from ferry_kit.supervise.health import Health, group_members, probe
 from ferry_kit.supervise.programs import (
     SCALABLE,
@@ -56,7 +56,9 @@ class UpResult:
 class Services:
     """The five services under the supervisord of ``settings.supervise.home``."""
 
-    def __init__(self, settings: Settings, on_event: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, settings: KitSettings, on_event: Callable[[str], None] | None = None
+    ) -> None:
         self.settings = settings
         self.paths = Paths(settings.supervise.home)
         self.supervisor = Supervisor(self.paths, settings.supervise.rpc_timeout_s)

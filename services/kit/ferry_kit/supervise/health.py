@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 
 import requests
 
-from ferry.core.errors import FerryError
 from ferry.core.kafka.admin import Member, active_members
 from ferry.core.kafka.clients import build_admin, group_id
 from ferry.core.runtime.heartbeat import age_s, datasets_status_path, heartbeat_path
-from ferry.settings import Settings
+from ferry.errors import FerryError
+from ferry_kit.settings import KitSettings
 from ferry_kit.supervise.rpc import ProcessInfo
 
 
@@ -43,13 +43,13 @@ class Health:
     invalid: Mapping[str, str] = field(default_factory=dict)
 
 
-def extract_stale_after_s(settings: Settings) -> float:
+def extract_stale_after_s(settings: KitSettings) -> float:
     """Seconds without a beat after which extract is unhealthy: ten poll intervals, at least
     60 s (one file landed at a time may take that long)."""
     return max(60.0, 10 * settings.extract.poll_interval_s)
 
 
-def group_members(settings: Settings, stages: list[str]) -> dict[str, list[Member] | str]:
+def group_members(settings: KitSettings, stages: list[str]) -> dict[str, list[Member] | str]:
     """Members of each stage's consumer group, or why they could not be read."""
     admin = build_admin(settings.kafka)
     out: dict[str, list[Member] | str] = {}
@@ -74,7 +74,7 @@ def stage_health(stage: str, pid: int, members: list[Member] | str) -> Health:
     return Health(True, f"in group, partitions {', '.join(map(str, parts))}")
 
 
-def extract_health(settings: Settings, pid: int) -> Health:
+def extract_health(settings: KitSettings, pid: int) -> Health:
     age = age_s(heartbeat_path(settings, "extract", pid))
     if age is None:
         return Health(False, "no scan yet")
@@ -84,13 +84,13 @@ def extract_health(settings: Settings, pid: int) -> Health:
     return Health(True, f"scanned {age:.1f} s ago")
 
 
-def gc_stale_after_s(settings: Settings) -> float:
+def gc_stale_after_s(settings: KitSettings) -> float:
     """Seconds without a beat after which gc is unhealthy: five sweep intervals, at least
     300 s (a sweep after a long stop removes many copies between two beats)."""
     return max(300.0, 5 * settings.retention.interval_s)
 
 
-def gc_health(settings: Settings, pid: int) -> Health:
+def gc_health(settings: KitSettings, pid: int) -> Health:
     age = age_s(heartbeat_path(settings, "gc", pid))
     if age is None:
         return Health(False, "no sweep yet")
@@ -100,7 +100,7 @@ def gc_health(settings: Settings, pid: int) -> Health:
     return Health(True, f"swept {age:.1f} s ago")
 
 
-def tracker_health(settings: Settings) -> Health:
+def tracker_health(settings: KitSettings) -> Health:
     base = f"http://{settings.tracker.web_host}:{settings.tracker.web_port}"
     timeout = settings.supervise.health_timeout_s
     try:
@@ -116,7 +116,7 @@ def tracker_health(settings: Settings) -> Health:
 
 
 def probe(
-    settings: Settings,
+    settings: KitSettings,
     info: ProcessInfo,
     members: Mapping[str, list[Member] | str],
 ) -> Health:
@@ -131,7 +131,7 @@ def probe(
     return health
 
 
-def not_run(settings: Settings, service: str, pid: int) -> dict[str, str]:
+def not_run(settings: KitSettings, service: str, pid: int) -> dict[str, str]:
     """The datasets instance ``pid`` of ``service`` does not run, with why (``{}``: none, or
     it did not say)."""
     try:
@@ -143,7 +143,7 @@ def not_run(settings: Settings, service: str, pid: int) -> dict[str, str]:
 
 
 def _probe(
-    settings: Settings, info: ProcessInfo, members: Mapping[str, list[Member] | str]
+    settings: KitSettings, info: ProcessInfo, members: Mapping[str, list[Member] | str]
 ) -> Health:
     assert info.pid is not None
     if info.group in members:

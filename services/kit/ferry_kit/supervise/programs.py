@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.core.errors import ConfigError
 from ferry.core.services import SERVICES as REGISTRY
 from ferry.core.services import service_argv
-from ferry.settings import Settings
+from ferry.errors import ConfigError
+from ferry_kit.settings import KitSettings
 
 #: The services ``ferry up`` runs, in start order (supervisord ``priority``: lower starts first):
 #: the tracker first, so it sees every event, then the stages in pipeline order.
@@ -127,7 +127,7 @@ def _env_value(key: str, value: str) -> str:
 
 
 def render_config(
-    settings: Settings,
+    settings: KitSettings,
     replicas: Mapping[str, int],
     environment: Mapping[str, str],
     python: str = sys.executable,

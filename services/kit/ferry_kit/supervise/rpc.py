@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ferry.core.errors import StackError
+from ferry_kit.errors import StackError
 from ferry_kit.supervise.programs import Paths
 
 #: supervisord's process states (``supervisor.states.ProcessStates``), name by code.

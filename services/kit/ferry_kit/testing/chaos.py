@@ -39,8 +39,8 @@ from ferry.core.kafka.clients import build_admin, group_id
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.services import CONSUMING_STAGES, STAGES
 from ferry.datasets.spec import load_datasets
-from ferry.settings import Settings
 from ferry_kit.pipeline import Outcomes, ServiceGroup, drop_file, private_overrides, settings_env
+from ferry_kit.settings import KitSettings
 from ferry_kit.stack.client_conf import (
     client_conf_env,
     cluster_conf_dir,
@@ -65,7 +65,7 @@ RETRY_LINE = re.compile(r"attempt \d+/\d+ failed")
 class FaultRig:
     """The pipeline on the real stack with fault proxies on cluster A. Call :meth:`close`."""
 
-    base: Settings
+    base: KitSettings
     work: Path
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -155,7 +155,7 @@ class FaultRig:
 
         Raises:
             AssertionError: a stage not in its group within ``deadline_s`` (naming it and its log).
-            ferry.core.errors.FerryError: a service exited meanwhile.
+            ferry.errors.FerryError: a service exited meanwhile.
         """
         admin = build_admin(self.settings.kafka)
         kafka = self.settings.kafka
@@ -298,7 +298,7 @@ class FaultRig:
 
 @contextmanager
 def running_rig(
-    base: Settings, work: Path, *, seed: int, extra: dict[str, Any]
+    base: KitSettings, work: Path, *, seed: int, extra: dict[str, Any]
 ) -> Iterator[FaultRig]:
     """A started :class:`FaultRig` for the ``with`` block; on leaving it, the rig is closed and
     the services' exit codes and log directory are printed (pytest shows them on failure)."""
@@ -314,7 +314,7 @@ def running_rig(
 # -- the Spark master pair ---------------------------------------------------------------------
 
 
-def master_states(settings: Settings) -> dict[str, str]:
+def master_states(settings: KitSettings) -> dict[str, str]:
     """{component name: ALIVE/STANDBY/… or 'down'} of both Spark masters."""
     from ferry_kit.stack import health
 
@@ -329,7 +329,7 @@ def master_states(settings: Settings) -> dict[str, str]:
     return out
 
 
-def kill_active_master(settings: Settings, sig: int) -> tuple[str, float]:
+def kill_active_master(settings: KitSettings, sig: int) -> tuple[str, float]:
     """Send ``sig`` to the ALIVE master; return (its component name, monotonic time of the kill).
 
     Raises:
@@ -345,7 +345,7 @@ def kill_active_master(settings: Settings, sig: int) -> tuple[str, float]:
 
 
 def wait_failover(
-    settings: Settings, killed: str, killed_at: float, deadline_s: float = 120
+    settings: KitSettings, killed: str, killed_at: float, deadline_s: float = 120
 ) -> float:
     """Seconds from ``killed_at`` until the other master is ALIVE.
 

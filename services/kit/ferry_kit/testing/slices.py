@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.datasets.spec import load_datasets
-from ferry.settings import Settings
 from ferry_kit.demo_data import csv_lines, daily_frames, write_csv
+from ferry_kit.settings import KitSettings
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class SliceFile:
 
 
 def dataset_slices(
-    settings: Settings,
+    settings: KitSettings,
     work: Path,
     count: int,
     *,

@@ -1,6 +1,6 @@
 """One writer per Hive table at a time, across processes and hosts: a ZooKeeper lock per table.
 
-A change of a table (:mod:`ferry.clusters.filetable`) reads the index entries of its files, then
+A change of a table (:mod:`ferry.tables`) reads the index entries of its files, then
 deletes and moves data files and rewrites those entries; two changes of the same files at once
 would each act on what the other is replacing (a lost update, or rows twice). Several load
 instances (hot standby, one consumer group), the load service's compactor (for its commit) and
@@ -28,7 +28,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.handlers.threading import KazooTimeoutError
 
-from ferry.core.errors import TransientError
+from ferry.errors import TransientError
 from ferry.settings import Settings
 
 

@@ -1,5 +1,5 @@
 """Hive tables partitioned by business keys: DDL, the layout property, table metadata and
-the metastore calls of a per-file table (:mod:`ferry.clusters.filetable`): registering and
+the metastore calls of a per-file table (:mod:`ferry.tables`): registering and
 dropping partitions, each as ONE statement for any number of partitions.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ferry.clusters.filetable.journal import Catalog, Values
-from ferry.clusters.filetable.paths import partition_spec_sql
-from ferry.core.errors import PermanentError
 from ferry.datasets.spec import DatasetSpec
+from ferry.errors import PermanentError
+from ferry.tables.journal import Catalog, Values
+from ferry.tables.paths import partition_spec_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 #: Table property naming the layout of a table Ferry loads (docs/hive-layout.md); a table
 #: without it is of an earlier layout and is adopted on its first load.
 LAYOUT_PROPERTY = "ferry.layout"
-#: Its value for the per-file layout (:mod:`ferry.clusters.filetable`).
+#: Its value for the per-file layout (:mod:`ferry.tables`).
 LAYOUT_FILES = "files-1"
 #: Most partitions in one ``ALTER TABLE … ADD/DROP PARTITION`` statement.
 PARTITIONS_PER_STATEMENT = 1000
@@ -121,7 +121,7 @@ def add_partitions(
     """Register ``partitions`` (string values, ``None``: the default partition) in ONE
     ``ALTER TABLE … ADD IF NOT EXISTS PARTITION (…) PARTITION (…)`` (per
     :data:`PARTITIONS_PER_STATEMENT`). The metastore names each partition's directory as Spark's
-    ``partitionBy`` does (:mod:`ferry.clusters.filetable.paths`)."""
+    ``partitionBy`` does (:mod:`ferry.tables.paths`)."""
     unique = list(dict.fromkeys(tuple(p) for p in partitions))
     for i in range(0, len(unique), PARTITIONS_PER_STATEMENT):
         specs = " ".join(
@@ -143,7 +143,7 @@ def drop_partitions(
 
 
 def catalog(spark: SparkSession, table: str, columns: Sequence[str]) -> Catalog:
-    """The :class:`~ferry.clusters.filetable.journal.Catalog` of ``table``."""
+    """The :class:`~ferry.tables.journal.Catalog` of ``table``."""
     cols = tuple(columns)
     add: Callable[[Sequence[Values]], None] = lambda ps: add_partitions(spark, table, cols, ps)  # noqa: E731
     drop: Callable[[Sequence[Values]], None] = lambda ps: drop_partitions(spark, table, cols, ps)  # noqa: E731

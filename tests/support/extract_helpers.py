@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.factories import FS_B
-from tests.fakes import FakeProducer
+from tests.support.factories import FS_B
+from tests.support.fakes import FakeProducer
+from tests.support.hdfs_fake import FakeHdfs
 
 from ferry.core.events import FileFailed
 from ferry.core.wire.avro import EventCodec
@@ -19,7 +20,6 @@ from ferry.settings import Settings, get_settings
 from ferry.stages.extract.handlers import ExtractDeps
 from ferry.stages.extract.scanner import Candidate, NasScanner
 from ferry.stages.extract.service import ExtractService
-from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 HEADER = b"year,month,day,dep_time\n"
 DATA = HEADER + b"2013,1,1,517\n2013,1,1,533\n"

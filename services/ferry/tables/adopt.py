@@ -16,19 +16,19 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ferry.clusters.filetable.index import TableIndex
-from ferry.clusters.filetable.journal import Catalog, commit, roll_forward
-from ferry.clusters.filetable.legacy import recover_rewrites
-from ferry.clusters.filetable.model import CompactedFile, FileEntry, Journal
-from ferry.clusters.hive import (
+from ferry.clusters.spark_jobs import path_key, source_key_column
+from ferry.datasets.spec import FILE_ID_COLUMN
+from ferry.errors import PermanentError
+from ferry.tables.hive import (
     LAYOUT_FILES,
     LAYOUT_PROPERTY,
     has_per_file_layout,
     table_property,
 )
-from ferry.clusters.spark_jobs import path_key, source_key_column
-from ferry.core.errors import PermanentError
-from ferry.datasets.spec import FILE_ID_COLUMN
+from ferry.tables.index import TableIndex
+from ferry.tables.journal import Catalog, commit, roll_forward
+from ferry.tables.legacy import recover_rewrites
+from ferry.tables.model import CompactedFile, FileEntry, Journal
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,7 +62,7 @@ def adopt(
 
     Raises:
         PermanentError(reason="schema_mismatch"): the table has a layout this Ferry does not
-            know (:func:`~ferry.clusters.hive.has_per_file_layout`), or a data file lies outside
+            know (:func:`~ferry.tables.hive.has_per_file_layout`), or a data file lies outside
             the table's directory (a partition with its own location): it could not be indexed.
         pyspark errors: a Spark job failed (nothing is marked adopted; call again).
     """

@@ -2,7 +2,7 @@
 
 Every error is one of three things: retried by policy
 (:class:`TransientError`), sent to quarantine with a reason code (:class:`PermanentError`), or
-raised to stop the process (:class:`ConfigError`, :class:`StackError`). Messages name the file,
+raised to stop the process (:class:`ConfigError`). Messages name the file,
 path, topic/partition/offset involved.
 """
 
@@ -28,12 +28,6 @@ class AuthenticationFailed(ConfigError):
     one-line message instead of quarantining every file (docs/security.md)."""
 
     reason = "authentication"
-
-
-class StackError(FerryError):
-    """A local-stack component failed to start, stop or pass its health check."""
-
-    reason = "stack"
 
 
 class TransientError(FerryError):

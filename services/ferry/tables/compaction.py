@@ -24,11 +24,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ferry.clusters.filetable.index import TableIndex, parallel
-from ferry.clusters.filetable.journal import Catalog, commit, roll_forward
-from ferry.clusters.filetable.merge import Merged, merge_groups
-from ferry.clusters.filetable.model import CompactedFile, FileEntry, Group, Journal
-from ferry.clusters.filetable.paths import (
+from ferry.tables.index import TableIndex, parallel
+from ferry.tables.journal import Catalog, commit, roll_forward
+from ferry.tables.merge import Merged, merge_groups
+from ferry.tables.model import CompactedFile, FileEntry, Group, Journal
+from ferry.tables.paths import (
     compacted_file_name,
     join,
     new_generation,
@@ -100,7 +100,7 @@ def compact(
 
     Raises:
         pyspark errors: the merge failed (nothing committed; its scratch is deleted later).
-        ferry.clusters.locks.TableLocked: the lock could not be had (nothing committed).
+        ferry.tables.locks.TableLocked: the lock could not be had (nothing committed).
     """
     report = CompactReport()
     dirs = list(dict.fromkeys(partitions))

@@ -1,7 +1,7 @@
 """The index of a per-file table, on the table's own filesystem under ``<location>/_ferry/``:
 
-``files/<id[:2]>/<id>.json``      one :class:`~ferry.clusters.filetable.model.FileEntry` per file
-``compacted/<h[:2]>/<h>.json``    one :class:`~ferry.clusters.filetable.model.CompactedFile` per
+``files/<id[:2]>/<id>.json``      one :class:`~ferry.tables.model.FileEntry` per file
+``compacted/<h[:2]>/<h>.json``    one :class:`~ferry.tables.model.CompactedFile` per
                                   compacted data file (``h``: a hash of its path)
 ``journal/<stamp>.json``          changes written but not yet finished (see :mod:`.journal`)
 ``scratch/<stamp>/``              Spark outputs waiting to be moved into partitions
@@ -9,7 +9,7 @@
 Everything is found by name, never by listing the table: a load reads the entries of its own
 files, a compaction the sidecars of the files it merges. Reads run on a few driver threads
 (each is a NameNode and DataNode round trip). Every change goes through a journal, written
-under the table's lock (:mod:`ferry.clusters.locks`).
+under the table's lock (:mod:`ferry.tables.locks`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from ferry.clusters.filetable.model import CompactedFile, FileEntry, Journal
-from ferry.clusters.filetable.paths import (
+from ferry.clusters.spark_jobs import HadoopFileSystem
+from ferry.tables.model import CompactedFile, FileEntry, Journal
+from ferry.tables.paths import (
     entry_path,
     join,
     journal_dir,
@@ -28,7 +29,6 @@ from ferry.clusters.filetable.paths import (
     stamp,
     stamp_age_s,
 )
-from ferry.clusters.spark_jobs import HadoopFileSystem
 
 T = TypeVar("T")
 R = TypeVar("R")

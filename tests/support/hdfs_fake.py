@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ferry.clusters.hdfs.paths import FileStatus, normalize_path
 from ferry.clusters.hdfs.port import HdfsPort
-from ferry.core.errors import (
+from ferry.errors import (
     FerryError,
     HdfsPathExists,
     HdfsPathNotFound,

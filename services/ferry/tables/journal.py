@@ -1,7 +1,7 @@
 """Applying a change of a per-file table so that a crash at any point is repaired by applying
 it again (a redo log; docs/hive-layout.md, "What a crash leaves").
 
-A :class:`~ferry.clusters.filetable.model.Journal` record is written (whole, by rename) before
+A :class:`~ferry.tables.model.Journal` record is written (whole, by rename) before
 anything of the change is done, and deleted after all of it is. :func:`apply` does, in order:
 
 1. register the new partitions in the metastore (one ``ADD IF NOT EXISTS`` call);
@@ -26,11 +26,11 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ferry.clusters.filetable.index import TableIndex, parallel
-from ferry.clusters.filetable.model import CompactedFile, FileEntry, Journal
-from ferry.clusters.filetable.paths import parent, parse_partition_dir
-from ferry.core.errors import TransientError
 from ferry.core.failpoints import hit
+from ferry.errors import TransientError
+from ferry.tables.index import TableIndex, parallel
+from ferry.tables.model import CompactedFile, FileEntry, Journal
+from ferry.tables.paths import parent, parse_partition_dir
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,8 @@ Values = tuple[str | None, ...]
 @dataclass(frozen=True)
 class Catalog:
     """The metastore side of a table: its partition columns and two calls, each ONE metastore
-    statement for any number of partitions (:func:`ferry.clusters.hive.add_partitions`,
-    :func:`ferry.clusters.hive.drop_partitions`)."""
+    statement for any number of partitions (:func:`ferry.tables.hive.add_partitions`,
+    :func:`ferry.tables.hive.drop_partitions`)."""
 
     columns: tuple[str, ...]
     add: Callable[[Sequence[Values]], None]
@@ -170,7 +170,7 @@ def commit(index: TableIndex, journal: Journal, catalog: Catalog) -> Applied:
 
 def roll_forward(index: TableIndex, catalog: Catalog) -> list[Applied]:
     """Apply every pending journal record of the table, oldest first, then delete scratch
-    directories no record names (older than :data:`~ferry.clusters.filetable.index.
+    directories no record names (older than :data:`~ferry.tables.index.
     SCRATCH_TTL_S`). Call under the table's lock before changing the table."""
     out = []
     keep: set[str] = set()

@@ -7,7 +7,7 @@ task as one file. The data files hold the table's data columns in table order, `
 and ``ferry_source_path`` included (a copy of the file id, :data:`STAGE_COLUMN`, names the
 per-file directory and is not in the files). Then, per file (:func:`name_files`), the data files
 are renamed ``ferry-<file_id>-<generation>-<n>.parquet`` inside the directory and the
-:class:`~ferry.clusters.filetable.model.StagedMarker` is written beside them: the directory is
+:class:`~ferry.tables.model.StagedMarker` is written beside them: the directory is
 then what transform stages, transfer copies and load moves into the table.
 
 Used by transform (staging on B), by load for staged output of an earlier Ferry (reshaped into
@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from ferry.clusters.filetable.model import StagedMarker
-from ferry.clusters.filetable.paths import MARKER_NAME, data_file_name, join, parent
 from ferry.datasets.spec import FILE_ID_COLUMN
+from ferry.tables.model import StagedMarker
+from ferry.tables.paths import MARKER_NAME, data_file_name, join, parent
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -74,7 +74,7 @@ def file_dir(root: str, file_id: str) -> str:
 
 
 def name_files(fs: TreeFs, directory: str, file_id: str, generation: str) -> StagedMarker:
-    """Rename the data files under ``directory`` to :func:`~ferry.clusters.filetable.paths.
+    """Rename the data files under ``directory`` to :func:`~ferry.tables.paths.
     data_file_name` (in their partition directories, numbered in path order), write the marker
     ``_ferry.json`` last, and return it. A missing ``directory`` (a file without rows) is made
     and gets a marker listing no file. Not atomic: commit the directory by rename afterwards.

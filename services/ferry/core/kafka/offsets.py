@@ -1,10 +1,11 @@
-"""What the gc service asks the broker, through a Consumer instead of an AdminClient.
+"""Where Ferry asks the broker about offsets: a topic's partitions and watermarks, offsets by
+timestamp, a group's committed offsets and their commit, consumer lag. One path for the gc
+service's sweeps, ``ferry replay``, ``ferry status``, the tracker's lag and every topic scan.
 
-The same calls as :mod:`ferry.core.kafka.admin` (same signatures, the first argument a
-:class:`confluent_kafka.Consumer`): a topic's partitions, watermarks, offsets by timestamp, a
-group's committed offsets and their commit. One consumer per retention class, its ``group.id``
-the class's group, never subscribed (so it never joins the group: the commit is a "simple
-consumer" commit, accepted while the group has no member).
+Every call goes through a :class:`confluent_kafka.Consumer`, never an AdminClient. A consumer of
+a group (:func:`group_client`) is never subscribed, so it never joins the group: its commit is a
+"simple consumer" commit, accepted while the group has no member (``ferry replay`` checks that
+first, with the AdminClient's group description).
 
 Why not the AdminClient: in the hour-long soak of 2026-12-03 (confluent-kafka 2.16.1, librdkafka
 2.16.0) gc's admin client, whose group-offset requests were in flight when the broker restarted,
@@ -16,21 +17,25 @@ after timed-out FindCoordinator requests). The pipeline's consumers recovered fr
 restarts.
 
 Errors: a call the broker did not answer in ``kafka.request_timeout_s``, or one it failed with a
-retriable error, raises :class:`~ferry.core.errors.TransientError`; anything else
-:class:`~ferry.core.kafka.admin.OpsError`.
+retriable error, raises :class:`~ferry.errors.TransientError`; anything else
+:class:`~ferry.core.kafka.admin.OpsError`. Offsets are Kafka offsets (the offset of the *next*
+record to read, as committed by a consumer group); timestamps are Unix epoch milliseconds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from ferry.core.errors import TransientError
-from ferry.core.kafka.admin import OpsError, kafka_failure
-from ferry.core.kafka.clients import client_config
+from ferry.core.kafka.admin import OpsError, input_topic, kafka_failure, scan_consumer
+from ferry.core.kafka.clients import client_config, group_id
+from ferry.core.services import CONSUMING_STAGES
+from ferry.errors import TransientError
+from ferry.settings import Settings
 from ferry.settings.kafka import KafkaSettings
 
 
@@ -68,7 +73,7 @@ def partitions_of(client: Consumer, kafka: KafkaSettings, topic: str) -> list[in
     if tmd is None or tmd.error is not None or not tmd.partitions:
         if tmd is not None and tmd.error is not None and tmd.error.retriable():
             raise TransientError(f"metadata of topic {topic}: {tmd.error}")
-        raise OpsError(f"topic {topic} does not exist")
+        raise OpsError(f"topic {topic} does not exist on {kafka.bootstrap_servers}")
     return sorted(tmd.partitions)
 
 
@@ -144,3 +149,87 @@ def alter_offsets(
     for tp in done or []:
         if tp.error is not None:
             raise OpsError(f"broker refused the offsets of group {group}: {tp.error}")
+
+
+def topic_bounds(
+    kafka: KafkaSettings, topic: str, client: Consumer | None = None
+) -> dict[int, tuple[int, int]]:
+    """partition → (low, high) watermark of every partition of ``topic``: what
+    :func:`~ferry.core.kafka.admin.scan` reads to see the whole topic. ``client``: a consumer of
+    the caller's, else a scan consumer made and closed here.
+
+    Raises:
+        OpsError: the topic does not exist. TransientError: no answer in time.
+    """
+    own = client is None
+    client = client if client is not None else scan_consumer(kafka)
+    try:
+        return watermarks(client, kafka, topic, partitions_of(client, kafka, topic))
+    finally:
+        if own:
+            client.close()
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One partition of one group's input topic: ``lag = high - committed`` (committed = low
+    when the group has committed nothing, since stage groups start at the earliest offset)."""
+
+    group: str
+    topic: str
+    partition: int
+    committed: int | None
+    high: int
+    low: int
+
+    @property
+    def lag(self) -> int:
+        start = self.committed if self.committed is not None else self.low
+        return max(0, self.high - start)
+
+
+def _group_lag(kafka: KafkaSettings, group: str, topics: Sequence[str]) -> list[PartitionLag]:
+    """Lag of ``group`` on each partition of ``topics`` (topics that do not exist are skipped),
+    asked through one consumer of the group, closed at the end."""
+    client = group_client(kafka, group)
+    out: list[PartitionLag] = []
+    try:
+        for topic in topics:
+            try:
+                parts = partitions_of(client, kafka, topic)
+            except OpsError:
+                continue
+            marks = watermarks(client, kafka, topic, parts)
+            committed = committed_offsets(client, kafka, group, topic, parts)
+            for p in parts:
+                lo, hi = marks[p]
+                out.append(PartitionLag(group, topic, p, committed[p], hi, lo))
+    finally:
+        client.close()
+    return out
+
+
+def consumer_lag(settings: Settings) -> list[PartitionLag]:
+    """Lag of every stage group (``<prefix>.<stage>``) on its input topic, per partition.
+
+    Topics that do not exist yet are skipped.
+
+    Raises:
+        TransientError: the broker did not answer in time.
+    """
+    kafka = settings.kafka
+    out: list[PartitionLag] = []
+    for stage in CONSUMING_STAGES:
+        out += _group_lag(kafka, group_id(kafka, stage), [input_topic(settings, stage)])
+    return out
+
+
+def group_lag(settings: Settings, group: str, topics: Sequence[str]) -> int:
+    """Records ``group`` has not consumed yet on ``topics`` (sum over partitions of high watermark
+    minus committed offset; a partition without a committed offset counts from its low
+    watermark). Topics that do not exist yet count 0.
+
+    Raises:
+        TransientError: the broker did not answer in time.
+    """
+    return sum(pl.lag for pl in _group_lag(settings.kafka, group, topics))

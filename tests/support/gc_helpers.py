@@ -1,6 +1,6 @@
 """Helpers of the gc unit tests: an in-memory gc topic with committed offsets (the Kafka calls a
 :class:`~ferry.gc.sweeper.Sweeper` makes), and a pipeline's copies laid out in every zone on
-:class:`~ferry_kit.testing.hdfs_fake.FakeHdfs` clusters and a NAS directory."""
+:class:`~tests.support.hdfs_fake.FakeHdfs` clusters and a NAS directory."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.factories import FS_A, FS_B, numbered
+from tests.support.factories import FS_A, FS_B, numbered
+from tests.support.hdfs_fake import FakeHdfs
 
 from ferry.core.events import FileManifest
 from ferry.core.kafka.admin import ScannedRecord
@@ -24,7 +25,6 @@ from ferry.gc.remover import Remover
 from ferry.gc.sweeper import Sweeper
 from ferry.settings import Settings
 from ferry.settings.retention import RetentionSettings
-from ferry_kit.testing.hdfs_fake import FakeHdfs
 
 #: Day 0 of the tests' calendar; events and copies are dated from it.
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -163,7 +163,7 @@ def sweepers(
 
 
 def file(dataset: str, n: int, **fields: Any) -> FileManifest:
-    """File ``n`` of ``dataset`` (:func:`tests.factories.numbered`), 100 + n bytes."""
+    """File ``n`` of ``dataset`` (:func:`tests.support.factories.numbered`), 100 + n bytes."""
     return numbered(dataset, n, **fields)
 
 

@@ -15,10 +15,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ferry.clusters.filetable.footers import read_footers
-from ferry.clusters.filetable.paths import join
 from ferry.clusters.spark_jobs import HadoopFileSystem, escape_glob, path_key, source_key_column
 from ferry.datasets.spec import FILE_ID_COLUMN
+from ferry.tables.footers import read_footers
+from ferry.tables.paths import join
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

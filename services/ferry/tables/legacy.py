@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ferry.clusters.hive import partition_columns, table_location
 from ferry.clusters.spark_jobs import HadoopFileSystem
+from ferry.tables.hive import partition_columns, table_location
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

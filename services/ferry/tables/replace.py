@@ -1,5 +1,5 @@
 """Loading, replacing and removing files' rows in a per-file table: the plan of one change as a
-:class:`~ferry.clusters.filetable.model.Journal` (applied by :mod:`.journal`).
+:class:`~ferry.tables.model.Journal` (applied by :mod:`.journal`).
 
 For each file of the change (:func:`plan`):
 
@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ferry.clusters.filetable.index import TableIndex
-from ferry.clusters.filetable.merge import merge_groups
-from ferry.clusters.filetable.model import CompactedFile, FileEntry, Group, Journal
-from ferry.clusters.filetable.paths import (
+from ferry.tables.index import TableIndex
+from ferry.tables.merge import merge_groups
+from ferry.tables.model import CompactedFile, FileEntry, Group, Journal
+from ferry.tables.paths import (
     compacted_file_name,
     join,
     new_generation,
@@ -78,10 +78,10 @@ def plan(
     """The journal replacing each file of ``changes`` (``None``: removing it) given its current
     ``entries``; ``columns`` are the table's partition columns, ``schema`` its data columns (to
     rewrite compacted files). Call under the table's lock, after
-    :func:`~ferry.clusters.filetable.journal.roll_forward`.
+    :func:`~ferry.tables.journal.roll_forward`.
 
     Raises:
-        ferry.clusters.filetable.model.IndexFormatError: a record of the index is unreadable.
+        ferry.tables.model.IndexFormatError: a record of the index is unreadable.
         RuntimeError: a compacted file's rows after the rewrite differ from its sidecar.
         pyspark errors: the rewrite of compacted files failed (nothing changed).
     """

@@ -3,4 +3,4 @@
 from pathlib import Path
 
 #: The repository root.
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]

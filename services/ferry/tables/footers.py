@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ferry.core.errors import PermanentError
+from ferry.errors import PermanentError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

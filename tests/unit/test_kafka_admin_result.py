@@ -1,0 +1,91 @@
+"""One way to wait on the AdminClient's futures (:func:`ferry.core.kafka.admin.admin_result`),
+used by the topic plan, the ACLs and the gc topic, which the topic plan now creates."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from ferry.core.kafka.admin import OpsError, admin_result
+from ferry.core.kafka.topics import ensure_topics
+from ferry.errors import ConfigError, TransientError
+from ferry.gc.copier import ensure_gc_topic
+from ferry.settings.kafka import KafkaSettings
+
+
+def _done(value: Any = None, error: int | None = None) -> concurrent.futures.Future[Any]:
+    f: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    if error is None:
+        f.set_result(value)
+    else:
+        f.set_exception(KafkaException(KafkaError(error)))
+    return f
+
+
+def test_admin_result_classifies_every_answer():
+    assert admin_result(_done(7), 1.0, "x") == 7
+    with pytest.raises(TransientError, match="x: no answer within 0s"):
+        admin_result(concurrent.futures.Future(), 0.0, "x")
+    with pytest.raises(TransientError, match="^x: "):
+        admin_result(_done(error=KafkaError._TRANSPORT), 1.0, "x")
+    with pytest.raises(OpsError, match="^x: "):
+        admin_result(_done(error=KafkaError.INVALID_CONFIG), 1.0, "x")
+    with pytest.raises(ConfigError, match="^x: "):
+        admin_result(_done(error=KafkaError.INVALID_CONFIG), 1.0, "x", refusal=ConfigError)
+
+    class Mine(Exception):
+        pass
+
+    with pytest.raises(Mine):
+        codes = {KafkaError.TOPIC_ALREADY_EXISTS: Mine}
+        admin_result(_done(error=KafkaError.TOPIC_ALREADY_EXISTS), 1.0, "x", codes=codes)
+
+
+class _Metadata:
+    def __init__(self, topics: set[str]) -> None:
+        self.topics = dict.fromkeys(topics)
+
+
+class _Config:
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+
+class FakeAdmin:
+    """create_topics answers each topic with the error code ``answers`` holds (None: created)."""
+
+    def __init__(self, known: set[str], answers: dict[str, int | None]) -> None:
+        self.known, self.answers, self.created = known, answers, []  # type: ignore[var-annotated]
+
+    def list_topics(self, timeout: float) -> _Metadata:
+        return _Metadata(self.known)
+
+    def create_topics(self, specs: list[Any], **_: Any) -> dict[str, concurrent.futures.Future]:
+        self.created += [(s.topic, s.config) for s in specs]
+        return {s.topic: _done(error=self.answers.get(s.topic)) for s in specs}
+
+    def describe_configs(self, resources: list[Any], **_: Any) -> dict[Any, Any]:
+        return {r: _done({"retention.ms": _Config("999")}) for r in resources}
+
+    def poll(self, _t: float) -> None:
+        pass
+
+
+def test_ensure_topics_tells_created_from_existing_and_refused():
+    k = KafkaSettings(topic_prefix="t")
+    admin = FakeAdmin({"t.loaded"}, {"t.failed": KafkaError.TOPIC_ALREADY_EXISTS})
+    got = ensure_topics(admin, k, ("loaded", "failed", "extracted"))  # type: ignore[arg-type]
+    assert got == {"t.loaded": "exists", "t.failed": "exists", "t.extracted": "created"}
+    denied = FakeAdmin(set(), {"t.loaded": KafkaError.TOPIC_AUTHORIZATION_FAILED})
+    with pytest.raises(ConfigError, match="may not create it"):
+        ensure_topics(denied, k, ("loaded",))  # type: ignore[arg-type]
+
+
+def test_the_gc_topic_is_created_by_the_topic_plan_with_its_own_retention():
+    k = KafkaSettings(topic_prefix="t")
+    admin = FakeAdmin(set(), {})
+    assert ensure_gc_topic(admin, k, 999) == "t.gc"  # type: ignore[arg-type]
+    assert admin.created == [("t.gc", {"retention.ms": "999", "cleanup.policy": "delete"})]
