@@ -81,6 +81,7 @@ from ferry.stages.extract.scanner import Candidate
 from ferry.stages.transfer.copy import copy_between
 from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import ServiceGroup
+from ferry_kit.settings import get_kit_settings
 from ferry_kit.stack.manager import Stack
 
 PARTS = ("baseline", "ferry", "big", "arrival", "peer", "stream", "floor")
@@ -296,7 +297,7 @@ def main() -> int:
         defs = definitions_with_gz(get_settings().paths.datasets_dir, work / "datasets")
         os.environ["FERRY_PATHS__DATASETS_DIR"] = str(defs)
         get_settings.cache_clear()
-    settings = get_settings()
+    settings = get_kit_settings()  # Ferry's settings and the local stack's (ports, heaps)
     specs = load_datasets(settings.paths.datasets_dir)
     work.mkdir(parents=True, exist_ok=True)
     if not args.no_costs:  # before any driver starts: the services and peers inherit it

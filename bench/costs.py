@@ -43,7 +43,7 @@ from typing import Any
 import psutil
 import requests
 
-from ferry.settings import Settings
+from ferry_kit.settings import KitSettings
 
 #: ``NameNodeActivity`` counters that are operations (each a namespace call), Hadoop 3.5.
 NN_OPS = (
@@ -180,7 +180,7 @@ class CostMeter:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: KitSettings,
         services: dict[str, int],
         event_logs: Path | None = None,
         every_s: float = 0.5,

@@ -113,7 +113,7 @@ class ServiceGroup:
                 tail = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
                 raise FerryError(f"service {name} exited with {proc.returncode}; log tail:\n{tail}")
 
-    def wait_ready(self, settings: Settings, deadline_s: float) -> float:
+    def wait_ready(self, settings: KitSettings, deadline_s: float) -> float:
         """Wait until every started service says it is healthy as ``ferry ps`` reads it: each
         consuming stage's instance a member of its consumer group (it joins after its warm-up,
         ``ferry.core.runtime.runner``), extract having scanned, the others running. ``settings``
