@@ -10,7 +10,7 @@ from ferry.settings.base import Frozen, WorkPath
 
 
 class SuperviseSettings(Frozen):
-    """``ferry up``: the five services under supervisord. Env: ``FERRY_SUPERVISE__<FIELD>``.
+    """``ferry up``: every service under supervisord. Env: ``FERRY_SUPERVISE__<FIELD>``.
 
     A service that exits after running ``start_secs`` is restarted at once; one that exits sooner
     is a failed start, retried after 1 s, 2 s, 3 s, … (supervisord's backoff grows by one second
