@@ -213,3 +213,31 @@ def test_ferry_ps_reads_which_datasets_a_service_does_not_run(defs: Path, tmp_pa
     assert not_run(settings, "load", 4242) == {
         "flights": "partition column 'flight_day' is not a parse or derived column"
     }
+
+
+def test_a_definition_not_compiled_is_logged_once_with_why(
+    defs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="ferry.datasets")
+    Definitions(defs, "extract").refresh(force=True)  # extract and load compile nothing
+    assert [r.getMessage() for r in caplog.records if "compiled" in r.getMessage()] == []
+
+    calls: list[str] = []
+
+    def compile_spec(spec):  # type: ignore[no-untyped-def]
+        calls.append(spec.name)
+        if len(calls) <= 4:
+            raise RuntimeError("no Spark session yet")
+        return []
+
+    d = Definitions(defs, "transform", compile_spec)
+    d.refresh()  # both still unchecked: reloaded, compiled again, not logged again
+    d.refresh()  # compiled now
+    versions = {e.name: e.version for e in d.current().entries}
+    assert [r.getMessage() for r in caplog.records if "compiled" in r.getMessage()] == [
+        f"transform: dataset {name!r}: definition version {versions[name]} not "
+        "compiled yet (RuntimeError: no Spark session yet); it runs, and is compiled at a "
+        "later reload"
+        for name in ("flights", "weather")
+    ]
+    assert calls == ["flights", "weather", "flights", "weather", "flights", "weather"]
