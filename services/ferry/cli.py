@@ -36,7 +36,7 @@ AREAS: Areas = {
         ("kafka", "ferry.ops.kafka_cli", "Create the topics; print or apply each service's ACLs."),
         (
             "datasets",
-            "ferry.datasets_cli",
+            "ferry.ops.datasets_cli",
             "List and check dataset definitions; print the YAML reference.",
         ),
     ],

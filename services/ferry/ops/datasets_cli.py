@@ -1,6 +1,6 @@
 """``ferry datasets list | check | reference``: the dataset definitions, seen and checked.
 
-``check`` is :mod:`ferry.datasets_check` with a local Spark session (``local[1]``, no cluster
+``check`` is :mod:`ferry.ops.datasets_check` with a local Spark session (``local[1]``, no cluster
 needed) that also reaches the Hive metastore when it answers; ``list`` reads the definitions
 directory only (no Spark, no server); ``reference`` prints or rewrites the YAML reference of
 docs/datasets.md (:mod:`ferry.datasets.reference`).
@@ -116,7 +116,7 @@ def check(
 ) -> None:
     """Validate definitions (YAML, rules, Spark analysis, existing Hive table); exit 1 on any
     problem. Each problem names the dataset and the field."""
-    from ferry.datasets_check import check as run
+    from ferry.ops.datasets_check import check as run
 
     settings = _settings()
     targets = paths or [settings.paths.datasets_dir]
