@@ -127,6 +127,20 @@ class StatusReport:
     bad_records: int
     #: ``[{"dataset", "stage", "files"}]``: files waiting for their definition, per stage
     waiting: list[dict[str, Any]] = field(default_factory=list)
+    #: failed files per quarantine state (open, superseded, dismissed), from the tracker's
+    #: summary; ``None``: count them in ``quarantined``
+    closures: dict[str, int] | None = None
+
+    def quarantine_counts(self) -> dict[str, int]:
+        """Failed files per quarantine state: :attr:`closures`, else counted in
+        :attr:`quarantined` (a file without a state is open)."""
+        if self.closures is not None:
+            return dict(self.closures)
+        out: dict[str, int] = {}
+        for d in self.quarantined:
+            closure = (d.get("quarantine") or {}).get("state", "open")
+            out[closure] = out.get(closure, 0) + 1
+        return out
 
 
 def parked_stages(records: Iterable[ScannedRecord], codec: EventCodec) -> dict[str, dict[str, Any]]:
@@ -197,6 +211,7 @@ def collect_status(settings: Settings, codec: EventCodec) -> StatusReport:
             lag,
             int(summ.get("bad_records", 0)),
             list(summ.get("waiting") or []),
+            summ.get("quarantine"),
         )
     timelines, bad = timelines_from_topics(settings, codec)
     now = int(time.time() * 1000)

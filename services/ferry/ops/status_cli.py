@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 #: How ``ferry.cli`` mounts :func:`status` (a command, not a group: no phantom ``COMMAND``).
 COMMAND_SETTINGS: dict[str, object] = {}
 
+#: The rows the ``failed`` state is shown as, by quarantine state (the tracker's
+#: :data:`~ferry.tracker.state.QUARANTINE_STATES`): open ones are held, the others are not.
+_FAILED_ROWS = {
+    "open": "failed, in quarantine",
+    "superseded": "failed, superseded (loaded since)",
+    "dismissed": "failed, dismissed",
+}
+
 
 def _ts(ms: int | None) -> str:
     if ms is None:
@@ -201,8 +209,15 @@ def status(
     states = Table(title="files by state")
     states.add_column("state")
     states.add_column("files", justify="right")
+    closures = rep.quarantine_counts()
     for s, n in rep.states.items():
-        states.add_row(s, str(n))
+        if s != "failed":
+            states.add_row(s, str(n))
+            continue
+        # failed files as the quarantine table below lists them: only the open ones are held
+        for closure, label in _FAILED_ROWS.items():
+            if closure == "open" or closures.get(closure):
+                states.add_row(label, str(closures.get(closure, 0)))
     console.print(states)
 
     lag = Table(title="consumer lag")
