@@ -35,7 +35,7 @@ $(JARS_STAMP): deploy/local/pom.xml deploy/local/kafka/pom.xml deploy/local/hdfs
 
 install: $(PIP_STAMP) $(JARS_STAMP) ## Python packages (.venv) and the servers' jars (var/jars, from Maven Central)
 
-up: install ## Start the local stack and the five services, supervised (REPLICAS=transform=2,load=2 for hot standby)
+up: install ## Start the local stack and every service (`ferry run --help` lists them), supervised (REPLICAS=transform=2,load=2 for hot standby)
 	$(FERRY) up $(if $(REPLICAS),--replicas $(REPLICAS))
 
 down: ## Stop the supervised services (gracefully), then exactly the stack processes `up` started

@@ -16,6 +16,8 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from ferry.core.services import SERVICES
+
 #: The command tables: sub-applications ``(sub-command, module holding an app: typer.Typer,
 #: help text)`` and single commands ``(command, module, function, help text)``, the latter mounted
 #: with the module's ``COMMAND_SETTINGS`` (a sub-application would print a phantom
@@ -34,7 +36,7 @@ AREAS: Areas = {
         ("kafka", "ferry.ops.kafka_cli", "Create the topics; print or apply each service's ACLs."),
         (
             "datasets",
-            "ferry.datasets_cli",
+            "ferry.ops.datasets_cli",
             "List and check dataset definitions; print the YAML reference.",
         ),
     ],
@@ -183,7 +185,7 @@ def _root(
 
 @app.command("run")
 def _run(
-    service: str = typer.Argument(..., help="extract | transform | transfer | load | tracker"),
+    service: str = typer.Argument(..., help=" | ".join(s.name for s in SERVICES)),
 ) -> None:
     """Run one Ferry service in the foreground until SIGTERM/SIGINT."""
     from ferry.core.services import run

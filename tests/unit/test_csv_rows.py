@@ -224,3 +224,21 @@ def test_a_dataset_that_allows_rounding_rounds_half_up(spark, tmp_path):
         **{i: (Decimal(v), None) for i, v in enumerate(amounts.values())},
         9: (None, "overflow:amount=99999999.995"),
     }
+
+
+def test_rejects_keep_a_refused_decimal_as_its_source_text(spark, tmp_path):
+    """Issue 46: a ``scale:``/``overflow:`` reject had its decimal NULL, so ``ferry rejects``
+    printed the field blank as if the source were empty; the rejects keep the text dropped."""
+    from ferry.ops.rejects_cli import _record
+
+    rows = b"2,12.345,1,2016-01-01\n3,123456789.12,1.5,2016-01-01\n5,abc,1e-6,2016-01-01\n"
+    p = put(tmp_path / "ledger.csv", LEDGER_HEADER + rows)
+    _valid, rejects = transform(read_csv(spark, [p], LEDGER), LEDGER)
+    got = rejects.select("id", "amount", "big", REJECT_REASON_COLUMN).orderBy("id").collect()
+    assert [tuple(r) for r in got] == [
+        (2, "12.345", "1", "scale:amount=12.345"),
+        (3, "123456789.12", "1.5", "overflow:amount=123456789.12"),
+        (5, "abc", "1e-6", "type:amount=abc;scale:big=1e-6"),
+    ]
+    first = rejects.orderBy("id").first()
+    assert _record(first, ["id", "amount", "big", "day"], ",") == "2,12.345,1,2016-01-01"

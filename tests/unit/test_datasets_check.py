@@ -12,8 +12,8 @@ import pytest
 from tests.support.paths import REPO_ROOT
 from typer.testing import CliRunner
 
-from ferry.datasets_check import check
-from ferry.datasets_cli import app
+from ferry.ops.datasets_check import check
+from ferry.ops.datasets_cli import app
 
 REPO = REPO_ROOT / "datasets"
 
@@ -185,7 +185,7 @@ def test_list_shows_each_dataset_its_nas_directory_table_version_and_state(
     base = get_settings()
     paths = base.paths.model_copy(update={"nas_dir": tmp_path / "nas"})
     monkeypatch.setattr(
-        "ferry.datasets_cli._settings", lambda: base.model_copy(update={"paths": paths})
+        "ferry.ops.datasets_cli._settings", lambda: base.model_copy(update={"paths": paths})
     )
     (tmp_path / "nas" / "weather").mkdir(parents=True)
     (tmp_path / "nas" / "weather" / "weather_1.csv").write_text("x\n")

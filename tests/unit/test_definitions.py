@@ -213,3 +213,71 @@ def test_ferry_ps_reads_which_datasets_a_service_does_not_run(defs: Path, tmp_pa
     assert not_run(settings, "load", 4242) == {
         "flights": "partition column 'flight_day' is not a parse or derived column"
     }
+
+
+def test_a_definition_not_compiled_is_logged_once_with_why(
+    defs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="ferry.datasets")
+    Definitions(defs, "extract").refresh(force=True)  # extract and load compile nothing
+    assert [r.getMessage() for r in caplog.records if "compiled" in r.getMessage()] == []
+
+    calls: list[str] = []
+
+    def compile_spec(spec):  # type: ignore[no-untyped-def]
+        calls.append(spec.name)
+        if len(calls) <= 4:
+            raise RuntimeError("no Spark session yet")
+        return []
+
+    d = Definitions(defs, "transform", compile_spec)
+    d.refresh()  # both still unchecked: reloaded, compiled again, not logged again
+    d.refresh()  # compiled now
+    versions = {e.name: e.version for e in d.current().entries}
+    assert [r.getMessage() for r in caplog.records if "compiled" in r.getMessage()] == [
+        f"transform: dataset {name!r}: definition version {versions[name]} not "
+        "compiled yet (RuntimeError: no Spark session yet); it runs, and is compiled at a "
+        "later reload"
+        for name in ("flights", "weather")
+    ]
+    assert calls == ["flights", "weather", "flights", "weather", "flights", "weather"]
+
+
+def test_datasets_list_says_a_definition_a_running_service_does_not_run(
+    defs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 46: ``ferry datasets list`` called a definition whose derived expression does not
+    compile ``valid`` while ``ferry ps`` said transform does not run it."""
+    from typer.testing import CliRunner
+
+    from ferry.core.runtime.heartbeat import datasets_status_path
+    from ferry.ops.datasets_cli import app
+    from ferry.settings import get_settings
+
+    base = get_settings()
+    settings = base.model_copy(
+        update={
+            "var_dir": tmp_path / "var",
+            "paths": base.paths.model_copy(update={"nas_dir": tmp_path / "nas"}),
+        }
+    )
+    monkeypatch.setattr("ferry.ops.datasets_cli._settings", lambda: settings)
+    boom = "derived.0 (flight_date): expr 'to_dat(x)': boom"
+    compile_spec = lambda spec: [boom] if spec.name == "flights" else []  # noqa: E731
+    # this process as a running transform that compiled flights; a dead one (pid beyond any
+    # pid_max) whose report is stale
+    Definitions(defs, "transform", compile_spec, datasets_status_path(settings, "transform"))
+    dead = datasets_status_path(settings, "load", 2**23)
+    dead.write_text(json.dumps({"invalid": {"weather": "old"}}))
+
+    out = CliRunner().invoke(app, ["list", "--dir", str(defs)], terminal_width=400)
+    assert out.exit_code == 1, out.output
+    states = {
+        cells[0]: cells[5]
+        for ln in out.output.splitlines()
+        if len(cells := [c.strip() for c in ln.split("│")[1:-1]]) == 7 and cells[0]
+    }
+    assert states == {"flights": "not run (below)", "weather": "valid"}
+    assert f"dataset flights (flights.yaml) is not run by transform: {boom}" in " ".join(
+        out.output.split()
+    )

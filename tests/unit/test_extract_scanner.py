@@ -298,3 +298,32 @@ def test_non_utf8_name_is_a_candidate_with_a_safe_warning_free_scan(
     [cand] = [c for t in (0.0, 2.0, 4.0) for c in scanner.scan(t)]
     assert (cand.path, cand.relative) == (path, "flights/flights_caf\udce9.csv")
     assert warnings_of(caplog) == []
+
+
+def test_a_directory_of_an_unparseable_definition_says_its_files_wait(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 46: the NAS directory of a definition that does not parse was called "not a
+    sub-directory any dataset defines … ignored", yet its files flow once the YAML is fixed."""
+    from tests.support.paths import REPO_ROOT
+
+    from ferry.datasets.registry import load_definitions
+    from ferry.settings import Settings
+    from ferry.stages.extract.datasets import apply_definitions
+
+    defs, nas = tmp_path / "datasets", tmp_path / "nas"
+    defs.mkdir()
+    (defs / "flights.yaml").write_bytes((REPO_ROOT / "datasets" / "flights.yaml").read_bytes())
+    (defs / "weather.yaml").write_text("name: weather\nnas: [subdir: weather\n")
+    drop(nas, "weather_1.csv", DATA, subdir="weather")
+    settings = Settings(paths={"nas_dir": nas, "datasets_dir": defs})
+    scanner = NasScanner(nas, {})
+    apply_definitions(settings, scanner, load_definitions(defs))
+    for t in (0.0, 2.0, 4.0):
+        assert scanner.scan(t) == []
+    assert warnings_of(caplog) == [
+        f"extract: NAS path {nas / 'weather'} is not the sub-directory of a valid dataset "
+        "(flights) but may be that of the definition in weather.yaml, which is invalid (cannot "
+        "read: YAML: expected ',' or ']', but got '<stream end>' at line 3, column 1): its "
+        "files are left in place and taken once that definition is fixed"
+    ]

@@ -33,6 +33,12 @@ from ferry.stages.extract.scanner import Candidate
 
 
 def test_service_quarantines_a_permanent_hdfs_error_and_moves_the_file(ex: Extract) -> None:
+    """The failure names the file by its file id, as every other stage's does, once extract
+    hashed it (issue 46: it carried only the NAS path), and keeps the NAS path."""
+    import hashlib
+
+    from ferry.core.identity import derive_file_id
+
     ex.drop("flights_1.csv", DATA)
     producer = FakeProducer()
     svc, hdfs = ex.service(producer)
@@ -40,13 +46,19 @@ def test_service_quarantines_a_permanent_hdfs_error_and_moves_the_file(ex: Extra
     svc.handle(take(svc))
     [(topic, key, value)] = producer.acked
     ev = ex.codec.decode(value)
+    file_id = derive_file_id("flights", hashlib.sha256(DATA).hexdigest())
     assert (topic, key, ev.reason, ev.attempt) == (
         "unit.failed",
-        b"flights/flights_1.csv",
+        file_id.encode(),
         "hdfs_exists",
         3,
     )
-    assert ev.manifest is None
+    assert (ev.file_id, ev.nas_path, ev.nas_dataset) == (
+        file_id,
+        "flights/flights_1.csv",
+        "flights",
+    )
+    assert ev.error.startswith("flights/flights_1.csv: ")
     assert [op for op, _ in hdfs.calls].count("create") == 1  # permanent: not retried
     assert (ex.nas / ".ferry" / "failed" / "flights" / "flights_1.csv").read_bytes() == DATA
 

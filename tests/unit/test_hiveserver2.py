@@ -87,6 +87,28 @@ def test_sql_csv2_and_tsv2_are_valid_and_carry_no_prompt_line():
     ]
 
 
+def test_sql_csv2_ends_lines_as_asked_and_says_which_is_the_default(monkeypatch) -> None:
+    """RFC 4180 ends each line with CRLF; Unix tools and beeline's csv2 with LF (issue 46)."""
+    from typer.testing import CliRunner
+
+    import ferry.clusters.hiveserver2 as hs2
+    from ferry.cli import app
+
+    res = Result((Column("id", "int"), Column("name", "string")), (("1", "a\nb"), ("2", None)))
+    monkeypatch.setattr(hs2, "query", lambda settings, q, database: [res])
+    runner = CliRunner()
+    lf = runner.invoke(app, ["sql", "--format", "csv2", "SELECT 1"])
+    crlf = runner.invoke(app, ["sql", "--format", "csv2", "--line-end", "crlf", "SELECT 1"])
+    # stdout_bytes: click's ``output`` turns CRLF into LF
+    assert (lf.exit_code, lf.stdout_bytes) == (0, b'id,name\n1,"a\nb"\n2,\n')
+    assert (crlf.exit_code, crlf.stdout_bytes) == (0, b'id,name\r\n1,"a\nb"\r\n2,\r\n')
+    text = " ".join(runner.invoke(app, ["sql", "--help"]).output.replace("│", " ").split())
+    assert (
+        "Line end of csv2 and tsv2: lf (Unix, beeline's) or crlf (RFC 4180's). [default: lf]"
+        in text
+    )
+
+
 def test_urls_and_the_beeline_command_come_from_settings():
     s = get_settings()
     hs = s.hiveserver2

@@ -17,7 +17,8 @@ areas of the floors below it)::
     datasets, nas (where extract moves NAS files, which gc removes)
     clusters, lineage
     tables (Ferry's Hive tables: the per-file layout, DDL, the per-table ZooKeeper locks)
-    stages/<stage> (never another stage), ops, tracker, gc (not each other)
+    stages/<stage> (never another stage), tracker, gc (not each other)
+    ops (also above transform and load: the datasets check uses their code)
     cli
 
 Also checked: no import cycle between the product's modules (lazy imports inside functions count
@@ -92,11 +93,12 @@ ALLOWED: dict[str, set[str]] = {
 STAGES = ("extract", "transform", "transfer", "load")
 for _stage in STAGES:
     ALLOWED[f"stages.{_stage}"] = BASE | {"datasets", "clusters", "tables", "nas", "lineage"}
+#: ``ferry datasets check`` (:mod:`ferry.ops.datasets_check`) compiles definitions with
+#: transform's code and compares tables with load's: ops sits above those two stages.
+ALLOWED["ops"] |= {"stages.transform", "stages.load"}
 
-#: Top-level modules of the command line: they sit on top and may import anything of the product
-#: (``ferry datasets check`` compiles definitions with transform's code and compares tables with
-#: load's).
-CLI_MODULES = {"__main__", "cli", "datasets_cli", "datasets_check"}
+#: Top-level modules of the command line: they sit on top and may import anything of the product.
+CLI_MODULES = {"__main__", "cli"}
 
 #: Packages whose ``__init__.py`` defines what it exports (and so may import).
 DEFINING_PACKAGES = {"ferry.settings", "ferry_kit.profiles"}

@@ -10,9 +10,9 @@ from pyspark.testing import assertDataFrameEqual
 from tests.support.factories import dataset_spec
 from tests.unit.test_jobs_load import row, stage_files, table_rows, tiny_spec
 
-from ferry.tables.hive import table_fingerprint
 from ferry.stages.load import job
 from ferry.stages.load.job import KnownTables, load_files
+from ferry.tables.hive import table_fingerprint
 
 D1 = dt.date(2013, 1, 1)
 

@@ -86,6 +86,13 @@ def service(name: str) -> Service:
         raise ConfigError(f"unknown service {name!r}; choose one of {list(_BY_NAME)}") from None
 
 
+def consumer_of(topic: str) -> str | None:
+    """The stage consuming the events of short topic name ``topic`` (``extracted`` →
+    ``transform``), or ``None`` (no stage consumes it): the stage a parked input event waits in
+    (:mod:`ferry.core.runtime.waiting`)."""
+    return next((s.name for s in SERVICES if s.input is not None and topic == s.input.TOPIC), None)
+
+
 def service_argv(name: str, python: str = sys.executable) -> list[str]:
     """The command line that starts service ``name``: ``<python> -m ferry run <name>``, the same
     as the ``ferry run <name>`` console command.

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,10 +29,9 @@ from pydantic import ValidationError
 
 from ferry.datasets.spec import DatasetSpec
 
-log = logging.getLogger(__name__)
-
 #: Extra check of a valid definition (e.g. transform compiling its expressions with Spark):
-#: returns the problems found, ``[]`` when none; raising means "could not check now".
+#: returns the problems found, ``[]`` when none; raising means "could not check now" (the
+#: definition is run unchecked; the caller logs why and checks it again later).
 Compiler = Callable[[DatasetSpec], list[str]]
 
 
@@ -234,8 +232,7 @@ def _compiled(d: Definition, compile_spec: Compiler, cache: Mapping) -> Definiti
     else:
         try:
             problems = compile_spec(d.spec)
-        except Exception as exc:  # noqa: BLE001 - cannot check now (no Spark): run it, check later
-            log.info("dataset %r: definition not compiled now (%s); checked later", d.name, exc)
+        except Exception:  # noqa: BLE001 - cannot check now (no Spark): run it, check later
             return d
     if not problems:
         return d

@@ -76,6 +76,8 @@ class Definitions:
         self._stamp: tuple[Any, ...] | None = None
         #: a compile could not run (no Spark yet): the next refresh reloads even if unchanged
         self._unchecked = False
+        #: (name, version) whose failed compile was logged: said once, not at every reload
+        self._said_unchecked: set[tuple[str, str]] = set()
         self._cache: dict[tuple[str, str], list[str]] = {}
         self._set = DefinitionSet(self.directory)
         self.refresh()
@@ -110,8 +112,9 @@ class Definitions:
             if stamp == self._stamp and not force and not self._unchecked:
                 return Changes()
             self._stamp, self._unchecked = stamp, False
+            compile_spec = self._compile if self.compile_spec is not None else None
             new = _keep_unchanged(
-                self._set, load_definitions(self.directory, self._compile, self._cache)
+                self._set, load_definitions(self.directory, compile_spec, self._cache)
             )
             changes = diff(self._set, new)
             self._set = new
@@ -132,13 +135,27 @@ class Definitions:
             log.warning("%s: cannot write %s: %s", self.service, self.status_file, exc)
 
     def _compile(self, spec: DatasetSpec) -> list[str]:
+        """``compile_spec(spec)``, its result cached; when it raises (no Spark session yet), the
+        next refresh tries again, and the first failure of each version is logged with why."""
         assert self.compile_spec is not None
+        key = (spec.name, definition_version(spec))
         try:
             problems = self.compile_spec(spec)
-        except Exception:
+        except Exception as exc:
             self._unchecked = True
+            if key not in self._said_unchecked:
+                self._said_unchecked.add(key)
+                log.info(
+                    "%s: dataset %r: definition version %s not compiled yet (%s: %s); it runs, "
+                    "and is compiled at a later reload",
+                    self.service,
+                    spec.name,
+                    key[1],
+                    type(exc).__name__,
+                    exc,
+                )
             raise
-        self._cache[(spec.name, definition_version(spec))] = problems
+        self._cache[key] = problems
         return problems
 
     def _log(self, new: DefinitionSet, changes: Changes) -> None:

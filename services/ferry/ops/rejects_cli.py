@@ -2,13 +2,15 @@
 
 Transform writes each file's rejected rows as Parquet under
 ``<paths.rejects_path>/<dataset>/<file_id>/`` on HDFS B (``/ferry/rejects/…``): the parsed
-columns, ``_corrupt_record`` (the record's raw text when the CSV parser refused it),
+columns (a decimal column as its source text: :func:`ferry.stages.transform.rows.split`),
+``_corrupt_record`` (the record's raw text when the CSV parser refused it),
 ``ferry_source_path`` and ``reject_reason``. This command finds the file (a file id, or its NAS
 name: the relative path ``orders/orders_1.csv``, the bare name, or a prefix naming one file,
 looked up in the events on the topics), reads that directory with a local Spark session and
 prints, per row, its reasons and its record: the raw text when the parser refused the record,
 else the parsed values joined with the dataset's delimiter (a value rule rejected a record that
-parsed, so its values are exactly what the file held, as typed).
+parsed, so its values are exactly what the file held, as typed; a decimal refused as ``scale:``
+or ``overflow:`` is its text as dropped).
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """``ferry sql ["<query>"]``: HiveQL on HiveServer2, as an analyst runs it.
 
 With a query, Ferry runs it (:func:`ferry.clusters.hiveserver2.query`) and prints the result in
-``--format``: ``table`` (a grid), ``csv2`` / ``tsv2`` (RFC 4180 CSV / tab-separated values with a
-header line and nothing else: fields holding the separator, a quote or a line break are quoted,
-NULL is an empty field) or ``json`` (one object per row). Without a query it opens Hive's
+``--format``: ``table`` (a grid), ``csv2`` / ``tsv2`` (CSV / tab-separated values quoted as RFC 4180
+says, with a header line and nothing else: fields holding the separator, a quote or a line break
+are quoted, NULL is an empty field) or ``json`` (one object per row). ``--line-end`` ends each
+csv2/tsv2 line with ``lf`` (the default: what beeline's csv2 and Unix tools write and read) or
+``crlf`` (RFC 4180 section 2, rule 1: what a strict RFC 4180 reader expects); a line break inside
+a quoted field is printed as the value holds it. Without a query it opens Hive's
 ``beeline`` shell on the same server. Exit status 1 with one line on stderr when the server is
 unreachable or refuses the query.
 """
@@ -24,10 +27,13 @@ COMMAND_SETTINGS: dict[str, object] = {}
 #: ``--format`` values: the names beeline uses for the same outputs.
 FORMATS = ("table", "csv2", "tsv2", "json")
 
+#: ``--line-end`` values of csv2/tsv2 → the characters ending a line (the first is the default).
+LINE_ENDS = {"lf": "\n", "crlf": "\r\n"}
 
-def write_result(result: object, fmt: str, out: TextIO) -> None:
+
+def write_result(result: object, fmt: str, out: TextIO, line_end: str = "\n") -> None:
     """Print one :class:`ferry.clusters.hiveserver2.Result` to ``out`` in ``fmt``
-    (:data:`FORMATS`)."""
+    (:data:`FORMATS`); ``line_end`` ends each csv2/tsv2 line (a value of :data:`LINE_ENDS`)."""
     from ferry.clusters.hiveserver2 import Result
 
     assert isinstance(result, Result)
@@ -36,7 +42,7 @@ def write_result(result: object, fmt: str, out: TextIO) -> None:
         writer = csv.writer(
             out,
             delimiter="," if fmt == "csv2" else "\t",
-            lineterminator="\n",
+            lineterminator=line_end,
             quoting=csv.QUOTE_MINIMAL,
         )
         writer.writerow(names)
@@ -61,6 +67,11 @@ def sql(
     output: str = typer.Option(
         "table", "--format", help=f"Output of a query: {', '.join(FORMATS)}."
     ),
+    line_end: str = typer.Option(
+        "lf",
+        "--line-end",
+        help="Line end of csv2 and tsv2: lf (Unix, beeline's) or crlf (RFC 4180's).",
+    ),
 ) -> None:
     """Run QUERY (or open beeline) on HiveServer2, as an analyst would."""
     from ferry.clusters.hiveserver2 import beeline_argv
@@ -79,5 +90,9 @@ def sql(
         raise typer.BadParameter(
             f"{output!r}: choose one of {', '.join(FORMATS)}", param_hint="--format"
         )
+    if line_end not in LINE_ENDS:
+        raise typer.BadParameter(
+            f"{line_end!r}: choose one of {', '.join(LINE_ENDS)}", param_hint="--line-end"
+        )
     for result in run_query(settings, query, database=database):
-        write_result(result, output, sys.stdout)
+        write_result(result, output, sys.stdout, LINE_ENDS[line_end])

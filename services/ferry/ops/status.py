@@ -3,26 +3,33 @@
 File state comes from the tracker's HTTP API when it answers for this topic prefix
 (``http://<tracker.web_host>:<web_port>/summary``, 2 s timeout); otherwise the topics are read
 from their low to their high watermark and folded with the tracker's own pure function
-(:func:`ferry.core.timeline.fold`), so both sources give the same answer. Lag is always read
-from the broker (committed offset vs high watermark).
+(:func:`ferry.core.timeline.fold`), so both sources give the same answer; the files waiting for
+their definition come from the tracker's marks or from the waiting topic
+(:mod:`ferry.core.runtime.waiting`), and :func:`why_waiting` says why from the definitions and
+the services' reports on this host. Lag is always read from the broker (committed offset vs high
+watermark).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
 import requests
 
 from ferry.core.events import TOPIC_NAMES
-from ferry.core.kafka.admin import OpsError, scan
+from ferry.core.kafka.admin import OpsError, ScannedRecord, scan
 from ferry.core.kafka.offsets import PartitionLag, consumer_lag, topic_bounds
+from ferry.core.runtime.heartbeat import not_run_anywhere
+from ferry.core.runtime.waiting import WAITING
+from ferry.core.services import consumer_of
 from ferry.core.timeline import NameLoads, Timeline, fold
 from ferry.core.wire.avro import EventCodec
+from ferry.datasets.registry import load_definitions
 from ferry.errors import SerializationError
 from ferry.settings import Settings
 from ferry.settings.secrets import resolve_secret
@@ -109,6 +116,70 @@ class StatusReport:
     quarantined: list[dict[str, Any]]
     lag: list[PartitionLag]
     bad_records: int
+    #: ``[{"dataset", "stage", "files"}]``: files waiting for their definition, per stage
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    #: failed files per quarantine state (open, superseded, dismissed), from the tracker's
+    #: summary; ``None``: count them in ``quarantined``
+    closures: dict[str, int] | None = None
+
+    def quarantine_counts(self) -> dict[str, int]:
+        """Failed files per quarantine state: :attr:`closures`, else counted in
+        :attr:`quarantined` (a file without a state is open)."""
+        if self.closures is not None:
+            return dict(self.closures)
+        out: dict[str, int] = {}
+        for d in self.quarantined:
+            closure = (d.get("quarantine") or {}).get("state", "open")
+            out[closure] = out.get(closure, 0) + 1
+        return out
+
+
+def parked_stages(records: Iterable[ScannedRecord], codec: EventCodec) -> dict[str, dict[str, Any]]:
+    """file id → ``{"stage", "since_ms"}`` of the files the waiting topic's ``records`` (in
+    offset order) hold now: the last record of each key, unless empty (released); an
+    undecodable record is skipped."""
+    out: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        if rec.key is None:
+            continue
+        key = rec.key.decode("utf-8", "replace")
+        out.pop(key, None)
+        if not rec.value:
+            continue
+        try:
+            stage = consumer_of(codec.decode(rec.value).TOPIC)
+        except SerializationError:
+            continue
+        if stage is not None:
+            out[key] = {"stage": stage, "since_ms": rec.timestamp_ms}
+    return out
+
+
+def parked_files(settings: Settings, codec: EventCodec) -> dict[str, dict[str, Any]]:
+    """:func:`parked_stages` of the waiting topic now (``{}`` when it does not exist)."""
+    kafka = settings.kafka
+    topic = kafka.topic(WAITING)
+    try:
+        marks = topic_bounds(kafka, topic)
+    except OpsError:
+        return {}
+    return parked_stages(scan(kafka, topic, marks), codec)
+
+
+def why_waiting(settings: Settings, dataset: str, stage: str) -> str:
+    """Why files of ``dataset`` wait in ``stage``: the definition's problems as this host reads
+    ``paths.datasets_dir``, else what ``stage`` running on this host reports (an expression
+    that does not compile), else where to look."""
+    reason = load_definitions(settings.paths.datasets_dir).wait_reason(dataset)
+    if reason is not None:
+        return reason
+    said = not_run_anywhere(settings).get(dataset, {}).get(stage)
+    if said is not None:
+        return f"{stage} does not run dataset {dataset!r}: {said}"
+    return (
+        f"{stage} does not run dataset {dataset!r} (its log and `ferry ps` say why; a fixed "
+        "definition releases the file within a minute)"
+    )
 
 
 def collect_status(settings: Settings, codec: EventCodec) -> StatusReport:
@@ -123,7 +194,14 @@ def collect_status(settings: Settings, codec: EventCodec) -> StatusReport:
         stuck = (_get(settings, "/stuck") or {}).get("files", [])
         failed = (_get(settings, "/files?state=failed") or {}).get("files", [])
         return StatusReport(
-            "tracker", summ.get("states", {}), stuck, failed, lag, int(summ.get("bad_records", 0))
+            "tracker",
+            summ.get("states", {}),
+            stuck,
+            failed,
+            lag,
+            int(summ.get("bad_records", 0)),
+            list(summ.get("waiting") or []),
+            summ.get("quarantine"),
         )
     timelines, bad = timelines_from_topics(settings, codec)
     now = int(time.time() * 1000)
@@ -134,7 +212,12 @@ def collect_status(settings: Settings, codec: EventCodec) -> StatusReport:
     stuck = [tl.to_dict() for tl in timelines.values() if tl.stuck(now, sla)]
     loads = name_loads(timelines)
     failed = [_view(tl, now, sla, loads) for tl in timelines.values() if tl.state == "failed"]
-    return StatusReport("topics", states, stuck, failed, lag, bad)
+    per: dict[tuple[str, str], int] = {}
+    for file_id, where in parked_files(settings, codec).items():
+        dataset = timelines[file_id].dataset if file_id in timelines else "?"
+        per[(dataset, where["stage"])] = per.get((dataset, where["stage"]), 0) + 1
+    waiting = [{"dataset": d, "stage": s, "files": n} for (d, s), n in sorted(per.items())]
+    return StatusReport("topics", states, stuck, failed, lag, bad, waiting)
 
 
 def name_loads(timelines: Mapping[str, Timeline]) -> NameLoads:
@@ -146,11 +229,20 @@ def name_loads(timelines: Mapping[str, Timeline]) -> NameLoads:
     return loads
 
 
-def _view(tl: Timeline, now: int, sla: Mapping[str, float], loads: NameLoads) -> dict[str, Any]:
+def _view(
+    tl: Timeline,
+    now: int,
+    sla: Mapping[str, float],
+    loads: NameLoads,
+    parked: Mapping[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """What the tracker's ``/files/{id}`` answers, built from a timeline folded here: the
-    timeline dict, ``stuck``, and a failed file's ``quarantine`` state (as the tracker tells
-    it: superseded by a later load of its NAS name, else dismissed, else open)."""
+    timeline dict, ``stuck``, ``waiting`` when ``parked`` (:func:`parked_files`) holds the file,
+    and a failed file's ``quarantine`` state (as the tracker tells it: superseded by a later
+    load of its NAS name, else dismissed, else open)."""
     body = {**tl.to_dict(), "stuck": tl.stuck(now, sla)}
+    if parked and tl.file_id in parked:
+        body["waiting"] = dict(parked[tl.file_id])
     if tl.state == "failed" and tl.failure is not None:
         later = loads.superseding(tl.source_path, tl.dataset, tl.file_id, tl.failure.at_ms)
         dismissal = tl.dismissal
@@ -180,7 +272,8 @@ def file_status(settings: Settings, codec: EventCodec, file_id: str) -> dict[str
     if tl.state == "failed":  # superseded or not: every file's loads tell
         timelines, _bad = timelines_from_topics(settings, codec)
     sla = dict(settings.tracker.sla_s)
-    return _view(tl, int(time.time() * 1000), sla, name_loads(timelines))
+    parked = parked_files(settings, codec)
+    return _view(tl, int(time.time() * 1000), sla, name_loads(timelines), parked)
 
 
 def files_by_name(settings: Settings, codec: EventCodec, name: str) -> list[dict[str, Any]]:
@@ -204,4 +297,5 @@ def files_by_name(settings: Settings, codec: EventCodec, name: str) -> list[dict
         ]
     hits.sort(key=lambda tl: (-(tl.entered_ms() or 0), tl.file_id))
     now, sla, loads = int(time.time() * 1000), dict(settings.tracker.sla_s), name_loads(timelines)
-    return [_view(tl, now, sla, loads) for tl in hits]
+    parked = parked_files(settings, codec)
+    return [_view(tl, now, sla, loads, parked) for tl in hits]

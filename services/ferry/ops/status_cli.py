@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 #: How ``ferry.cli`` mounts :func:`status` (a command, not a group: no phantom ``COMMAND``).
 COMMAND_SETTINGS: dict[str, object] = {}
 
+#: The rows the ``failed`` state is shown as, by quarantine state (the tracker's
+#: :data:`~ferry.tracker.state.QUARANTINE_STATES`): open ones are held, the others are not.
+_FAILED_ROWS = {
+    "open": "failed, in quarantine",
+    "superseded": "failed, superseded (loaded since)",
+    "dismissed": "failed, dismissed",
+}
+
 
 def _ts(ms: int | None) -> str:
     if ms is None:
@@ -28,14 +36,30 @@ def _ts(ms: int | None) -> str:
 
 
 def _file_table(d: dict[str, Any]) -> Table:
+    waiting = d.get("waiting")
     t = Table(
         title=f"file {d['file_id']} ({d.get('dataset') or '?'}): {d.get('state')}"
+        + (f", waiting in {waiting['stage']} for its definition" if waiting else "")
         + (" — STUCK" if d.get("stuck") else "")
     )
     for col in ("step", "first seen (UTC)", "last seen (UTC)", "events"):
         t.add_column(col)
     for step, m in d.get("steps", {}).items():
         t.add_row(step, _ts(m["first_ms"]), _ts(m["last_ms"]), str(m["events"]))
+    return t
+
+
+def _waiting_table(settings: Settings, waiting: list[dict[str, Any]]) -> Table:
+    """Files waiting for their definition per dataset and stage, with why
+    (:func:`ferry.ops.status.why_waiting`)."""
+    from ferry.ops.status import why_waiting
+
+    t = Table(title=f"files waiting for a definition: {sum(w['files'] for w in waiting)}")
+    for col in ("dataset", "stage", "files", "why"):
+        t.add_column(col, overflow="fold", justify="right" if col == "files" else "left")
+    for w in waiting:
+        why = why_waiting(settings, w["dataset"], w["stage"])
+        t.add_row(w["dataset"], w["stage"], str(w["files"]), Text(why))
     return t
 
 
@@ -134,6 +158,16 @@ def status(
                 return
             console.print(f"NAS file: {d.get('source_path') or '?'}", soft_wrap=True)
             console.print(_file_table(d))
+            if (waiting := d.get("waiting")) is not None:
+                from ferry.ops.status import why_waiting
+
+                why = why_waiting(settings, d.get("dataset") or "?", waiting["stage"])
+                console.print(
+                    f"waiting in {waiting['stage']} since {_ts(waiting.get('since_ms'))} (UTC): "
+                    f"{why}",
+                    style="yellow",
+                    soft_wrap=True,
+                )
             rows = d.get("rows") or {}
             console.print(
                 f"rows: {rows}   attempts: {d.get('attempts')}   table: {d.get('table')}   "
@@ -175,8 +209,15 @@ def status(
     states = Table(title="files by state")
     states.add_column("state")
     states.add_column("files", justify="right")
+    closures = rep.quarantine_counts()
     for s, n in rep.states.items():
-        states.add_row(s, str(n))
+        if s != "failed":
+            states.add_row(s, str(n))
+            continue
+        # failed files as the quarantine table below lists them: only the open ones are held
+        for closure, label in _FAILED_ROWS.items():
+            if closure == "open" or closures.get(closure):
+                states.add_row(label, str(closures.get(closure, 0)))
     console.print(states)
 
     lag = Table(title="consumer lag")
@@ -194,6 +235,8 @@ def status(
             str(pl.lag),
         )
     console.print(lag)
+    if rep.waiting:
+        console.print(_waiting_table(settings, rep.waiting))
 
     held = [
         d for d in rep.quarantined if (d.get("quarantine") or {}).get("state", "open") == "open"

@@ -34,7 +34,7 @@ from ferry.core.events import TOPIC_NAMES, FileFailed
 from ferry.core.kafka.clients import group_id
 from ferry.core.runtime.service import configure_logging
 from ferry.core.runtime.waiting import WAITING
-from ferry.core.services import STAGES
+from ferry.core.services import STAGES, consumer_of
 from ferry.core.timeline import Timeline, stage_latencies
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.reload import Definitions
@@ -309,7 +309,7 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
 
 def _waiting_stage(event: Any) -> str | None:
     """The stage a parked input event waits for: the one that consumes its topic."""
-    return {"extracted": "transform", "transferred": "load"}.get(getattr(event, "TOPIC", ""))
+    return consumer_of(getattr(event, "TOPIC", ""))
 
 
 def _fallback_key(key: bytes | None, where: str) -> str:

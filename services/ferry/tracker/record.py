@@ -98,6 +98,13 @@ def parked(record: Mapping[str, Any]) -> tuple[str, str] | None:
     return (str(record.get("dataset")), str(p["stage"])) if p else None
 
 
+def waiting(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Where and since when (epoch ms) a file waits for its definition: ``{"stage",
+    "since_ms"}``, else ``None``."""
+    p = (record.get("x") or {}).get("parked")
+    return {"stage": str(p["stage"]), "since_ms": p["at_ms"]} if p else None
+
+
 def detail(record: Mapping[str, Any]) -> dict[str, Any]:
     """The record's detail (``"x"``), defaults filled in for records stored before it existed."""
     return {**empty_detail(-1), **dict(record.get("x") or {})}

@@ -2,7 +2,8 @@
 bodies (``?partial=1`` answers only the page's live region, for ``static/ferry.js``).
 
 ============================ =====================================================================
-``GET /files/{file_id}``     the file's timeline (JSON; 404 when unknown); ``?detail=1`` adds
+``GET /files/{file_id}``     the file's timeline (JSON; 404 when unknown; ``waiting`` when it
+                             waits for its definition); ``?detail=1`` adds
                              ``detail`` (sha256, size, URIs, failures), ``bars`` and ``commands``
 ``GET /files?…``             timelines: ``state`` (a step, ``stuck``, ``quarantined``), ``dataset``,
                              ``stage``, ``reason``, ``since``/``until``, ``q``, ``offset``,
@@ -11,7 +12,8 @@ bodies (``?partial=1`` answers only the page's live region, for ``static/ferry.j
                              base name; newest first (``ferry status NAME``)
 ``GET /stuck``               files waiting in a stage longer than its SLA
 ``GET /summary``             files per state, stuck per stage, quarantine entries per state (open,
-                             dismissed, superseded), bad records (``ferry status``)
+                             dismissed, superseded), files waiting for a definition per dataset
+                             and stage, bad records (``ferry status``)
 ``GET /overview``            per dataset per stage figures, lag per group, and the summary
 ``GET /charts?dataset=``     last hour: files/min per stage, NAS → Hive latency p50/p95
 ``GET /metrics``             Prometheus text format
@@ -41,7 +43,7 @@ from ferry.lineage.naming import Names
 from ferry.tracker import filepage, pages
 from ferry.tracker.health import Liveness, evaluate
 from ferry.tracker.query import FileQuery, QueryError, charts, overview, select
-from ferry.tracker.record import detail, parked
+from ferry.tracker.record import detail, parked, waiting
 from ferry.tracker.state import TrackerState
 
 STATIC_TYPES = {".js": "application/javascript", ".css": "text/css", ".txt": "text/plain"}
@@ -106,13 +108,16 @@ class TrackerContext:
         return dict(raw) if raw else None
 
     def timeline_view(self, file_id: str, now: int) -> dict[str, Any] | None:
-        """The timeline dict, ``stuck``, and for a failed file ``quarantine``: its state
-        (``open``, ``dismissed``, ``superseded``) and detail (note, superseding file id)."""
+        """The timeline dict, ``stuck``, for a file waiting for its definition ``waiting``
+        (``{"stage", "since_ms"}``), and for a failed file ``quarantine``: its state (``open``,
+        ``dismissed``, ``superseded``) and detail (note, superseding file id)."""
         raw = self.record(file_id)
         if raw is None:
             return None
         tl = Timeline.from_dict(raw)
         body = {**tl.to_dict(), "stuck": tl.stuck(now, self.sla)}
+        if (where := waiting(raw)) is not None:
+            body["waiting"] = where
         if (closure := self.closure(file_id)) is not None:
             body["quarantine"] = {"state": closure[0], "detail": closure[1]}
         return body
@@ -125,7 +130,13 @@ class TrackerContext:
         return self.state.closure(e)
 
     def summary(self, now: int) -> dict[str, Any]:
+        """``/summary``: :meth:`TrackerState.counts`, ``bad_records``, ``topic_prefix`` and
+        ``waiting``: ``[{"dataset", "stage", "files"}]`` waiting for a definition."""
         body = self.ready().counts(now, self.sla)
+        body["waiting"] = [
+            {"dataset": ds, "stage": stage, "files": n}
+            for (ds, stage), n in sorted(self.waiting_files().items())
+        ]
         body["bad_records"] = self.bad_records()
         body["topic_prefix"] = self.prefix
         return body

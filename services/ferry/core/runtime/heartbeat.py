@@ -3,11 +3,16 @@
 A process can be up and still stuck (a hung NFS read, a dead scan thread): a loop that touched its
 file less than a few intervals ago is working. The file is ``<var_dir>/run/<service>.<pid>.alive``
 (one per instance); its modification time is the last beat.
+
+Beside it, ``<service>.<pid>.datasets`` says which datasets that instance does not run and why
+(:func:`datasets_status_path`, written by :class:`ferry.datasets.reload.Definitions`), read by
+``ferry ps`` and ``ferry datasets list`` (:func:`not_run_anywhere`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import time
@@ -26,6 +31,36 @@ def datasets_status_path(settings: Settings, service: str, pid: int | None = Non
     does not run, and why (:class:`ferry.datasets.reload.Definitions`; ``ferry ps`` reads
     it): ``<var_dir>/run/<service>.<pid>.datasets``."""
     return settings.var_dir / "run" / f"{service}.{pid or os.getpid()}.datasets"
+
+
+def not_run(path: Path) -> dict[str, str]:
+    """The datasets a service's status file (:func:`datasets_status_path`) says it does not
+    run, with why; ``{}`` when none, or when the file is missing or unreadable."""
+    try:
+        body = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    invalid = body.get("invalid") if isinstance(body, dict) else None
+    return {str(k): str(v) for k, v in invalid.items()} if isinstance(invalid, dict) else {}
+
+
+def not_run_anywhere(settings: Settings) -> dict[str, dict[str, str]]:
+    """dataset → {service: why} for every dataset an instance running on this host does not run
+    (the status files of ``<var_dir>/run``; a dead process's file is ignored). Only the services
+    say whether a definition compiles (transform's Spark analyzer), so ``ferry datasets list``
+    reads this to agree with ``ferry ps``."""
+    out: dict[str, dict[str, str]] = {}
+    try:
+        entries = sorted((settings.var_dir / "run").iterdir())
+    except OSError:
+        return out
+    for path in entries:
+        m = _STATUS.match(path.name)
+        if m is None or not _running(int(m.group(2))):
+            continue
+        for dataset, why in not_run(path).items():
+            out.setdefault(dataset, {})[m.group(1)] = why
+    return out
 
 
 def beat(path: Path) -> None:
@@ -48,6 +83,9 @@ def remove(path: Path) -> None:
     """Remove the liveness file at a clean exit."""
     path.unlink(missing_ok=True)
 
+
+#: ``<service>.<pid>.datasets``: (service, pid) of a datasets status file
+_STATUS = re.compile(r"^([A-Za-z0-9_-]+)\.(\d+)\.datasets$")
 
 #: ``<service>.<pid>.alive`` and ``<service>.<pid>.datasets`` in ``<var_dir>/run``, and the
 #: Kerberos ticket caches ``krb5cc_<name>-<pid>`` (``kerberos.ccache`` + ``-<pid>``, by default

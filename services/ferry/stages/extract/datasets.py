@@ -63,10 +63,16 @@ def prepare_dirs(settings: Settings, datasets: dict[str, DatasetSpec]) -> dict[s
 
 def apply_definitions(settings: Settings, scanner: NasScanner, current: DefinitionSet) -> None:
     """Give the scanner the valid datasets (their directories created) and, for the log, the
-    NAS directories of invalid definitions, whose files stay in place until they are fixed."""
+    NAS directories of invalid definitions, whose files stay in place until they are fixed (and
+    the invalid definitions that do not say their directory: any unknown one may be theirs)."""
     scanner.datasets = prepare_dirs(settings, current.specs)
     scanner.waiting = {
         Path(d.subdir).parts[0]: f"definition {d.path.name} is invalid ({d.error})"
         for d in current.invalid
         if d.subdir and Path(d.subdir).parts
     }
+    scanner.unplaced = [
+        f"{d.path.name}, which is invalid ({d.error})"
+        for d in current.invalid
+        if not (d.subdir and Path(d.subdir).parts)
+    ]

@@ -67,6 +67,9 @@ class ExtractDeps:
     refuse_hardlinks: bool = False
     #: dataset name → version of its definition now (``FileManifest.definition_version``)
     version_of: Callable[[str], str | None] = lambda _name: None
+    #: called with the candidate and its manifest once the file is hashed (its file id known),
+    #: before landing: a landing that fails is quarantined under that file id
+    on_hashed: Callable[[Candidate, FileManifest], None] = lambda _cand, _manifest: None
 
 
 class Spliced:
@@ -243,6 +246,28 @@ def landing_path(landing_root: str, dataset: str, file_id: str, name: str) -> st
     return f"{landing_root.rstrip('/')}/{dataset}/{file_id}/{hdfs_name(nfc)}"
 
 
+def nas_failed(
+    cand: Candidate,
+    reason: str,
+    error: str,
+    attempt: int = 1,
+    manifest: FileManifest | None = None,
+) -> FileFailed:
+    """Extract's quarantine of ``cand``: its NAS path (``source_path``; its bytes in
+    ``raw_key``) and dataset, and its ``manifest`` when the file was hashed before it failed,
+    so that the failure carries its file id as every other stage's does."""
+    return failed(
+        stage="extract",
+        reason=reason,
+        error=error,
+        attempt=attempt,
+        manifest=manifest,
+        raw_key=os.fsencode(cand.relative),
+        dataset=cand.dataset.name,
+        source_path=display_name(cand.relative),
+    )
+
+
 def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | FileFailed]:
     """Land one finished NAS file on HDFS B. Returns ``[FileExtracted]``, or ``[FileFailed]``
     when retrying cannot help: an entry refused by confinement (reason codes of
@@ -261,16 +286,7 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
     problem = cand.refusal or _name_problem(cand.name)
     if problem is not None:
         reason, why = problem
-        return [
-            failed(
-                stage="extract",
-                reason=reason,
-                error=f"{display_name(cand.relative)}: {why}; not landed",
-                raw_key=os.fsencode(cand.relative),
-                dataset=cand.dataset.name,
-                source_path=display_name(cand.relative),
-            )
-        ]
+        return [nas_failed(cand, reason, f"{display_name(cand.relative)}: {why}; not landed")]
     try:
         fh = open_confined(
             cand.source or cand.path,
@@ -281,16 +297,8 @@ def extract_file(cand: Candidate, deps: ExtractDeps) -> list[FileExtracted | Fil
     except ChangedSince as exc:
         raise SourceChanged(f"{display_name(cand.relative)}: {exc}") from None
     except Refused as exc:
-        return [
-            failed(
-                stage="extract",
-                reason=exc.reason,
-                error=f"{display_name(cand.relative)}: {exc.message}; not landed",
-                raw_key=os.fsencode(cand.relative),
-                dataset=cand.dataset.name,
-                source_path=display_name(cand.relative),
-            )
-        ]
+        error = f"{display_name(cand.relative)}: {exc.message}; not landed"
+        return [nas_failed(cand, exc.reason, error)]
     with fh:
         stream = fh if cand.splice is None else Spliced(fh, *cand.splice)
         return _extract_open(cand, deps, stream)
@@ -324,6 +332,7 @@ def _extract_open(
         source_mtime=datetime.fromtimestamp(cand.mtime_ns / 1e9, tz=UTC),
         definition_version=deps.version_of(cand.dataset.name),
     )
+    deps.on_hashed(cand, manifest)
     if scan.corrupt is not None and hashed > 0:
         return [
             failed(

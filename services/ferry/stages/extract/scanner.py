@@ -23,7 +23,9 @@ A file-system error on one path (a symlink loop, a plain file where a dataset su
 should be, a permission error, a stale NFS handle) never ends a scan: the path is skipped and
 logged as a warning once, not on every poll (again only after it was fine in between). Also
 warned once: a visible entry of a dataset directory that its pattern does not match, and a
-visible entry of the NAS root that no dataset defines (``Flights/`` typed for ``flights/``).
+visible entry of the NAS root that no dataset defines (``Flights/`` typed for ``flights/``); when
+a definition that does not say its NAS sub-directory is invalid (its YAML does not parse), such an
+entry may be that dataset's, and the warning says its files wait for that definition.
 """
 
 from __future__ import annotations
@@ -112,6 +114,10 @@ class NasScanner:
         self.datasets = datasets
         #: NAS sub-directory of an invalid definition → why its files wait (set on reload)
         self.waiting: dict[str, str] = {}
+        #: the invalid definitions whose NAS sub-directory is unknown (the YAML does not parse
+        #: or does not say it), as ``"<file>, which is invalid (<error>)"``: a root entry no
+        #: valid dataset defines may be theirs, so its files wait (set on reload)
+        self.unplaced: list[str] = []
         self.follow_symlinks = follow_symlinks
         self.refuse_hardlinks = refuse_hardlinks
         #: refused entries not yet taken (:meth:`take_refusals`), and the (lstat) identity of
@@ -303,6 +309,14 @@ class NasScanner:
                 continue
             if name in self.waiting:
                 self._warn(self.nas_dir / name, f"waits: {self.waiting[name]}; files left in place")
+                continue
+            if self.unplaced:
+                self._warn(
+                    self.nas_dir / name,
+                    f"is not the sub-directory of a valid dataset ({', '.join(sorted(defined))}) "
+                    f"but may be that of the definition in {', or '.join(self.unplaced)}: its "
+                    "files are left in place and taken once that definition is fixed",
+                )
                 continue
             self._warn(
                 self.nas_dir / name,

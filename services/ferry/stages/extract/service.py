@@ -22,17 +22,16 @@ and a moved file written after it was taken is reported and its new bytes taken 
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ferry.clusters.hdfs.webhdfs import WebHdfs
-from ferry.core.events import Event, FileFailed, failed
+from ferry.core.events import Event, FileFailed, FileManifest
 from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
 from ferry.core.kafka.publish import encode_events, publish
 from ferry.core.kafka.topics import ensure_topics
@@ -54,7 +53,7 @@ from ferry.lineage.observer import LineageObserver, lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.extract.afterwards import ArchiveWatch, archive_watch
 from ferry.stages.extract.datasets import apply_definitions, prepare_dirs, require_nas_root
-from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file
+from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file, nas_failed
 from ferry.stages.extract.moves import after_extract
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
 from ferry.stages.extract.watcher import NasWatcher, choose_detection, mount_note
@@ -101,7 +100,9 @@ class ExtractService:
         self.writers = writers
         #: moved files watched for writes after they were taken (issue 33); None: not watched
         self.afterwards = afterwards
-        self.deps = deps
+        #: NAS path → manifest of a file being extracted, once hashed (``deps.on_hashed``)
+        self._hashed: dict[Path, FileManifest] = {}
+        self.deps = replace(deps, on_hashed=self._remember_hashed)
         self.producer = producer
         self.codec = codec
         self.stats = ExtractStats()
@@ -249,6 +250,8 @@ class ExtractService:
                 events = [self._failed(cand, verdict, self.settings.retry.max_attempts)]
             records = self._records(cand, events)
             outcome = "failed"
+        finally:
+            self._hashed.pop(cand.path, None)
         publish(self.producer, records, self.settings)
         if self.lineage is not None:  # OpenLineage runs of the file (never blocks, never raises)
             self.lineage.extracted(cand.dataset.name, cand.relative, started, events)
@@ -282,17 +285,13 @@ class ExtractService:
         else:
             self.scanner.forget(cand.path)
 
-    @staticmethod
-    def _failed(cand: Candidate, exc: PermanentError | TransientError, attempt: int) -> FileFailed:
-        return failed(
-            stage="extract",
-            reason=exc.reason,
-            error=display_name(f"{cand.relative}: {exc}"),
-            attempt=attempt,
-            raw_key=os.fsencode(cand.relative),
-            dataset=cand.dataset.name,
-            source_path=display_name(cand.relative),
-        )
+    def _remember_hashed(self, cand: Candidate, manifest: FileManifest) -> None:
+        self._hashed[cand.path] = manifest
+
+    def _failed(self, cand: Candidate, exc: PermanentError | TransientError, n: int) -> FileFailed:
+        """:func:`nas_failed` of ``cand`` after ``n`` attempts, with its manifest if hashed."""
+        error = display_name(f"{cand.relative}: {exc}")
+        return nas_failed(cand, exc.reason, error, n, self._hashed.get(cand.path))
 
     def _records(self, cand: Candidate, events: list[Event]) -> list[OutboundRecord]:
         """``events`` encoded; one without a file_id is keyed by the NAS path (displayable)."""

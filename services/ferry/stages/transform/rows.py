@@ -326,7 +326,9 @@ def classify(df: DataFrame, spec: DatasetSpec) -> DataFrame:
 
     Input: the frame of :func:`read_csv` (any frame with the definition's columns,
     :data:`CORRUPT_COLUMN` and :data:`SOURCE_COLUMN`). Output: the same rows, no row added or
-    removed, columns = input + derived + reason. Pure: no action is run. One projection per
+    removed, columns = input + each decimal column's source text
+    (:func:`~ferry.stages.transform.decimals.raw_column`, what :func:`split` keeps in the
+    rejects) + derived + reason. Pure: no action is run. One projection per
     step, each reading the columns of the one before: the derived columns, the field count, the
     flagged record's fields, the value and rule reasons, the joined reason (the helper columns
     are dropped). Written as one expression, the reason held 768 copies of ``from_csv`` for
@@ -341,7 +343,7 @@ def classify(df: DataFrame, spec: DatasetSpec) -> DataFrame:
     out = out.withColumns(derived) if derived else out
     for name, expr in helpers.items():  # one projection each: each reads the one before
         out = out.withColumn(name, expr)
-    return out.withColumn(REJECT_REASON_COLUMN, reasons).drop(*helpers, *raws)
+    return out.withColumn(REJECT_REASON_COLUMN, reasons).drop(*helpers)
 
 
 def split(classified: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFrame]:
@@ -349,7 +351,8 @@ def split(classified: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFram
 
     valid: the staged columns (:attr:`DatasetSpec.all_columns`) then :data:`SOURCE_COLUMN`.
     rejects: the parse columns, :data:`CORRUPT_COLUMN`, :data:`SOURCE_COLUMN`,
-    :data:`REJECT_REASON_COLUMN`.
+    :data:`REJECT_REASON_COLUMN`; a decimal column holds its source text (a string), so a
+    value refused as ``scale:``/``overflow:``/``type:`` is kept as the file held it.
     """
     from pyspark.sql import functions as F
 
@@ -357,8 +360,13 @@ def split(classified: DataFrame, spec: DatasetSpec) -> tuple[DataFrame, DataFram
     valid = classified.where(reason.isNull()).select(
         *[c.name for c in spec.all_columns], SOURCE_COLUMN
     )
+    texts = {c.name for c, _, _ in decimals(spec)}
+    parsed = [
+        F.col(raw_column(c.name)).alias(c.name) if c.name in texts else F.col(c.name)
+        for c in spec.columns
+    ]
     rejects = classified.where(reason.isNotNull()).select(
-        *[c.name for c in spec.columns], CORRUPT_COLUMN, SOURCE_COLUMN, REJECT_REASON_COLUMN
+        *parsed, CORRUPT_COLUMN, SOURCE_COLUMN, REJECT_REASON_COLUMN
     )
     return valid, rejects
 

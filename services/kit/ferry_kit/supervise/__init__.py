@@ -1,4 +1,4 @@
-"""``ferry up`` / ``down`` / ``ps``: the five services as processes supervised by supervisord.
+"""``ferry up`` / ``down`` / ``ps``: every service as processes supervised by supervisord.
 
 :mod:`~ferry_kit.supervise.programs` (which processes, the generated configuration),
 :mod:`~ferry_kit.supervise.rpc` (supervisord's XML-RPC on a unix socket),

@@ -1,4 +1,4 @@
-"""``ferry up``, ``ferry down``, ``ferry ps``: the local stack plus the five services, supervised.
+"""``ferry up``, ``ferry down``, ``ferry ps``: the local stack plus every service, supervised.
 
 ``up`` starts the stack (as ``ferry stack up``), then the services under supervisord (restart on
 crash, crash-loop limit, logs under ``var/log/``) and waits until each is healthy; it exits 1
@@ -50,7 +50,8 @@ def up(
         300.0, help="Seconds to wait for the stack, then again for every service to be healthy."
     ),
 ) -> None:
-    """Start the stack and the five services under supervision; wait until all are healthy."""
+    """Start the stack and every service of :data:`ferry.core.services.SERVICES` under
+    supervision; wait until all are healthy."""
     from ferry_kit.settings import get_kit_settings
     from ferry_kit.supervise.control import Services
     from ferry_kit.supervise.programs import parse_replicas

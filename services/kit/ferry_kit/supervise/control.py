@@ -54,7 +54,8 @@ class UpResult:
 
 
 class Services:
-    """The five services under the supervisord of ``settings.supervise.home``."""
+    """Every service (:data:`ferry.core.services.SERVICES`) under the supervisord of
+    ``settings.supervise.home``."""
 
     def __init__(
         self, settings: KitSettings, on_event: Callable[[str], None] | None = None

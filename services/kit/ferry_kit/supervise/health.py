@@ -19,7 +19,6 @@ service unhealthy (it runs every other dataset); ``ferry ps`` and ``ferry up`` p
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -27,6 +26,7 @@ import requests
 
 from ferry.core.kafka.admin import Member, active_members
 from ferry.core.kafka.clients import build_admin, group_id
+from ferry.core.runtime import heartbeat
 from ferry.core.runtime.heartbeat import age_s, datasets_status_path, heartbeat_path
 from ferry.errors import FerryError
 from ferry_kit.settings import KitSettings
@@ -134,12 +134,7 @@ def probe(
 def not_run(settings: KitSettings, service: str, pid: int) -> dict[str, str]:
     """The datasets instance ``pid`` of ``service`` does not run, with why (``{}``: none, or
     it did not say)."""
-    try:
-        body = json.loads(datasets_status_path(settings, service, pid).read_text("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    invalid = body.get("invalid") if isinstance(body, dict) else None
-    return {str(k): str(v) for k, v in invalid.items()} if isinstance(invalid, dict) else {}
+    return heartbeat.not_run(datasets_status_path(settings, service, pid))
 
 
 def _probe(

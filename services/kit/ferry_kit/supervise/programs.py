@@ -1,6 +1,6 @@
 """What ``ferry up`` runs under supervisord, and the supervisord configuration it writes.
 
-One supervisord program per service (extract, transform, transfer, load, tracker); a stage given
+One supervisord program per service (:data:`ferry.core.services.SERVICES`); a stage given
 ``--replicas stage=N`` is one program with ``numprocs=N`` (processes ``<stage>-1`` … ``<stage>-N``,
 all in the stage's consumer group). The configuration is generated from settings, never edited by
 hand: :func:`render_config` is a pure function of its arguments (unit-tested to the character).

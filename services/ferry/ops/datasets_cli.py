@@ -1,9 +1,11 @@
 """``ferry datasets list | check | reference``: the dataset definitions, seen and checked.
 
-``check`` is :mod:`ferry.datasets_check` with a local Spark session (``local[1]``, no cluster
+``check`` is :mod:`ferry.ops.datasets_check` with a local Spark session (``local[1]``, no cluster
 needed) that also reaches the Hive metastore when it answers; ``list`` reads the definitions
-directory only (no Spark, no server); ``reference`` prints or rewrites the YAML reference of
-docs/datasets.md (:mod:`ferry.datasets.reference`).
+directory and what the services running on this host say they do not run (a derived expression
+that does not compile is found by transform's Spark analyzer: no Spark, no server here;
+:func:`ferry.core.runtime.heartbeat.not_run_anywhere`); ``reference`` prints or rewrites the
+YAML reference of docs/datasets.md (:mod:`ferry.datasets.reference`).
 """
 
 from __future__ import annotations
@@ -60,11 +62,14 @@ def list_(
     directory: Path | None = _DIR,
 ) -> None:
     """Each dataset: definition file, NAS directory and pattern, Hive table, version, state
-    (valid, or why not) and the files waiting in its NAS directory. Exit 1 if one is invalid."""
+    (valid; invalid; or not run by a service running here, e.g. transform when an expression
+    does not compile) and the files waiting in its NAS directory. Exit 1 unless all are valid."""
+    from ferry.core.runtime.heartbeat import not_run_anywhere
     from ferry.datasets.registry import load_definitions
 
     settings = _settings()
     defs = load_definitions(directory or settings.paths.datasets_dir)
+    refused = not_run_anywhere(settings)
     if not defs.entries:
         console.print(f"no dataset definitions in {defs.directory}")
         raise typer.Exit(1)
@@ -75,7 +80,12 @@ def list_(
         spec = d.spec
         pattern = spec.nas.pattern if spec else None
         nas = f"{settings.paths.nas_dir / d.subdir}/{pattern or ''}" if d.subdir else "?"
-        state = Text("valid", style="green") if d.valid else Text("invalid (below)", "red")
+        if not d.valid:
+            state = Text("invalid (below)", "red")
+        elif d.name in refused:
+            state = Text("not run (below)", "red")
+        else:
+            state = Text("valid", style="green")
         t.add_row(
             d.name,
             d.path.name,
@@ -90,7 +100,14 @@ def list_(
         console.print(
             Text(f"dataset {d.name} ({d.path.name}) is invalid: {d.error}", "red"), soft_wrap=True
         )
-    if defs.invalid:
+    not_run = [d for d in defs.entries if d.valid and d.name in refused]
+    for d in not_run:
+        for service, why in sorted(refused[d.name].items()):
+            console.print(
+                Text(f"dataset {d.name} ({d.path.name}) is not run by {service}: {why}", "red"),
+                soft_wrap=True,
+            )
+    if defs.invalid or not_run:
         console.print("their files wait until fixed (check one with: ferry datasets check FILE)")
         raise typer.Exit(1)
 
@@ -116,7 +133,7 @@ def check(
 ) -> None:
     """Validate definitions (YAML, rules, Spark analysis, existing Hive table); exit 1 on any
     problem. Each problem names the dataset and the field."""
-    from ferry.datasets_check import check as run
+    from ferry.ops.datasets_check import check as run
 
     settings = _settings()
     targets = paths or [settings.paths.datasets_dir]
