@@ -125,6 +125,34 @@ class HdfsTimeout(HdfsUnavailable):
     reason = "hdfs_timeout"
 
 
+class ClusterCondition(HdfsUnavailable):
+    """A condition of a cluster, not of the file: a space or name quota exceeded
+    (``quota_exceeded``), a NameNode in safe mode (``safe_mode``), no DataNode with room for a
+    block (``no_space``). Back-pressure (case C22): the stage holds the file (left on the NAS,
+    its event uncommitted) and retries it with backoff capped at ``retry.condition_backoff_s``
+    for up to ``retry.condition_window_s``, then quarantines it with :attr:`reason`.
+    Made by :func:`ferry.clusters.hdfs.errors.condition_of`.
+
+    Attributes:
+        cluster: the cluster's name (``"a"``, ``"b"``).
+        where: the directory whose quota is exceeded, else the path the call wrote (``""``:
+            not known, e.g. safe mode reported without one).
+    """
+
+    reason = "cluster_condition"
+
+    def __init__(self, message: str, *, reason: str, cluster: str = "", where: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.cluster = cluster
+        self.where = where
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """``(reason, cluster, where)``: one condition, however many files it holds."""
+        return self.reason, self.cluster, self.where
+
+
 class ChecksumMismatch(TransientError):
     """Bytes written do not read back with the size and sha256 that were sent (a fresh attempt
     rewrites them; the final path was never touched)."""
