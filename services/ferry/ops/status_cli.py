@@ -108,19 +108,13 @@ def _print_conditions(console: Any, settings: Settings) -> None:
     if not held:
         return
     t = Table(title=f"held by a cluster condition (not quarantined): {len(held)}")
-    for col in ("stage", "pid", "reason", "where", "since (UTC)", "files", "last error"):
-        t.add_column(col, overflow="fold")
+    for col in ("stage", "pid", "reason", "where", "since (UTC)", "files"):
+        t.add_column(col, no_wrap=col != "where", overflow="fold")
     for h in held:
-        t.add_row(
-            h.service,
-            str(h.pid),
-            h.reason,
-            h.place,
-            _ts(int(h.since * 1000)),
-            str(h.files),
-            Text(h.message[:200]),
-        )
+        t.add_row(h.service, str(h.pid), h.reason, h.place, _ts(int(h.since * 1000)), str(h.files))
     console.print(t, style="yellow")
+    for h in held:
+        console.print(f"{h.service} ({h.pid}): {h.message}", style="yellow", soft_wrap=True)
 
 
 def settings_line(settings: Settings) -> str:

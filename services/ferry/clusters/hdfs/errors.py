@@ -125,7 +125,7 @@ def condition_of(text: str, *, cluster: str, what: str = "") -> ClusterCondition
     line = next(
         (ln.strip() for ln in text.splitlines() if any(k in ln for k, _ in _CONDITIONS)), ""
     )
-    detail = " ".join(line.split())[:300]
+    detail = " ".join(line.split()).lstrip(": ")[:300]  # a Java trace's line starts with ": "
     return ClusterCondition(
         f"{what + ': ' if what else ''}{reason} on cluster {cluster!r}"
         f"{f' at {where}' if where else ''}: {detail}",
