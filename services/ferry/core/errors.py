@@ -114,7 +114,8 @@ class InputExpired(PermanentError):
 
 class HdfsUnavailable(TransientError):
     """A NameNode or DataNode call failed in a way a later attempt can fix: connection reset,
-    refused by the NameNode, NameNode in safe mode or standby, a 5xx answer, a truncated read."""
+    refused by the NameNode, NameNode in standby, a 5xx answer, a truncated read (safe mode, a
+    quota and no space are :class:`ClusterCondition`)."""
 
     reason = "hdfs_unavailable"
 
@@ -135,8 +136,8 @@ class ClusterCondition(HdfsUnavailable):
 
     Attributes:
         cluster: the cluster's name (``"a"``, ``"b"``).
-        where: the directory whose quota is exceeded, else the path the call wrote (``""``:
-            not known, e.g. safe mode reported without one).
+        where: the directory whose quota is exceeded; ``""`` for a condition of the whole
+            cluster (safe mode, no space) or a quota message without its directory.
     """
 
     reason = "cluster_condition"
@@ -185,6 +186,7 @@ class HdfsPathExists(PermanentError):
 
 
 class HdfsRequestRejected(PermanentError):
-    """The NameNode or DataNode refused the request itself: permission, quota, invalid path."""
+    """The NameNode or DataNode refused the request itself: permission, invalid path (a quota is
+    a :class:`ClusterCondition`)."""
 
     reason = "hdfs_rejected"

@@ -4,7 +4,7 @@ Every failure surfaces as a Ferry error whose message names the cluster, the ope
 and the peer address, so an operator can act on the log line alone:
 
 * :class:`~ferry.core.errors.HdfsUnavailable` / :class:`~ferry.core.errors.HdfsTimeout`
-  (transient): connection reset, NameNode refused, connect or read timeout, safe mode, 5xx, any
+  (transient): connection reset, NameNode refused, connect or read timeout, 5xx, any
   remote exception not listed as permanent below.
 * :class:`~ferry.core.errors.AuthenticationFailed` (permanent): a Kerberos refusal, a principal
   the cluster's ``auth_to_local`` rules do not map (``No rules applied to …``), a TLS
