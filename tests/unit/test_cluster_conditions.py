@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hdfs.util import HdfsError as _CliError
@@ -199,12 +200,21 @@ def test_after_a_hold_an_ordinary_error_gets_its_own_max_attempts() -> None:
     assert fn.calls == 13  # the 3rd ordinary failure after the hold ends it
 
 
-def test_hold_gives_up_after_the_condition_window() -> None:
-    fn = Flaky(QUOTA, 10**9)
-    policy = POLICY.model_copy(update={"condition_window_s": 0.02})
+def test_hold_gives_up_after_the_condition_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tenacity
+
+    now = [0.0]  #: tenacity's clock: each attempt takes 1 s
+    monkeypatch.setattr(tenacity, "time", SimpleNamespace(monotonic=lambda: now[0]))
+
+    def fn() -> str:
+        now[0] += 1.0
+        raise QUOTA
+
+    calls = []
+    policy = POLICY.model_copy(update={"condition_window_s": 5.5})
     with pytest.raises(ClusterCondition):
-        retrying(policy, sleep=lambda s: None, conditions="hold")(fn)
-    assert fn.calls > policy.max_attempts  # the window, not the attempts, ended it
+        retrying(policy, sleep=calls.append, conditions="hold")(fn)
+    assert len(calls) == 5  # 6 attempts: the window, not max_attempts (3), ended it
 
 
 def test_retry_treats_a_condition_as_any_transient_error_and_raise_returns_it_at_once() -> None:

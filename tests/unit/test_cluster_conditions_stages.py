@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from tests.factories import extracted, transferred
 from tests.fakes import FakeProducer
 from tests.unit.extract_helpers import DATA, Extract, failed_events, take
@@ -21,6 +23,7 @@ from tests.unit.test_transform_handler import Job as TransformJob
 
 from ferry.core.errors import ClusterCondition, HdfsUnavailable
 from ferry.core.events import FileExtracted, FileFailed
+from ferry.core.runtime import processing
 from ferry.core.runtime.conditions import ConditionBoard, conditions_path
 from ferry.core.runtime.processing import process_batch
 from ferry.core.runtime.stage import RunStats, Stage
@@ -71,11 +74,14 @@ def test_processing_holds_a_file_while_a_condition_lasts_then_carries_it_on(
 
 
 def test_processing_quarantines_with_the_conditions_reason_after_its_window(
-    tmp_path: Path, codec: EventCodec
+    tmp_path: Path, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = stage_settings(tmp_path, condition_window_s=0.02)
+    settings = stage_settings(tmp_path, condition_window_s=5.5)
+    now = [0.0]  #: processing's clock: each handler call takes 1 s
+    monkeypatch.setattr(processing, "time", SimpleNamespace(monotonic=lambda: now[0]))
 
     def handler(ev: FileExtracted, deps: Any) -> list[Any]:
+        now[0] += 1.0
         raise QUOTA
 
     stage = Stage("transform", {FileExtracted: handler})
@@ -85,8 +91,7 @@ def test_processing_quarantines_with_the_conditions_reason_after_its_window(
     assert out is not None and [r.topic for r in out] == ["unit.failed"]
     failed = codec.decode(out[0].value)
     assert isinstance(failed, FileFailed)
-    assert (failed.stage, failed.reason) == ("transform", "quota_exceeded")
-    assert failed.attempt > 3
+    assert (failed.stage, failed.reason, failed.attempt) == ("transform", "quota_exceeded", 6)
 
 
 def test_processing_quarantines_an_ordinary_failure_on_time_beside_a_held_file(
