@@ -108,7 +108,8 @@ class InputExpired(PermanentError):
 
 class HdfsUnavailable(TransientError):
     """A NameNode or DataNode call failed in a way a later attempt can fix: connection reset,
-    refused by the NameNode, NameNode in safe mode or standby, a 5xx answer, a truncated read."""
+    refused by the NameNode, NameNode in standby, a 5xx answer, a truncated read (safe mode, a
+    quota and no space are :class:`ClusterCondition`)."""
 
     reason = "hdfs_unavailable"
 
@@ -117,6 +118,34 @@ class HdfsTimeout(HdfsUnavailable):
     """A WebHDFS call passed its connect or read timeout (``settings.retry``; case C08)."""
 
     reason = "hdfs_timeout"
+
+
+class ClusterCondition(HdfsUnavailable):
+    """A condition of a cluster, not of the file: a space or name quota exceeded
+    (``quota_exceeded``), a NameNode in safe mode (``safe_mode``), no DataNode with room for a
+    block (``no_space``). Back-pressure (case C22): the stage holds the file (left on the NAS,
+    its event uncommitted) and retries it with backoff capped at ``retry.condition_backoff_s``
+    for up to ``retry.condition_window_s``, then quarantines it with :attr:`reason`.
+    Made by :func:`ferry.clusters.hdfs.errors.condition_of`.
+
+    Attributes:
+        cluster: the cluster's name (``"a"``, ``"b"``).
+        where: the directory whose quota is exceeded; ``""`` for a condition of the whole
+            cluster (safe mode, no space) or a quota message without its directory.
+    """
+
+    reason = "cluster_condition"
+
+    def __init__(self, message: str, *, reason: str, cluster: str = "", where: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.cluster = cluster
+        self.where = where
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """``(reason, cluster, where)``: one condition, however many files it holds."""
+        return self.reason, self.cluster, self.where
 
 
 class ChecksumMismatch(TransientError):
@@ -151,6 +180,7 @@ class HdfsPathExists(PermanentError):
 
 
 class HdfsRequestRejected(PermanentError):
-    """The NameNode or DataNode refused the request itself: permission, quota, invalid path."""
+    """The NameNode or DataNode refused the request itself: permission, invalid path (a quota is
+    a :class:`ClusterCondition`)."""
 
     reason = "hdfs_rejected"

@@ -3,7 +3,7 @@ and a file that changes after it was taken is reported and its new bytes flow.
 
 - A real writer process writes 10 rows to the local NAS, pauses 10 s with the file open (longer
   than the dataset's stable window, 2 polls x 2 s), writes 10 more rows and closes it: Hive holds
-  all 20 rows under one file id, the only file of that NAS name (docs/field-cases.md, C22).
+  all 20 rows under one file id, the only file of that NAS name (docs/field-cases.md, I33).
 - A file taken whole is later reopened for append in the archive (what a writer that kept its
   descriptor, or one on another NFS host, does to the moved file): ``changed_after_extract`` is
   recorded against the first version at once, naming both sizes, and the appended rows flow as

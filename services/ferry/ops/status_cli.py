@@ -123,6 +123,24 @@ def _resolve(settings: Any, codec: Any, ref: str, console: Any) -> dict[str, Any
     return found[0]
 
 
+def _print_conditions(console: Any, settings: Settings) -> None:
+    """The cluster conditions holding files now (case C22), by the stage instances of this host
+    (:func:`ferry.core.runtime.conditions.read_conditions`); nothing when none holds."""
+    from ferry.core.runtime.conditions import read_conditions
+
+    held = read_conditions(settings)
+    if not held:
+        return
+    t = Table(title=f"held by a cluster condition (not quarantined): {len(held)}")
+    for col in ("stage", "pid", "reason", "where", "since (UTC)", "files"):
+        t.add_column(col, no_wrap=col != "where", overflow="fold")
+    for h in held:
+        t.add_row(h.service, str(h.pid), h.reason, h.place, _ts(int(h.since * 1000)), str(h.files))
+    console.print(t, style="yellow")
+    for h in held:
+        console.print(f"{h.service} ({h.pid}): {h.message}", style="yellow", soft_wrap=True)
+
+
 def settings_line(settings: Settings) -> str:
     """Which settings a command used: the ``FERRY_CONFIG`` file (or none), ``FERRY_PROFILE``,
     the topic prefix and ``var_dir`` — an edge node with several installs, or a shell without
@@ -237,6 +255,7 @@ def status(
     console.print(lag)
     if rep.waiting:
         console.print(_waiting_table(settings, rep.waiting))
+    _print_conditions(console, settings)
 
     held = [
         d for d in rep.quarantined if (d.get("quarantine") or {}).get("state", "open") == "open"

@@ -29,3 +29,22 @@ class RetrySettings(Frozen):
             "outage of known length instead of quarantining every file in flight."
         ),
     )
+    condition_window_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description=(
+            "Longest a stage holds a file that a cluster condition refuses (a space or name "
+            "quota exceeded, a NameNode in safe mode, no DataNode with room: "
+            "ferry.errors.ClusterCondition), retrying it, s; after it the file is "
+            "quarantined with the condition's reason (quota_exceeded, safe_mode, no_space). "
+            "Case C22: a capacity incident delays files, it does not quarantine them."
+        ),
+    )
+    condition_backoff_s: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "Longest single backoff while a cluster condition holds a file, s: the stage "
+            "resumes within this (plus one attempt) after the condition clears."
+        ),
+    )

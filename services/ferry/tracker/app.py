@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ferry.core.events import TOPIC_NAMES, FileFailed
 from ferry.core.kafka.clients import group_id
+from ferry.core.runtime.conditions import read_conditions
 from ferry.core.runtime.service import configure_logging
 from ferry.core.runtime.waiting import WAITING
 from ferry.core.services import STAGES, consumer_of
@@ -104,6 +105,34 @@ class TrackerMetrics:
             ["group", "topic"],
             registry=r,
         )
+        labels = ["stage", "reason", "cluster", "where"]
+        self.condition_files = Gauge(
+            "ferry_condition_held_files",
+            "Files a stage holds because of a cluster condition (quota_exceeded, safe_mode, "
+            "no_space; case C22) now, by stage, reason, cluster and place (a quota's "
+            "directory, empty for the whole cluster); no series when none holds.",
+            labels,
+            registry=r,
+        )
+        self.condition_since = Gauge(
+            "ferry_condition_since_timestamp_seconds",
+            "Since when a cluster condition holds a stage's files (epoch s).",
+            labels,
+            registry=r,
+        )
+
+    def show_conditions(self, held: list[Any]) -> None:
+        """Set the condition gauges to ``held`` (:class:`ferry.core.runtime.conditions.Held`
+        of every running instance): a cleared condition's series disappear."""
+        self.condition_files.clear()
+        self.condition_since.clear()
+        for h in held:
+            labels = (h.service, h.reason, h.cluster, h.where)
+            files = self.condition_files.labels(*labels)
+            files.set(files._value.get() + h.files)  # two instances of a stage: their sum
+            since = self.condition_since.labels(*labels)
+            old = since._value.get()
+            since.set(min(old, h.since) if old else h.since)
 
 
 def store_options(tcfg: TrackerSettings) -> dict[str, Any]:
@@ -297,6 +326,8 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
             return
         ctx.lags = lags
         ctx.liveness.lag_ok_ms, ctx.liveness.own_lag, ctx.liveness.lag_error = now_ms(), own, ""
+        ctx.conditions = read_conditions(settings)  # this host's stage instances (C22)
+        metrics.show_conditions(ctx.conditions)
         for (group, tp), lag in lags.items():
             metrics.lag.labels(group, tp).set(lag)
 

@@ -83,6 +83,25 @@ def _files_link(**params: str | None) -> str:
     return "/ui/files?" + urlencode({k: v for k, v in params.items() if v})
 
 
+def conditions_alert(held: Sequence[Any]) -> str:
+    """The overview's notice of the cluster conditions holding files now (case C22: a quota
+    exceeded, safe mode, no space), each with its stage, place, since when and files held
+    (:class:`ferry.core.runtime.conditions.Held`); empty when none holds."""
+    if not held:
+        return ""
+    items = "".join(
+        f"<li data-condition='{esc(h.service)}:{esc(h.reason)}'><b>{esc(h.service)}</b> holds "
+        f"<b>{h.files}</b> file(s): <b>{esc(h.reason)}</b> at {esc(h.place)} since "
+        f"{esc(fmt_ms(int(h.since * 1000)))}</li>"
+        for h in held
+    )
+    return (
+        "<section class='alert' id='cluster-conditions'><h2>Held by a cluster condition</h2>"
+        f"<ul>{items}</ul><p>Not quarantined: each stage retries on its own and goes on once "
+        "the condition clears (retry.condition_window_s is the ceiling).</p></section>"
+    )
+
+
 def definitions_alert(
     entries: Sequence[Any], waiting: Mapping[tuple[str, str], int] | None = None
 ) -> str:

@@ -77,6 +77,8 @@ class TrackerContext:
     definitions: Any = None
     #: file id → (dataset, stage) of the files parked in the waiting room
     parked: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: the cluster conditions holding files now (:class:`ferry.core.runtime.conditions.Held`)
+    conditions: list[Any] = field(default_factory=list)
 
     def waiting_files(self) -> dict[tuple[str, str], int]:
         """(dataset, stage) → files waiting there for a valid definition."""
@@ -280,7 +282,9 @@ def register(app: faust.App, ctx: TrackerContext) -> None:
             now = now_ms()
             dataset = request.query.get("dataset") or None
             ov = ctx.overview(now)
-            alert = pages.definitions_alert(ctx.definition_entries(), ctx.waiting_files())
+            alert = pages.conditions_alert(ctx.conditions) + pages.definitions_alert(
+                ctx.definition_entries(), ctx.waiting_files()
+            )
             body = alert + pages.overview_body(ov, ov["summary"], dataset)
             return page(
                 self,

@@ -4,7 +4,7 @@ Every failure surfaces as a Ferry error whose message names the cluster, the ope
 and the peer address, so an operator can act on the log line alone:
 
 * :class:`~ferry.errors.HdfsUnavailable` / :class:`~ferry.errors.HdfsTimeout`
-  (transient): connection reset, NameNode refused, connect or read timeout, safe mode, 5xx, any
+  (transient): connection reset, NameNode refused, connect or read timeout, 5xx, any
   remote exception not listed as permanent below.
 * :class:`~ferry.errors.AuthenticationFailed` (permanent): a Kerberos refusal, a principal
   the cluster's ``auth_to_local`` rules do not map (``No rules applied to …``), a TLS
@@ -17,6 +17,10 @@ and the peer address, so an operator can act on the log line alone:
   :class:`~ferry.errors.HdfsRequestRejected` (permanent): remote exceptions that retrying
   cannot fix (:data:`_PERMANENT_REMOTE`, :data:`_PERMANENT_MESSAGES`); a path component longer
   than the NameNode allows is rejected with ``reason=`` :data:`NAME_TOO_LONG`.
+* :class:`~ferry.errors.ClusterCondition` (transient, held for a long window): a condition
+  of the cluster, not of the file (:func:`condition_of`, case C22): a space or name quota
+  exceeded, a NameNode in safe mode, no DataNode with room for a block. The same text is found
+  in a Spark job's Java exception (:func:`condition_in`), so transform and load hold on it too.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from urllib3.exceptions import NewConnectionError
 from ferry.clusters.kerberos import gss_failure, is_transient_gss
 from ferry.errors import (
     AuthenticationFailed,
+    ClusterCondition,
     DataNodeUnreachable,
     FerryError,
     HdfsPathExists,
@@ -64,13 +69,83 @@ _PERMANENT_REMOTE: dict[str, Callable[[str], FerryError]] = {
     "UnsupportedOperationException": HdfsRequestRejected,
     "PathIsNotEmptyDirectoryException": HdfsRequestRejected,
     "PathIsNotDirectoryException": HdfsRequestRejected,
-    "DSQuotaExceededException": HdfsRequestRejected,
-    "NSQuotaExceededException": HdfsRequestRejected,
-    "QuotaExceededException": HdfsRequestRejected,
     # FSLimitException$PathComponentTooLongException: same name, same answer on every attempt
     "PathComponentTooLongException": _name_too_long,
     "MaxDirectoryItemsExceededException": HdfsRequestRejected,
 }
+
+
+#: ``FileFailed.reason`` of the cluster conditions (:class:`~ferry.errors.ClusterCondition`).
+QUOTA_EXCEEDED = "quota_exceeded"
+SAFE_MODE = "safe_mode"
+NO_SPACE = "no_space"
+
+#: Text that names a condition of the cluster, in a NameNode's or DataNode's remote exception
+#: (WebHDFS) or a Java stack trace (Spark, the metastore), and its reason code. Sources: Hadoop's
+#: ``DSQuotaExceededException``/``NSQuotaExceededException``/``QuotaByStorageTypeExceededException``
+#: (their class names and ``getMessage``), ``SafeModeException`` ("Name node is in safe mode",
+#: also inside a ``RetriableException`` on an HA pair), ``BlockManager.chooseTarget4NewBlock``
+#: ("could only be written to 0 of the 1 minReplication nodes"; Hadoop 2: "could only be
+#: replicated to 0 nodes") and a DataNode volume's ``DiskOutOfSpaceException``.
+_CONDITIONS: tuple[tuple[str, str], ...] = (
+    ("QuotaExceededException", QUOTA_EXCEEDED),  # DS, NS and QuotaByStorageType alike
+    ("SafeModeException", SAFE_MODE),
+    ("Name node is in safe mode", SAFE_MODE),
+    ("could only be written to 0 of the", NO_SPACE),
+    ("could only be replicated to 0 nodes", NO_SPACE),
+    ("DiskOutOfSpaceException", NO_SPACE),
+    ("No space left on device", NO_SPACE),
+)
+
+#: The directory of a quota message: "The DiskSpace quota of /d is exceeded", "The NameSpace
+#: quota (directories and files) of directory /d is exceeded", "Quota by storage type : SSD on
+#: path : /d is exceeded".
+_QUOTA_DIR = re.compile(
+    r"(?:quota(?: \([^)]*\))? of (?:directory )?|on path : )(/\S*?)[\s.,:]+is exceeded"
+)
+
+
+def condition_of(text: str, *, cluster: str, what: str = "") -> ClusterCondition | None:
+    """The :class:`~ferry.errors.ClusterCondition` that ``text`` (a remote exception's
+    class name and message, or a Java stack trace) reports, or ``None``.
+
+    Args:
+        cluster: the cluster's name, recorded on the condition.
+        what: the call or job, for the message.
+
+    The condition's ``where`` is the directory a quota message names, else ``""`` (safe mode and
+    a lack of space are the whole cluster's).
+    """
+    reason = next((code for marker, code in _CONDITIONS if marker in text), None)
+    if reason is None:
+        return None
+    where = ""
+    if reason == QUOTA_EXCEEDED and (m := _QUOTA_DIR.search(text)):
+        where = m[1]
+    line = next(
+        (ln.strip() for ln in text.splitlines() if any(k in ln for k, _ in _CONDITIONS)), ""
+    )
+    detail = " ".join(line.split()).lstrip(": ")[:300]  # a Java trace's line starts with ": "
+    return ClusterCondition(
+        f"{what + ': ' if what else ''}{reason} on cluster {cluster!r}"
+        f"{f' at {where}' if where else ''}: {detail}",
+        reason=reason,
+        cluster=cluster,
+        where=where,
+    )
+
+
+def condition_in(exc: BaseException, *, cluster: str, what: str = "") -> ClusterCondition | None:
+    """:func:`condition_of` the text of ``exc`` and of what it wraps (a py4j
+    ``Py4JJavaError``'s text is the Java exception's stack trace, ``Caused by`` lines included),
+    or ``None``. Never raises (a dead py4j gateway has no text: ``None`` then)."""
+    texts = []
+    for e in _exception_chain(exc):
+        try:
+            texts.append(f"{type(e).__name__}: {e}")
+        except Exception:  # noqa: BLE001 - str() of a py4j error asks the JVM, which may be gone
+            continue
+    return condition_of("\n".join(texts), cluster=cluster, what=what)
 
 
 def classify(
@@ -80,6 +155,7 @@ def classify(
     netloc: str,
     is_datanode: bool,
     timeout: tuple[float, float],
+    cluster: str = "",
 ) -> FerryError:
     """The Ferry error for ``exc``, raised by one WebHDFS call.
 
@@ -90,9 +166,10 @@ def classify(
         netloc: ``host:port`` the call went to.
         is_datanode: ``netloc`` is a DataNode (a redirect target), not the NameNode.
         timeout: the ``(connect, read)`` timeout of the call in seconds, for the message.
+        cluster: the cluster's name, recorded on a :class:`~ferry.errors.ClusterCondition`.
     """
     if isinstance(exc, _CliError):
-        return _remote_error(what, exc)
+        return _remote_error(what, exc, cluster)
     gss = gss_failure(exc)
     if gss is not None:  # no ticket could be had: transient only when the KDC did not answer
         if is_transient_gss(gss):
@@ -163,9 +240,12 @@ _NAME_TOO_LONG_MESSAGE = "maximum path component name limit"
 _NO_RULE = re.compile(r"No rules applied to ([^\s<]+)")
 
 
-def _remote_error(what: str, exc: _CliError) -> FerryError:
+def _remote_error(what: str, exc: _CliError, cluster: str = "") -> FerryError:
     name = (exc.exception or "").rsplit(".", 1)[-1].rsplit("$", 1)[-1]
     message = " ".join(_text(exc).split())[:500]
+    condition = condition_of(f"{name}: {message}", cluster=cluster, what=what)
+    if condition is not None:  # before the permanent ones: a quota is the cluster's, not the file's
+        return condition
     if name in _PERMANENT_REMOTE:
         return _PERMANENT_REMOTE[name](f"{what}: {name}: {message}")
     if _NAME_TOO_LONG_MESSAGE in message:
@@ -213,4 +293,13 @@ def _short(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
 
 
-__all__ = ["NAME_TOO_LONG", "classify", "empty_answer"]
+__all__ = [
+    "NAME_TOO_LONG",
+    "NO_SPACE",
+    "QUOTA_EXCEEDED",
+    "SAFE_MODE",
+    "classify",
+    "condition_in",
+    "condition_of",
+    "empty_answer",
+]

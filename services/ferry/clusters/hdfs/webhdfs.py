@@ -378,7 +378,14 @@ class WebHdfs(HdfsPort):
         peer, is_datanode = self._address(netloc)
         detail = f" {detail}" if detail else ""
         what = f"WebHDFS {op} {path!r}{detail} on cluster {self.name!r} via {peer}"
-        err = classify(what, exc, netloc=netloc, is_datanode=is_datanode, timeout=self.timeout)
+        err = classify(
+            what,
+            exc,
+            netloc=netloc,
+            is_datanode=is_datanode,
+            timeout=self.timeout,
+            cluster=self.name,
+        )
         if empty_answer(exc) and not is_datanode and self._session.auth is not None:
             # An empty HTTP 500 is the NameNode's answer to a PUT or POST whose principal its
             # auth_to_local does not map; a GET gets the reason, which makes it permanent.

@@ -87,16 +87,18 @@ def remove(path: Path) -> None:
 #: ``<service>.<pid>.datasets``: (service, pid) of a datasets status file
 _STATUS = re.compile(r"^([A-Za-z0-9_-]+)\.(\d+)\.datasets$")
 
-#: ``<service>.<pid>.alive`` and ``<service>.<pid>.datasets`` in ``<var_dir>/run``, and the
+#: ``<service>.<pid>.alive``, ``.datasets`` and ``.conditions`` in ``<var_dir>/run``, and the
 #: Kerberos ticket caches ``krb5cc_<name>-<pid>`` (``kerberos.ccache`` + ``-<pid>``, by default
 #: in ``<var_dir>/run``: a killed process's tickets would otherwise stay until the disk is wiped).
-_PER_PROCESS = re.compile(r"^(?:[A-Za-z0-9_-]+\.(\d+)\.(?:alive|datasets)|krb5cc_[\w.]+-(\d+))$")
+_PER_PROCESS = re.compile(
+    r"^(?:[A-Za-z0-9_-]+\.(\d+)\.(?:alive|datasets|conditions)|krb5cc_[\w.]+-(\d+))$"
+)
 
 
 def sweep_dead(run_dir: Path) -> list[Path]:
-    """Remove the per-process files (liveness, datasets status, Kerberos ticket caches) in
-    ``run_dir`` (``<var_dir>/run``) of processes that no longer run:
-    a killed service never removes its own, and every restart has a new pid, so without this
+    """Remove the per-process files (liveness, datasets status, cluster conditions, Kerberos
+    ticket caches) in ``run_dir`` (``<var_dir>/run``) of processes that no longer run: a killed
+    service never removes its own, and every restart has a new pid, so without this
     ``<var_dir>/run`` would grow for the life of the install. A pid that runs again (reused by
     another process) keeps its files until that process ends: they are only small and stale.
 

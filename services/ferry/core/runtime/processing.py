@@ -30,6 +30,13 @@ Errors, per file (a file is one input record):
   ``unencodable``.
 - :class:`DatasetNotReady` (the file's dataset has no valid definition now) neither retries nor
   quarantines: the input record is parked in the waiting room (:mod:`ferry.core.runtime.waiting`).
+- :class:`ClusterCondition` (a quota exceeded, safe mode, no space: the cluster's, not the
+  file's; case C22) holds the file: it is retried whatever ``max_attempts`` says, with backoffs of
+  at most ``retry.condition_backoff_s``, until it goes on or ``retry.condition_window_s`` passed
+  since the batch's first attempt (then it is quarantined with the condition's reason). Its input
+  offset is not stored meanwhile (the runner keeps polling, paused), and the condition is on the
+  stage's board (:mod:`ferry.core.runtime.conditions`: ``ferry ps``, ``ferry status``, the
+  tracker's gauges) while it holds a file.
 """
 
 from __future__ import annotations
@@ -39,12 +46,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from ferry.core.events import Event, FileFailed, failed
 from ferry.core.kafka.clients import OutboundRecord
 from ferry.core.kafka.publish import encode_events
 from ferry.core.retry import retrying
+from ferry.core.runtime.conditions import conditions_path
 from ferry.core.runtime.observe import FileObserver, Settled, notify
 from ferry.core.runtime.stage import (
     BatchHandler,
@@ -58,6 +66,7 @@ from ferry.core.runtime.stage import (
 from ferry.core.runtime.waiting import parked
 from ferry.core.wire.avro import EventCodec
 from ferry.errors import (
+    ClusterCondition,
     DatasetNotReady,
     PermanentError,
     SerializationError,
@@ -178,6 +187,22 @@ def _call(
     results: dict[int, BatchResult] = {}
     pending = list(range(len(events)))
     tries = [0] * len(events)  #: handler calls each file took part in (its FileFailed.attempt)
+    held_at = [0] * len(events)  #: its last call a condition held: max_attempts count after it
+    policy = settings.retry
+    board = stats.board(stage.name, lambda: conditions_path(settings, stage.name))
+    holders = [(id(events), i) for i in range(len(events))]  #: this call's files on the board
+    started = time.monotonic()
+
+    def goes_on(i: int) -> bool:
+        """File ``i`` met a TransientError and is retried: below its ceiling (a condition's
+        window, else max_attempts since its last hold and min_window_s)."""
+        res, elapsed = results[i], time.monotonic() - started
+        if isinstance(res, ClusterCondition):
+            held_at[i] = tries[i]
+            return elapsed < policy.condition_window_s
+        if not isinstance(res, TransientError):
+            return False
+        return tries[i] - held_at[i] < policy.max_attempts or elapsed < policy.min_window_s
 
     def attempt() -> None:
         nonlocal pending
@@ -187,27 +212,34 @@ def _call(
             tries[i] += 1
             results.pop(i, None)  # a per-file error of an earlier attempt is stale now
         stats.count("handler_calls")  # from the worker threads of both batches
-        got = list(handler([events[i] for i in pending], deps))
+        try:
+            got = list(handler([events[i] for i in pending], deps))
+        except ClusterCondition as exc:  # the whole batch's: held file by file, as below
+            got = [exc] * len(pending)
         if len(got) != len(pending):
             raise PermanentError(
                 f"batch handler of {stage.name} returned {len(got)} results "
                 f"for {len(pending)} events",
                 reason="handler_error",
             )
-        still = []
         for i, res in zip(pending, got, strict=True):
             results[i] = res
-            if isinstance(res, TransientError):
-                still.append(i)
-        pending = still
-        if pending:
-            raise TransientError(
-                f"{len(pending)} file(s) of the batch failed transiently, "
-                f"the first with: {results[pending[0]]}"
-            )
+        pending = [i for i in pending if goes_on(i)]
+        held = {i for i in pending if isinstance(results[i], ClusterCondition)}
+        board.release(*(holders[i] for i in range(len(events)) if i not in held))
+        for i in sorted(held):
+            board.hold(cast(ClusterCondition, results[i]), holders[i])
+        if not pending:
+            return
+        first = results[pending[0]]
+        message = f"{len(pending)} file(s) of the batch failed transiently, the first with: {first}"
+        if len(held) == len(pending):  # only conditions: the retry policy holds them
+            c = cast(ClusterCondition, first)
+            raise ClusterCondition(message, reason=c.reason, cluster=c.cluster, where=c.where)
+        raise TransientError(message)
 
     try:
-        retrying(settings.retry, should_stop, what=f"stage {stage.name}")(attempt)
+        retrying(policy, should_stop, what=f"stage {stage.name}", conditions="hold")(attempt)
     except _Abandon:
         return None
     except Exception as exc:  # noqa: BLE001 - settle: a bug quarantines the batch, not the stage
@@ -222,6 +254,8 @@ def _call(
                 log.exception("stage %s: batch handler failed", stage.name)
             for i in pending:
                 results[i] = verdict
+    finally:
+        board.release(*holders)
     return [results[i] for i in range(len(events))], tries
 
 

@@ -9,9 +9,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 from ferry.core.events import Event
+from ferry.core.runtime.conditions import ConditionBoard
 from ferry.errors import (
     ConfigError,
     DatasetNotReady,
@@ -138,7 +140,16 @@ class RunStats:
     revocations: int = 0  #: on_revoke/on_lost callbacks with at least one partition
     takeover_batches: int = 0  #: batches run beside a running one, of partitions taken over
     assigned: set[tuple[str, int]] = field(default_factory=set)
+    #: the cluster conditions holding this run's files (made by :meth:`board` on first use)
+    conditions: ConditionBoard | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def board(self, service: str, path: Callable[[], Path]) -> ConditionBoard:
+        """:attr:`conditions`, made on first use, mirrored to ``path()``."""
+        with self._lock:
+            if self.conditions is None:
+                self.conditions = ConditionBoard(service, path())
+            return self.conditions
 
     def count(self, name: str, n: int = 1) -> None:
         """Add ``n`` to counter ``name`` atomically: the batch and the takeover batch count

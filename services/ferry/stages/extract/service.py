@@ -12,7 +12,9 @@ One file never ends the service: an unexpected error while extracting it (an ``O
 ``UnicodeError``, any exception that is not a :class:`~ferry.errors.ConfigError`) quarantines
 that file with reason ``extract_error`` (traceback logged) and the others go on. Only an event
 the broker never acknowledged after the retries stops the service, with the NAS file left in
-place. Moved files never overwrite one another (:mod:`ferry.stages.extract.moves`).
+place. Moved files never overwrite one another (:mod:`ferry.stages.extract.moves`). A file a
+condition of cluster B refuses (a quota, safe mode: case C22) stays on the NAS and is tried
+again later (:mod:`ferry.stages.extract.holds`).
 
 Issue 33: a file some process still writes is held back (:mod:`ferry.stages.extract.writers`),
 and a moved file written after it was taken is reported and its new bytes taken as a new version
@@ -36,6 +38,7 @@ from ferry.core.kafka.clients import OutboundRecord, build_admin, build_producer
 from ferry.core.kafka.publish import encode_events, publish
 from ferry.core.kafka.topics import ensure_topics
 from ferry.core.retry import retrying
+from ferry.core.runtime.conditions import conditions_path
 from ferry.core.runtime.heartbeat import (
     beat,
     datasets_status_path,
@@ -47,16 +50,17 @@ from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import HandlerBug, settle
 from ferry.core.wire.avro import EventCodec, default_codec
 from ferry.datasets.reload import Definitions
-from ferry.errors import ConfigError, DatasetNotReady, PermanentError, TransientError
+from ferry.errors import DatasetNotReady, PermanentError, TransientError
 from ferry.lineage.events import now_iso
 from ferry.lineage.observer import LineageObserver, lineage_observer
 from ferry.settings import Settings, get_settings
 from ferry.stages.extract.afterwards import ArchiveWatch, archive_watch
 from ferry.stages.extract.datasets import apply_definitions, prepare_dirs, require_nas_root
 from ferry.stages.extract.handlers import ExtractDeps, SourceChanged, extract_file, nas_failed
+from ferry.stages.extract.holds import NasHolds
 from ferry.stages.extract.moves import after_extract
 from ferry.stages.extract.scanner import Candidate, NasScanner, display_name
-from ferry.stages.extract.watcher import NasWatcher, choose_detection, mount_note
+from ferry.stages.extract.watcher import start_watcher
 from ferry.stages.extract.writers import WriterCheck, writer_check
 
 log = logging.getLogger(__name__)
@@ -115,6 +119,7 @@ class ExtractService:
         # While run() runs: touched after every scan and every file handled (`ferry ps` health,
         # core/heartbeat.py).
         self._alive: Path | None = None
+        self.holds = NasHolds(settings.retry)  #: NAS files held by a cluster condition (C22)
 
     def stop(self) -> None:
         self._stop.set()
@@ -123,33 +128,6 @@ class ExtractService:
     def wake(self) -> None:
         """Scan now (called from the watcher's thread when a file is complete)."""
         self._wake.set()
-
-    def _start_watcher(self) -> NasWatcher | None:
-        """The inotify watcher per ``settings.extract.detection``, or None (polling alone).
-
-        Raises:
-            ConfigError: ``detection: inotify`` and the OS refused the watches.
-        """
-        setting = self.settings.extract.detection
-        if choose_detection(setting, self.settings.paths.nas_dir) != "inotify":
-            log.info(
-                "extract: polling the NAS every %ss%s",
-                self.settings.extract.poll_interval_s,
-                mount_note(self.settings.paths.nas_dir),
-            )
-            return None
-        watcher = NasWatcher(
-            self.scanner, self.wake, self.settings.extract.close_settle_s, self.writers
-        )
-        try:
-            watcher.start()
-        except ConfigError:
-            if setting == "inotify":
-                raise
-            log.warning("extract: inotify unavailable; polling the NAS instead", exc_info=True)
-            return None
-        self.detection = "inotify"
-        return watcher
 
     def run_once(self) -> int:
         """One scan; land its finished files, ``settings.extract.workers`` at a time: those of
@@ -177,7 +155,9 @@ class ExtractService:
             cands, held = self.writers.split(cands, self.scanner.is_marked)
             for cand in held:  # judged again from scratch once its writer is done
                 self._unsettled(cand)
-        cands += self.scanner.take_refusals()  # recorded and moved away, never read (C15)
+        cands = (
+            self.holds.due(cands, now) + self.scanner.take_refusals()
+        )  # recorded and moved away, never read (C15)
         if not cands:
             return 0
         with ThreadPoolExecutor(
@@ -226,19 +206,26 @@ class ExtractService:
         started = now_iso()
         try:
             events: list[Event] = list(
-                retrying(self.settings.retry, self._stop)(extract_file, cand, self.deps)
+                retrying(self.settings.retry, self._stop, conditions="raise")(
+                    extract_file, cand, self.deps
+                )
             )
             records = self._records(cand, events)
             outcome = "archive"
         except (FileNotFoundError, SourceChanged) as exc:
             log.info("extract: %s not taken: %s", where, exc)
+            self.holds.release(cand)
             self._unsettled(cand)
             return
         except Exception as exc:  # noqa: BLE001 - the one quarantine policy decides (settle)
             verdict = settle(exc, bug_reason=EXTRACT_ERROR)  # raises a ConfigError
             if isinstance(verdict, DatasetNotReady):  # the file waits on the NAS for its dataset
                 log.info("extract: %s waits: %s", where, verdict)
+                self.holds.release(cand)
                 self._unsettled(cand)
+                return
+            held = self.holds.hold(cand, verdict)
+            if held is None:  # a condition of the cluster, not of the file: it stays (C22)
                 return
             if isinstance(verdict, HandlerBug):
                 log.exception("extract: %s failed unexpectedly; quarantined", where)
@@ -247,12 +234,13 @@ class ExtractService:
                 if self._stop.is_set():
                     return
                 log.warning("extract: %s failed: %s", where, exc)
-                events = [self._failed(cand, verdict, self.settings.retry.max_attempts)]
+                events = [self._failed(cand, verdict, held or self.settings.retry.max_attempts)]
             records = self._records(cand, events)
             outcome = "failed"
         finally:
             self._hashed.pop(cand.path, None)
         publish(self.producer, records, self.settings)
+        self.holds.release(cand)
         if self.lineage is not None:  # OpenLineage runs of the file (never blocks, never raises)
             self.lineage.extracted(cand.dataset.name, cand.relative, started, events)
         with self._stats_lock:
@@ -315,10 +303,12 @@ class ExtractService:
             sorted(self.scanner.datasets),
         )
         self._alive = alive = heartbeat_path(self.settings, "extract")
+        self.holds.board.path = conditions_path(self.settings, "extract")
         if self.afterwards is not None:
             n = self.afterwards.load()
             log.info("extract: %d moved file(s) watched for writes after they were taken", n)
-        watcher = self._start_watcher()
+        watcher = start_watcher(self.settings, self.scanner, self.wake, self.writers)
+        self.detection = "poll" if watcher is None else "inotify"
         try:
             while not self._stop.is_set():
                 self._wake.clear()  # a file completed while scanning wakes the next wait
@@ -331,6 +321,7 @@ class ExtractService:
                 self._wake.wait(wait)
         finally:
             remove(alive)
+            remove(conditions_path(self.settings, "extract"))
             self._alive = None
             if watcher is not None:
                 watcher.stop()

@@ -43,6 +43,7 @@ from watchdog.events import (
 )
 
 from ferry.errors import ConfigError
+from ferry.settings import Settings
 from ferry.stages.extract.scanner import NasScanner
 from ferry.stages.extract.writers import WriterCheck
 
@@ -209,3 +210,34 @@ class NasWatcher:
         observer.stop()
         observer.join(timeout_s)
         self._observer = None
+
+
+def start_watcher(
+    settings: Settings,
+    scanner: NasScanner,
+    wake: Callable[[], None],
+    writers: WriterCheck | None,
+) -> NasWatcher | None:
+    """Extract's started inotify watcher per ``settings.extract.detection``, or None (polling
+    alone: the setting, the mount, or inotify refused under ``auto``).
+
+    Raises:
+        ConfigError: ``detection: inotify`` and the OS refused the watches.
+    """
+    setting = settings.extract.detection
+    if choose_detection(setting, settings.paths.nas_dir) != "inotify":
+        log.info(
+            "extract: polling the NAS every %ss%s",
+            settings.extract.poll_interval_s,
+            mount_note(settings.paths.nas_dir),
+        )
+        return None
+    watcher = NasWatcher(scanner, wake, settings.extract.close_settle_s, writers)
+    try:
+        watcher.start()
+    except ConfigError:
+        if setting == "inotify":
+            raise
+        log.warning("extract: inotify unavailable; polling the NAS instead", exc_info=True)
+        return None
+    return watcher

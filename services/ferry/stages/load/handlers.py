@@ -13,7 +13,10 @@ the manifest's ``rows_out``; otherwise the file is quarantined with ``row_count_
 file the job refused alone (its :class:`PermanentError`) is quarantined with that reason. A file
 whose incoming copy is gone and whose rows are not in the table either (a replay or a release
 after the copy's retention) is quarantined at once as ``input_expired``, and the rest of its batch
-is loaded without it.
+is loaded without it. A job that fails on a condition of cluster A (the warehouse's quota
+exceeded, safe mode, no space: :func:`ferry.clusters.hdfs.errors.condition_in`, case C22) gives
+its files that :class:`~ferry.errors.ClusterCondition`, which the runner holds until it
+clears.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ferry.clusters.hdfs.errors import condition_in
 from ferry.core.events import FileLoaded, FileTransferred
 from ferry.core.runtime.batching import group_by_dataset
 from ferry.core.runtime.stage import BatchResult
@@ -86,6 +90,12 @@ def _load_group(
             results[i] = exc
         return
     except Exception as exc:  # noqa: BLE001 - py4j/pyspark: the job failed; idempotent, retry
+        condition = condition_in(exc, cluster="a", what=f"load of {len(files)} {spec.name} file(s)")
+        if condition is not None:  # the cluster's, not the files': held (C22)
+            log.warning("load: %s", condition)
+            for i in idx:
+                results[i] = condition
+            return
         log.warning("load: Spark job for %d %s file(s) failed: %s", len(files), spec.name, exc)
         deps.reset_spark()
         gone = _expired(events, idx, deps)

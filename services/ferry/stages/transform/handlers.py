@@ -12,6 +12,10 @@ file whose job fails on it alone gets :class:`SparkJobFailed` (retried alone by 
 quarantined as ``spark_job_failed``). After every failed job the session is reset if its context
 died (e.g. the master pair failing over removed the application, case C03) and rebuilt by
 ``deps.spark()`` for the next job.
+
+A job that fails on a condition of cluster B (staging's quota exceeded, safe mode, no space:
+:func:`ferry.clusters.hdfs.errors.condition_in`, case C22) is not bisected: every file of it
+gets that :class:`~ferry.errors.ClusterCondition`, which the runner holds until it clears.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ferry.clusters.hdfs.errors import condition_in
 from ferry.core.events import FileExtracted, FileTransformed
 from ferry.core.runtime.batching import group_by_dataset
 from ferry.core.runtime.stage import BatchResult
@@ -159,6 +164,14 @@ def _run_isolating(
                 out[ev.file_id] = exc
             continue
         except Exception as exc:  # noqa: BLE001 - py4j/pyspark errors: this group's job failed
+            condition = condition_in(
+                exc, cluster="b", what=f"transform of {len(part)} {name} file(s)"
+            )
+            if condition is not None:  # the cluster's, not a file's: no bisection (C22)
+                log.warning("transform: %s", condition)
+                for ev in part:
+                    out[ev.file_id] = condition
+                continue
             line = first_line(exc)
             log.warning("transform: Spark job for %d %s file(s) failed: %s", len(part), name, line)
             deps.reset_spark()  # cheap unless the context died; deps.spark() then rebuilds it

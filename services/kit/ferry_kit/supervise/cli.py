@@ -157,6 +157,13 @@ def _print(rows: list[PsRow], settings: KitSettings) -> None:
             )
     if invalid:
         console.print("fix the definition (ferry datasets check); it is reloaded, no restart")
+    for r in rows:
+        for h in r.health.conditions:
+            console.print(
+                f"{r.name} holds files, not quarantined: {h.line()}: {h.message}",
+                style="yellow",
+                soft_wrap=True,
+            )
 
 
 def first_error_line(log: str, tail_bytes: int = 64 * 1024) -> str | None:

@@ -15,6 +15,12 @@ definition is invalid (:func:`ferry.core.runtime.heartbeat.datasets_status_path`
 with ``; not run: orders`` and :attr:`Health.invalid` holds each one's error. That does not make the
 service unhealthy (it runs every other dataset); ``ferry ps`` and ``ferry up`` print the errors.
 - gc: its loop touched its liveness file after each step of a turn (copy, each sweep) recently.
+
+A stage instance holding files because of a cluster condition (case C22: a quota exceeded, safe
+mode, no space; :mod:`ferry.core.runtime.conditions`) says so: the detail ends with
+``; HOLDING quota_exceeded at b:/ferry/landing since … (5 file(s) held)`` and
+:attr:`Health.conditions` holds each one. The service itself works (it retries and goes on when
+the condition clears), so that does not make it unhealthy either.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import requests
 from ferry.core.kafka.admin import Member, active_members
 from ferry.core.kafka.clients import build_admin, group_id
 from ferry.core.runtime import heartbeat
+from ferry.core.runtime.conditions import Held, conditions_path, read_conditions_file
 from ferry.core.runtime.heartbeat import age_s, datasets_status_path, heartbeat_path
 from ferry.errors import FerryError
 from ferry_kit.settings import KitSettings
@@ -41,6 +48,8 @@ class Health:
     detail: str
     #: dataset → why this service does not run it (its definition is invalid)
     invalid: Mapping[str, str] = field(default_factory=dict)
+    #: the cluster conditions holding this instance's files now
+    conditions: tuple[Held, ...] = ()
 
 
 def extract_stale_after_s(settings: KitSettings) -> float:
@@ -128,6 +137,10 @@ def probe(
     if invalid:
         detail = f"{health.detail}; not run: {', '.join(sorted(invalid))}"
         health = replace(health, detail=detail, invalid=invalid)
+    held = tuple(read_conditions_file(conditions_path(settings, info.group, info.pid)))
+    if held:
+        detail = "; ".join([health.detail, *(f"HOLDING {h.line()}" for h in held)])
+        health = replace(health, detail=detail, conditions=held)
     return health
 
 
