@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 from hdfs.util import HdfsError as _CliError
 from tests.support.webhdfs_stub import WebHdfsStub
+from tests.unit.test_hdfs import _cluster
 
 from ferry.clusters.hdfs.errors import _remote_error, condition_in, condition_of
 from ferry.clusters.hdfs.webhdfs import WebHdfs
@@ -31,7 +32,6 @@ from ferry.errors import (
     TransientError,
 )
 from ferry.settings import get_settings
-from ferry.settings.hdfs import HdfsClusterSettings
 from ferry.settings.retry import RetrySettings
 from ferry.tracker.app import TrackerMetrics
 from ferry.tracker.pages import conditions_alert
@@ -126,15 +126,7 @@ def test_a_spark_jobs_java_stack_trace_is_classified_with_the_stages_cluster() -
 
 def test_a_datanode_with_no_room_over_webhdfs_is_no_space_on_the_named_cluster() -> None:
     with WebHdfsStub() as stub:
-        host, port = stub.url.removeprefix("http://").split(":")
-        cluster = HdfsClusterSettings(
-            host=host,
-            namenode_rpc_port=1,
-            namenode_http_port=int(port),
-            datanode_port=1,
-            datanode_http_port=1,
-            datanode_ipc_port=1,
-        )
+        cluster = _cluster(stub.url)
         hdfs = WebHdfs(cluster, RetrySettings(max_attempts=1), name="b", user="ferry")
         stub.state.dn_fail_after_bytes = 4
         with pytest.raises(ClusterCondition) as caught:
