@@ -90,7 +90,7 @@ def test_extract_lands_the_archive_as_dropped(tmp_path: Path, flights: DatasetSp
     [
         (
             "flights_cut.csv.gz",
-            gzip.compress(BIG)[:5000],
+            gzip.compress(BIG, mtime=0)[:5000],
             "corrupt_archive",
             "flights/flights_cut.csv.gz: not a complete gzip archive at compressed byte 5000: "
             "the archive ends before its end; not landed",
@@ -108,7 +108,7 @@ def test_extract_lands_the_archive_as_dropped(tmp_path: Path, flights: DatasetSp
             "corrupt_archive",
             None,
         ),
-        ("flights_header.csv.gz", gzip.compress(HEADER), "empty_header_only", None),
+        ("flights_header.csv.gz", gzip.compress(HEADER, mtime=0), "empty_header_only", None),
         ("flights_zero.csv.gz", b"", "empty_zero_bytes", None),
         (
             "flights_latin1.csv.bz2",
