@@ -214,8 +214,9 @@ def collect_status(settings: Settings, codec: EventCodec) -> StatusReport:
     failed = [_view(tl, now, sla, loads) for tl in timelines.values() if tl.state == "failed"]
     per: dict[tuple[str, str], int] = {}
     for file_id, where in parked_files(settings, codec).items():
-        dataset = timelines[file_id].dataset if file_id in timelines else "?"
-        per[(dataset, where["stage"])] = per.get((dataset, where["stage"]), 0) + 1
+        known = timelines[file_id].dataset if file_id in timelines else None
+        key = (known or "?", str(where["stage"]))
+        per[key] = per.get(key, 0) + 1
     waiting = [{"dataset": d, "stage": s, "files": n} for (d, s), n in sorted(per.items())]
     return StatusReport("topics", states, stuck, failed, lag, bad, waiting)
 

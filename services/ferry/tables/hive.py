@@ -88,7 +88,7 @@ def table_fingerprint(spark: SparkSession, table: str) -> str | None:
     from pyspark.errors import AnalysisException
 
     db, name = table.split(".", 1)
-    ext = spark._jsparkSession.sharedState().externalCatalog()  # type: ignore[attr-defined]
+    ext = spark._jsparkSession.sharedState().externalCatalog()
     try:
         t = ext.getTable(db.strip("`"), name.strip("`"))
     except AnalysisException as exc:  # pyspark's converted NoSuchTable/DatabaseException
