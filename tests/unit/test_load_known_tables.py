@@ -4,12 +4,15 @@ entry of it changed (issue 45: about 30 metastore calls a batch, for a batch of 
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
 from tests.support.factories import dataset_spec
 from tests.unit.test_jobs_load import row, stage_files, table_rows, tiny_spec
 
+from ferry.datasets.spec import DatasetSpec
 from ferry.stages.load import job
 from ferry.stages.load.job import KnownTables, load_files
 from ferry.tables.hive import table_fingerprint
@@ -31,13 +34,19 @@ def ensured(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def test_a_table_checked_once_is_not_checked_again_while_it_is_unchanged(
-    spark, unique_db, tmp_path, ensured
-):
-    spec = tiny_spec(unique_db)
+def _loaded_once(spark: Any, database: str, tmp_path: Path) -> tuple[DatasetSpec, KnownTables]:
+    """The tiny table made by a first load of file ``a`` (one row), and what that load knew."""
+    spec = tiny_spec(database)
     known = KnownTables()
     a = stage_files(spark, tmp_path, spec, {"a": [(1, "a", D1)]})
     assert load_files(spark, spec, a, known=known) == {"a": 1}
+    return spec, known
+
+
+def test_a_table_checked_once_is_not_checked_again_while_it_is_unchanged(
+    spark, unique_db, tmp_path, ensured
+):
+    spec, known = _loaded_once(spark, unique_db, tmp_path)
     b = stage_files(spark, tmp_path, spec, {"b": [(2, "b", D1)]})
     assert load_files(spark, spec, b, known=known) == {"b": 1}
     assert ensured == [spec.hive.full_name]
@@ -45,10 +54,7 @@ def test_a_table_checked_once_is_not_checked_again_while_it_is_unchanged(
 
 
 def test_a_table_dropped_behind_the_service_is_made_again(spark, unique_db, tmp_path, ensured):
-    spec = tiny_spec(unique_db)
-    known = KnownTables()
-    a = stage_files(spark, tmp_path, spec, {"a": [(1, "a", D1)]})
-    assert load_files(spark, spec, a, known=known) == {"a": 1}
+    spec, known = _loaded_once(spark, unique_db, tmp_path)
     spark.sql(f"DROP TABLE {spec.hive.full_name}")
     assert table_fingerprint(spark, spec.hive.full_name) is None
     assert table_fingerprint(spark, "ferry_no_such_db.tiny") is None
@@ -62,10 +68,7 @@ def test_a_new_definition_version_is_checked_and_grows_the_table(
     spark, unique_db, tmp_path, ensured
 ):
     """A column added by the definition is added to the table at its first load."""
-    spec = tiny_spec(unique_db)
-    known = KnownTables()
-    a = stage_files(spark, tmp_path, spec, {"a": [(1, "a", D1)]})
-    assert load_files(spark, spec, a, known=known) == {"a": 1}
+    spec, known = _loaded_once(spark, unique_db, tmp_path)
     wider = dataset_spec(
         "tiny",
         {"id": "int", "kind": "string", "note": "string", "day": "date"},
