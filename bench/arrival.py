@@ -16,6 +16,7 @@ so its own file id). Printed per rate:
   ``exact`` or the files that differ.
 
 A plot of backlog and latency over time per rate is written to ``<work>/arrival-<days>d.png``.
+:func:`backlog_part` is the ``backlog`` part: files already on the NAS when the services start.
 Asserts nothing about time.
 """
 
@@ -35,6 +36,7 @@ from ferry.clusters.hiveserver2 import rows_by_file
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.settings import Settings
 from ferry_kit.pipeline import Outcomes, ServiceGroup, drop_file
+from ferry_kit.settings import KitSettings
 
 Rows = list[tuple[str, ...]]
 
@@ -254,3 +256,63 @@ def arrival_part(
         )
     plot(runs, work / f"arrival-{days}d.png", f"{file_rows} rows over {days} day(s) per file")
     return runs
+
+
+def backlog_part(
+    settings: KitSettings,
+    demo: Sequence[Any],
+    work: Path,
+    group: ServiceGroup,
+    rows: Rows,
+    say: Callable[[str], None],
+    *,
+    count: int,
+    file_rows: int,
+    pids: dict[str, int],
+    deadline_s: float = 3600.0,
+) -> None:
+    """A backlog at start (after an outage): ``count`` new one-day flights files of
+    ``file_rows`` rows put on the NAS by rename while no service runs, then ``group`` (not
+    started yet) started, its processes' ids put in ``pids`` (the cost meter's services). One
+    row: from the start to the last file loaded, files/min, how long the services took to be
+    ready, and every file's rows in Hive against its ``loaded`` event.
+
+    Raises:
+        TimeoutError: not every file settled within ``deadline_s`` of the start.
+    """
+    header, by_day = flights_rows(demo)
+    seed = int(time.time()) * 10 + 9
+    files = make_files(header, by_day, work / "backlog" / str(seed), count, file_rows, 1, seed)
+    nas = settings.paths.nas_dir / "flights"
+    ids = [derive_file_id("flights", sha256_file(p)) for p in files]
+    say(f"backlog: {count} files of {file_rows} rows on the NAS, then the services start …")
+    for p in files:
+        drop_file(p, nas / p.name, mode="rename")
+    outcomes = Outcomes(settings, since_ms=int(time.time() * 1000) - 1)
+    t0 = time.monotonic()
+    try:
+        group.start()
+        pids |= {name: proc.pid for name, proc in group.procs.items()}
+        ready = group.wait_ready(settings, 600)
+        while not outcomes.settled(ids):
+            if time.monotonic() - t0 > deadline_s:
+                raise TimeoutError(outcomes.unsettled(ids))
+            outcomes.poll(1.0)
+            group.check_alive()
+        wall = time.monotonic() - t0
+    finally:
+        outcomes.close()
+    failed = sum(1 for f in ids if f in outcomes.failed and f not in outcomes.loaded)
+    loaded = {f: outcomes.loaded[f].manifest.rows_out for f in ids if f in outcomes.loaded}
+    in_hive = rows_by_file(settings, "ferry.flights", list(loaded))
+    differ = [f for f, n in loaded.items() if in_hive.get(f, 0) != n]
+    exact = "every row exact" if not differ else f"{len(differ)} files differ"
+    rows.append(
+        (
+            "backlog",
+            f"{count} files on the NAS at start ({file_rows} rows each) → Hive",
+            f"{wall:.1f}",
+            f"{count / wall * 60:.0f} files/min; services ready after {ready:.0f} s",
+            f"{exact}{f', {failed} failed' if failed else ''}",
+        )
+    )

@@ -6,6 +6,9 @@ Parts (``--parts``, comma separated; default all, in this order):
   demo's 729): per file one ``spark-submit`` (pyspark's, against the stack's Spark masters) that
   transforms it on B and stages it on A, then one that loads it into Hive (bench/baseline_job.py,
   the same dataset definitions and job code); seconds per file, extrapolated to 729 files;
+* ``backlog``: ``--backlog`` new one-day files (``--arrival-rows`` rows) put on the NAS while
+  no service runs, then the services started (after an outage): start → last file in Hive,
+  files/min, rows checked in Hive (bench/arrival.py);
 * ``ferry``: the four stage services on the same sample, then on all 729 files (dropped the
   demo's way), wall time, files/min, per-hop median/p95, ratio to the baseline; then
   ``--lone`` single files each dropped on the idle, warm pipeline, by rename and then written in
@@ -52,7 +55,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from arrival import arrival_part
+from arrival import arrival_part, backlog_part
 from costs import CostMeter, cost_rows, environment_note, event_log_env
 from peers import peer_part
 from pipeline_parts import (
@@ -84,7 +87,7 @@ from ferry_kit.pipeline import ServiceGroup
 from ferry_kit.settings import get_kit_settings
 from ferry_kit.stack.manager import Stack
 
-PARTS = ("baseline", "ferry", "big", "arrival", "peer", "stream", "floor")
+PARTS = ("baseline", "backlog", "ferry", "big", "arrival", "peer", "stream", "floor")
 YEAR = 729
 console = Console(width=160)
 
@@ -284,6 +287,7 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=3.0, help="arrival: minutes of drops a rate")
     ap.add_argument("--arrival-rows", type=int, default=60, help="arrival: rows per file")
     ap.add_argument("--arrival-days", default="1,60", help="arrival: days of rows per file")
+    ap.add_argument("--backlog", type=int, default=5000, help="backlog: files on the NAS at start")
     ap.add_argument("--no-costs", action="store_true", help="no cost rows, no Spark event logs")
     args = ap.parse_args()
     # SIGTERM (a timeout) unwinds like Ctrl-C: the services are stopped, the stack taken down
@@ -327,6 +331,24 @@ def main() -> int:
         if "baseline" in parts:
             with guard("baseline", rows):
                 base = baseline_part(settings, sample, work, rows)
+        if "backlog" in parts:
+            first = ServiceGroup({}, work / "logs-backlog")
+            with guard("backlog", rows), metered(meter, "backlog", args.backlog, costs):
+                try:
+                    backlog_part(
+                        settings,
+                        demo,
+                        work,
+                        first,
+                        rows,
+                        say,
+                        count=args.backlog,
+                        file_rows=args.arrival_rows,
+                        pids=rss.services,
+                    )
+                finally:
+                    first.stop()
+                    rss.services.clear()  # the next group's ids replace them
         if {"ferry", "big", "arrival"} & set(parts):
             group = ServiceGroup({}, work / "logs")
             group.start()
