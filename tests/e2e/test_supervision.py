@@ -30,6 +30,7 @@ from ferry.datasets.spec import load_datasets
 from ferry.settings import Settings
 from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import Outcomes, drop_file, private_overrides, run_cli, settings_env
+from ferry_kit.settings import KitSettings, get_kit_settings
 from ferry_kit.supervise.control import PsRow, Services
 from ferry_kit.testing.ports import free_port
 from ferry_kit.testing.waiting import wait_for
@@ -51,7 +52,7 @@ def environ(env: Mapping[str, str]) -> Iterator[None]:
 
 @dataclass
 class Supervised:
-    settings: Settings
+    settings: KitSettings
     env: dict[str, str]
     work: Path
     services: Services
@@ -81,7 +82,7 @@ def supervised(
         }
     )
     with environ(env):
-        settings = Settings()
+        settings = get_kit_settings()  # ``ferry up``'s: Ferry's settings and the kit's (supervise)
     ensure_topics(build_admin(settings.kafka), settings.kafka)
     return Supervised(settings, env, work, Services(settings))
 

@@ -72,7 +72,7 @@ def test_hive_table_created_in_one_session_is_visible_from_another(stack, unique
     creator = f"""
 from ferry.settings import get_settings
 from ferry.clusters.spark import build_session
-spark = build_session(get_kit_settings(), "ferry-tests-creator", "a", hive=True)
+spark = build_session(get_settings(), "ferry-tests-creator", "a", hive=True)
 spark.sql("CREATE TABLE {table} (id INT, city STRING) STORED AS PARQUET")
 spark.sql("INSERT INTO {table} VALUES (1, 'Orly'), (2, 'Évry')")
 spark.stop()
