@@ -101,3 +101,52 @@ def test_warm_up_goes_on_past_a_dataset_whose_batch_fails(
         )
     assert (sessions, seen) == (["built"], ["a", "b"])
     assert [r.getMessage() for r in caplog.records] == ["transform: warm-up batch of a failed"]
+
+
+@pytest.mark.parametrize(
+    ("datasets", "warmed"), [(None, ["a", "b", "c"]), (2, ["a", "b"]), (0, [])]
+)
+def test_warm_up_batches_only_the_first_datasets_in_name_order(
+    datasets: int | None, warmed: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``transform.warm_up_datasets``: the session is built either way; synthetic batches for the
+    first ``datasets`` definitions by name, and the log says how many of how many."""
+    seen: list[str] = []
+    sessions: list[str] = []
+
+    def warm(spark: Any, spec: Any, root: str, run: Any) -> float:
+        seen.append(spec.name)
+        return 0.5
+
+    hive = {"database": "ferry", "table": "t", "partition_by": []}
+    specs = {n: dataset_spec(n, {"id": "int"}, hive=hive) for n in ("c", "a", "b")}
+    with caplog.at_level(logging.INFO, logger="ferry.stages.transform.warmup"):
+        warm_transform(
+            lambda: sessions.append("built") or "session",
+            lambda: specs,
+            "file:///nowhere",
+            run_batch,
+            warm=warm,
+            datasets=datasets,
+        )
+    assert (sessions, seen) == (["built"], warmed)
+    limited = [r.getMessage() for r in caplog.records if "of 3 datasets" in r.getMessage()]
+    expected = (
+        []
+        if datasets is None
+        else [
+            f"transform: warm-up batches for {datasets} of 3 datasets (transform.warm_up_datasets)"
+        ]
+    )
+    assert limited == expected
+
+
+def test_the_settings_default_warms_four_datasets_and_refuses_a_negative_count() -> None:
+    """The default and its floor (``ferry.settings.stages.TransformSettings``)."""
+    from pydantic import ValidationError
+
+    from ferry.settings.stages import TransformSettings
+
+    assert TransformSettings().warm_up_datasets == 4
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        TransformSettings(warm_up_datasets=-1)

@@ -41,7 +41,12 @@ from ferry.settings.retention import RetentionSettings
 from ferry.settings.retry import RetrySettings
 from ferry.settings.sources import YamlSource, extensions, profile_files, without_keys_of
 from ferry.settings.spark import SparkSettings, ZooKeeperSettings
-from ferry.settings.stages import BatchSettings, ExtractSettings, LoadSettings, TransferSettings
+from ferry.settings.stages import (
+    ExtractSettings,
+    LoadSettings,
+    TransferSettings,
+    TransformSettings,
+)
 from ferry.settings.tracker import TrackerSettings
 
 #: The clusters' NameNodes when nothing else is given: the kit's local stack on this machine.
@@ -110,8 +115,9 @@ class Settings(BaseSettings):
     transfer: TransferSettings = Field(
         default_factory=TransferSettings, description="The transfer service (B → A)."
     )
-    transform: BatchSettings = Field(
-        default_factory=BatchSettings, description="Batching of the transform service."
+    transform: TransformSettings = Field(
+        default_factory=TransformSettings,
+        description="The transform service: batching, the warm-up at start.",
     )
     load: LoadSettings = Field(
         default_factory=LoadSettings, description="The load service: batching, file sizes."

@@ -164,6 +164,23 @@ class BatchSettings(Frozen):
     )
 
 
+class TransformSettings(BatchSettings):
+    """The transform stage. Env: ``FERRY_TRANSFORM__<FIELD>``."""
+
+    warm_up_datasets: int = Field(
+        default=4,
+        ge=0,
+        description=(
+            "Datasets (in name order) that get a synthetic batch before the stage joins its "
+            "group (ferry.stages.transform.warmup); 0 builds and warms the session only. The first "
+            "batch pays the JVM's class loading once for every dataset and each schema's code "
+            "generation for its own, so the warm-up's cost, paid at every start and takeover, "
+            "stays bounded when many datasets are defined (measured in docs/operations.md, "
+            "First batch after a start)."
+        ),
+    )
+
+
 class LoadSettings(BatchSettings):
     """The load stage. Env: ``FERRY_LOAD__<FIELD>``."""
 

@@ -70,6 +70,7 @@ def build(settings: Settings | None = None) -> StageRunner:
             lambda: snapshot(definitions).specs,
             deps.staging_root,
             run_batch,
+            datasets=settings.transform.warm_up_datasets,
         ),
         tick=lambda: room.tick(definitions.ready_changed, definitions.ready),
     )

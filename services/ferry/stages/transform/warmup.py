@@ -109,17 +109,29 @@ def warm_transform(
     staging_root: str,
     run_batch: Callable[..., Any],
     warm: Callable[..., float] = warm_dataset,
+    datasets: int | None = None,
 ) -> None:
     """The transform stage's ``warm_up``: ``warm_session()`` (build the session, one tiny job;
-    returns the session), then one synthetic batch per dataset of ``specs()`` (the definitions
-    ready once the session can compile them), in name order, each ``warm(spark, spec,
-    staging_root, run_batch)`` (:func:`warm_dataset`). A dataset whose batch fails is logged and
-    the next one warmed: its first real batch pays what this one would have.
+    returns the session), then one synthetic batch for each of the first ``datasets`` datasets of
+    ``specs()`` (the definitions ready once the session can compile them) in name order (all
+    when ``None``; ``transform.warm_up_datasets``), each ``warm(spark, spec, staging_root,
+    run_batch)`` (:func:`warm_dataset`). The JVM's class loading is paid by the first batch for
+    every dataset; the others' first real batches pay only their own code generation. A dataset
+    whose batch fails is logged and the next one warmed: its first real batch pays what this one
+    would have.
 
     Raises whatever ``warm_session`` raises (no master: the runner logs it and goes on).
     """
     spark = warm_session()
-    for name, spec in sorted(specs().items()):
+    names = sorted(specs().items())
+    chosen = names if datasets is None else names[:datasets]
+    if len(chosen) < len(names):
+        log.info(
+            "transform: warm-up batches for %d of %d datasets (transform.warm_up_datasets)",
+            len(chosen),
+            len(names),
+        )
+    for name, spec in chosen:
         try:
             took = warm(spark, spec, staging_root, run_batch)
         except Exception:  # noqa: BLE001 - an optimisation: the real batch meets it again
