@@ -13,7 +13,9 @@ two snapshots is what the work between them cost:
   call, over RPC or WebHDFS: ``CreateFileOps``, ``FilesRenamed``, ``GetListingOps`` …) and its
   RPC call count (``RpcActivityForPort<port>``, ``RpcProcessingTimeNumOps``: the Java clients',
   Spark's), and the DataNode's blocks written and read (``DataNodeActivity``), from each
-  server's ``/jmx`` servlet (Hadoop's "Metrics" page names every counter);
+  server's ``/jmx`` servlet (Hadoop's "Metrics" page names every counter); and the same calls by
+  zone, command and protocol from the NameNodes' audit logs (``bench/nn_audit.py``, turned on
+  when the meter starts), which say which hop makes them;
 * **Kafka**: records appended to each topic (the sum of its partitions' high watermarks) and
   offset commits (records appended to ``__consumer_offsets``);
 * **Hive metastore**: calls by name, from its audit log (``HiveMetaStore.audit`` lines, one per
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nn_audit
 import psutil
 import requests
 
@@ -130,6 +133,7 @@ class Snapshot:
     hdfs: Counter[str] = field(default_factory=Counter)
     kafka: Counter[str] = field(default_factory=Counter)
     metastore_offset: int = 0
+    audit: dict[Path, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,6 +146,7 @@ class Costs:
     kafka: Counter[str]
     metastore: Counter[str]
     spark: Counter[str]
+    zones: Counter[str] = field(default_factory=Counter)
 
     def per_file(self, files: int) -> dict[str, float]:
         """Every figure divided by ``files``: ``cpu <process>``, ``hdfs <cluster> <op>``,
@@ -155,6 +160,7 @@ class Costs:
             ("kafka", self.kafka),
             ("metastore", self.metastore),
             ("spark", self.spark),
+            ("zone", self.zones),
         ):
             for key, value in counts.items():
                 if value:
@@ -201,6 +207,10 @@ class CostMeter:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="costs", daemon=True)
         self._thread.start()
+        try:
+            nn_audit.enable(settings)
+        except requests.RequestException as exc:  # the zone rows are then empty, said below
+            print(f"costs: NameNode audit log not enabled ({exc})")
 
     # -- reading ---------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -210,6 +220,7 @@ class CostMeter:
         self._kafka(snap.kafka)
         log = hive_log()
         snap.metastore_offset = log.stat().st_size if log.exists() else 0
+        snap.audit = nn_audit.offsets(self.settings)
         return snap
 
     def costs(self, before: Snapshot, after: Snapshot) -> Costs:
@@ -220,6 +231,7 @@ class CostMeter:
             kafka=_minus(after.kafka, before.kafka),
             metastore=self._metastore(before.metastore_offset, after.metastore_offset),
             spark=self._spark(before.at_ms, after.at_ms),
+            zones=nn_audit.by_zone(self.settings, before.audit, after.audit),
         )
 
     def _apps(self) -> dict[str, str]:
@@ -418,9 +430,9 @@ def cost_rows(label: str, costs: Costs, files: int) -> list[tuple[str, ...]]:
         if v >= 0.01 * total:
             rows.append(("cost", f"  CPU {name}", "", f"{v:.3f} s/file", f"{v / total:.0%}"))
     for key in sorted(per):
-        if key.startswith(("hdfs ", "kafka ", "metastore ", "spark ")) and not key.startswith(
-            "cpu"
-        ):
+        if key.startswith(
+            ("hdfs ", "kafka ", "metastore ", "spark ", "zone ")
+        ) and not key.startswith("cpu"):
             rows.append(("cost", f"  {key}", "", f"{per[key]:.2f}/file", ""))
     return rows
 

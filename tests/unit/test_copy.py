@@ -277,16 +277,17 @@ def test_own_temp_file_not_found_after_create_is_retried(
     for the temporary file the new active had just created. That is a failed attempt (retried
     from the start), not a missing path (which would quarantine the file)."""
     b, a = clusters
-    real_status = a.status
+    real_open = a.open_stream
     misses: list[str] = []
 
-    def stale_once(path: str):  # type: ignore[no-untyped-def]
+    def stale_once(path: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        # the read-back of the temporary file is the first call naming it after its create
         if is_temp_path(path) and not misses:
             misses.append(path)
             raise HdfsPathNotFound(f"File does not exist: {path}")
-        return real_status(path)
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(a, "status", stale_once)
+    monkeypatch.setattr(a, "open_stream", stale_once)
     sleeps = _Sleeps()
     assert _copy(b, a, sleeps, expected_sha256=SHA) == (len(DATA), SHA)
     assert a.files["/incoming/f.parquet"] == DATA

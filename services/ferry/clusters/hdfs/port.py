@@ -307,12 +307,9 @@ class HdfsPort(abc.ABC):
         return Written(final, size, digest, created=created)
 
     def _verify(self, temp: str, final: str, size: int, digest: str) -> None:
-        st = self.status(temp)
-        if st.size != size:
-            raise ChecksumMismatch(
-                f"cluster {self.name!r}: {temp!r} (for {final!r}) holds {st.size} bytes after "
-                f"writing {size}"
-            )
+        # The read-back counts the bytes the DataNodes serve, which the NameNode's length bounds
+        # (a GETFILESTATUS first answered nothing the count does not: one NameNode call less a
+        # file, issue 45's cost table).
         got_size, got = self.sha256(temp)
         if (got_size, got) != (size, digest):
             raise ChecksumMismatch(
