@@ -17,8 +17,16 @@ from typer.testing import CliRunner
 from ferry.core.events import FileExtracted, FileFailed
 from ferry.core.timeline import to_ms
 from ferry.core.wire.avro import EventCodec
-from ferry.ops import quarantine_cli
-from ferry.ops.bulk import Selection, failed_copy, move_back, plan_bulk, run_bulk, select
+from ferry.ops import bulk, quarantine_cli
+from ferry.ops.bulk import (
+    Selection,
+    failed_copy,
+    move_back,
+    plan_bulk,
+    rename_noreplace,
+    run_bulk,
+    select,
+)
 from ferry.ops.quarantine import QuarantineEntry, QuarantineRead
 from ferry.settings import Settings, get_settings
 
@@ -145,12 +153,37 @@ def test_an_interrupted_move_back_is_finished_by_the_next_run(tmp_path: Path) ->
     assert (dest.read_bytes(), src.exists(), dest.stat().st_nlink) == (b"rows\n", False, 1)
 
 
+def test_the_rename_never_replaces_a_file(tmp_path: Path) -> None:
+    src = drop(tmp_path, ".ferry/failed/flights/a.csv", b"old\n")
+    dest = drop(tmp_path, "flights/a.csv", b"new\n")
+    with pytest.raises(FileExistsError):
+        rename_noreplace(src, dest)
+    assert (src.read_bytes(), dest.read_bytes()) == (b"old\n", b"new\n")
+    dest.unlink()
+    assert rename_noreplace(src, dest) is True  # this file system can (else: link, unlink)
+    assert (dest.read_bytes(), src.exists()) == (b"old\n", False)
+
+
+def test_where_renames_cannot_refuse_to_replace_a_link_then_unlink_moves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bulk, "rename_noreplace", lambda src, dst: False)
+    src = drop(tmp_path, ".ferry/failed/flights/a.csv", b"rows\n")
+    dest = tmp_path / "flights" / "a.csv"
+    assert move_back(src, dest) == "moved"
+    assert (dest.read_bytes(), src.exists(), dest.stat().st_nlink) == (b"rows\n", False, 1)
+    taken = drop(tmp_path, ".ferry/failed/flights/b.csv", b"x")
+    assert move_back(taken, dest) == "name taken"
+    assert (dest.read_bytes(), taken.read_bytes()) == (b"rows\n", b"x")
+
+
 def test_without_hard_links_the_move_is_a_rename_once_the_name_is_free(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def no_links(*a: Any, **kw: Any) -> None:
         raise PermissionError(1, "Operation not permitted")
 
+    monkeypatch.setattr(bulk, "rename_noreplace", lambda src, dst: False)
     monkeypatch.setattr(os, "link", no_links)
     src = drop(tmp_path, ".ferry/failed/flights/a.csv", b"rows\n")
     taken = drop(tmp_path, "flights/b.csv", b"other\n")
@@ -253,3 +286,24 @@ def test_release_without_ids_or_filters_is_refused(monkeypatch: pytest.MonkeyPat
     assert got.exit_code == 2
     got = CliRunner().invoke(quarantine_cli.app, ["release", "x", "--stage", "load"])
     assert got.exit_code == 2
+
+
+def test_a_marker_file_follows_its_file_back(
+    tmp_path: Path, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``finished.policy: marker``: the marker (named after the file's moved name) goes back
+    after the file, named after the file's NAS name."""
+    monkeypatch.setattr(bulk, "marker_suffixes", lambda settings: {"flights": ".done"})
+    data = b"h\n1\n"
+    f = extract_failure(1, data)
+    tag = f.file_id[:12] if f.file_id else ""
+    drop(tmp_path, f".ferry/failed/flights/flights_1.{tag}.csv", data, T0)
+    drop(tmp_path, f".ferry/failed/flights/flights_1.{tag}.csv.done", b"", T0)
+    [item] = plan_bulk([entry("x1", f, 1)], nas_settings(tmp_path), codec)
+    assert item.marker is not None and item.marker[1] == tmp_path / "flights/flights_1.csv.done"
+    [done] = run_bulk([item], nas_settings(tmp_path))
+    assert done.outcome == "done"
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == [
+        "flights/flights_1.csv",
+        "flights/flights_1.csv.done",
+    ]

@@ -17,6 +17,7 @@ NAS files back, one by one.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import re
@@ -84,6 +85,9 @@ class BulkItem:
     release: Release | None = None
     source: Path | None = None
     dest: Path | None = None
+    #: the file's marker (``finished.policy: marker``): (under ``.ferry/failed/``, back), moved
+    #: after the file, so extract sees the whole file before its marker
+    marker: tuple[Path, Path] | None = None
 
 
 #: A tag extract gives a file moved without a file id (``extract.moves``: UTC time of the move).
@@ -131,28 +135,73 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
+#: ``renameat2(2)`` flag: fail with ``EEXIST`` instead of replacing the target (Linux >= 3.15).
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+#: errno values saying a file system (or libc) cannot do what was asked: try the next way.
+_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM, errno.EXDEV})
+
+
+def rename_noreplace(source: Path, dest: Path) -> bool:
+    """``rename(source, dest)`` that never replaces ``dest``, in one atomic step
+    (``renameat2(RENAME_NOREPLACE)``, Linux; ext4, XFS, tmpfs, btrfs do it, NFS and SMB not).
+
+    Returns:
+        True when renamed; False when this system or file system cannot do it (nothing done).
+
+    Raises:
+        FileExistsError: ``dest`` exists (nothing done). OSError: another failure.
+    """
+    fn = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if fn is None:
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    src, dst = os.fsencode(source), os.fsencode(dest)
+    if fn(_AT_FDCWD, src, _AT_FDCWD, dst, _RENAME_NOREPLACE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.EEXIST:
+        raise FileExistsError(err, os.strerror(err), os.fsdecode(dst))
+    if err in _UNSUPPORTED:
+        return False
+    raise OSError(err, os.strerror(err), os.fsdecode(src))
+
+
 def move_back(source: Path, dest: Path) -> str:
-    """Move ``source`` (under ``.ferry/failed/``) to ``dest`` (its place in the drop directory)
-    without ever overwriting ``dest`` and without a half file at ``dest``: a hard link to the
-    whole file is made at ``dest`` (fails if the name is taken), then ``source`` is unlinked.
-    Interrupted between the two, both names hold the same file; run again, the link is
-    recognised (same inode) and the move finished. On a file system without hard links
-    (``EPERM``, ``ENOTSUP``, ``EXDEV``): a rename once ``dest`` is seen free.
+    """Move ``source`` (under ``.ferry/failed/``) to ``dest`` (its place in the drop directory):
+    never over a file at ``dest``, never a half file at ``dest`` (``.ferry/`` is on the NAS's
+    file system, so each way below is a rename or a link: the whole file appears at once).
+
+    In order: :func:`rename_noreplace` (one atomic step); where the file system cannot, a hard
+    link at ``dest`` (fails if the name is taken), then ``source`` unlinked (interrupted between
+    the two, both names hold the same file: run again, the same inode is recognised and the
+    move finished; with ``extract.refuse_hardlinks`` a scan in between would refuse it); where
+    neither works, a rename once ``dest`` is seen free.
 
     Returns:
         ``moved``; ``name taken`` (another file is at ``dest`` now: a re-drop; nothing moved);
         ``gone`` (``source`` is no longer there).
+
+    Raises:
+        OSError: the move failed otherwise (permissions, a vanished share); nothing is lost:
+            the file is at one of the two names.
     """
     if not os.path.lexists(source):
         return "gone"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, dest, follow_symlinks=False)
-    except FileExistsError:
+    if os.path.lexists(dest):
         if not os.path.samefile(source, dest):
             return "name taken"
+        os.unlink(source)  # a link-and-unlink move interrupted after the link
+        return "moved"
+    try:
+        if rename_noreplace(source, dest):
+            return "moved"
+        os.link(source, dest, follow_symlinks=False)
+    except FileExistsError:
+        return "name taken"
     except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+        if exc.errno not in _UNSUPPORTED | {errno.EMLINK}:
             raise
         if os.path.lexists(dest):
             return "name taken"
@@ -165,9 +214,10 @@ def move_back(source: Path, dest: Path) -> str:
 def plan_bulk(
     entries: list[QuarantineEntry], settings: Settings, codec: EventCodec, force: bool = False
 ) -> list[BulkItem]:
-    """What releasing ``entries`` would do, entry by entry (encodes, looks at the NAS; moves and
-    produces nothing)."""
+    """What releasing ``entries`` would do, entry by entry (encodes, looks at the NAS and the
+    dataset definitions for marker files; moves and produces nothing)."""
     nas_dir = Path(settings.paths.nas_dir)
+    suffixes: dict[str, str | None] | None = None
     out: list[BulkItem] = []
     for e in entries:
         f = e.failed
@@ -181,13 +231,30 @@ def plan_bulk(
             if os.path.lexists(dest) and not os.path.samefile(src, dest):
                 out.append(BulkItem(e, "skip", "name taken in the drop directory", None, src, dest))
                 continue
-            out.append(BulkItem(e, "move back", "would", None, src, dest))
+            suffixes = suffixes if suffixes is not None else marker_suffixes(settings)
+            suffix = suffixes.get(f.nas_dataset or "")
+            marker = None
+            if suffix and os.path.lexists(src.parent / (src.name + suffix)):
+                marker = (src.parent / (src.name + suffix), dest.parent / (dest.name + suffix))
+            out.append(BulkItem(e, "move back", "would", None, src, dest, marker))
             continue
         try:
             out.append(BulkItem(e, "re-emit", "would", plan_release(e, settings, codec, force)))
         except OpsError as exc:
             out.append(BulkItem(e, "skip", str(exc)))
     return out
+
+
+def marker_suffixes(settings: Settings) -> dict[str, str | None]:
+    """dataset → its marker file suffix (``finished.policy: marker``), else ``None``; from the
+    valid definitions of ``paths.datasets_dir`` (an invalid one: no marker is looked for)."""
+    from ferry.datasets.registry import load_definitions
+
+    specs = load_definitions(settings.paths.datasets_dir).specs
+    return {
+        name: spec.finished.marker_suffix if spec.finished.policy == "marker" else None
+        for name, spec in specs.items()
+    }
 
 
 #: The note of the dismissal that closes the entry of a stranger's bytes released raw.
@@ -237,7 +304,10 @@ def run_bulk(
         elif i.action == "move back" and i.source is not None and i.dest is not None:
             got = move_back(i.source, i.dest)
             outcome = "done" if got == "moved" else got
-            done.append(BulkItem(i.entry, i.action, outcome, None, i.source, i.dest))
+            if got == "moved" and i.marker is not None:
+                mark = move_back(*i.marker)
+                outcome = "done" if mark == "moved" else f"done, its marker {mark}"
+            done.append(BulkItem(i.entry, i.action, outcome, None, i.source, i.dest, i.marker))
         else:
             done.append(i)
     return done
@@ -249,7 +319,9 @@ __all__ = [
     "Selection",
     "close_raw",
     "failed_copy",
+    "marker_suffixes",
     "move_back",
+    "rename_noreplace",
     "plan_bulk",
     "run_bulk",
     "select",
