@@ -1,6 +1,7 @@
 """Strangers' bytes (case C23): records on a Ferry topic that are not the events its stage reads,
 each with the FileFailed a consuming stage must set it aside with. Shared by the unit tests
-(``tests/unit/test_strangers.py``) and the broker test (``tests/integration/test_kafka_strangers.py``).
+(``tests/unit/test_strangers.py``) and the broker test
+(``tests/integration/test_kafka_strangers.py``).
 
 Every kind an operator has met or can meet on a topic: a real event cut short, Avro of another
 schema (single-object with a fingerprint Ferry never wrote; Confluent's framing with a schema
