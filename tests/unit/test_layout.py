@@ -86,7 +86,7 @@ ALLOWED: dict[str, set[str]] = {
     "clusters": BASE | {"datasets"},
     "tables": BASE | {"datasets", "clusters"},
     "lineage": BASE | {"datasets"},
-    "ops": BASE | {"datasets", "clusters", "tables"},
+    "ops": BASE | {"datasets", "nas", "clusters", "tables"},  # nas: the bulk release's moves
     "tracker": BASE | {"datasets", "lineage"},
     "gc": BASE | {"datasets", "clusters", "nas"},
 }

@@ -253,8 +253,10 @@ def input_event_for(failed: FileFailed) -> Event:
         where = failed.nas_path or "it"
         raise OpsError(
             f"stage {failed.stage} reads the NAS, not a topic: to retry {where}, move it back "
-            f"from .ferry/failed/{failed.nas_dataset or '<dataset>'}/ into its directory, or drop "
-            "the corrected file under the same name (its load supersedes this entry)"
+            f"from .ferry/failed/{failed.nas_dataset or '<dataset>'}/ into its directory "
+            f"(`ferry quarantine release --stage extract --reason {failed.reason}` moves back "
+            "every such file, --dry-run first), or drop the corrected file under the same name "
+            "(its load supersedes this entry)"
         )
     if failed.manifest is None:
         raise OpsError(

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ferry.core.wire.avro import EventCodec
+    from ferry.ops.bulk import BulkItem, Selection
     from ferry.settings import Settings
 
 app = typer.Typer(no_args_is_help=True)
@@ -176,20 +177,67 @@ def show(
     console.print(table)
 
 
+def _instant(text: str | None, option: str) -> datetime | None:
+    """``text`` (ISO 8601; UTC when it names no zone) as an aware datetime; exit 2 if invalid."""
+    if text is None:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r} is not an ISO 8601 time", param_hint=option) from exc
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+_RELEASE_IDS = typer.Argument(None, help="File id(s) to release; or choose them with the filters.")
+_REASONS = typer.Option([], "--reason", help="Reason code (repeatable), e.g. hdfs_rejected.")
+_STAGES = typer.Option([], "--stage", help="Stage that gave up (repeatable).")
+_DATASETS = typer.Option([], "--dataset", help="Dataset (repeatable).")
+_SINCE = typer.Option(None, "--since", help="Failed at or after (ISO 8601, UTC by default).")
+_UNTIL = typer.Option(None, "--until", help="Failed before (ISO 8601, UTC by default).")
+
+
 @app.command("release")
 def release_(
-    file_ids: list[str] = _FILE_IDS,
+    file_ids: list[str] | None = _RELEASE_IDS,
     force: bool = typer.Option(
         False, "--force", help="Also re-produce raw bytes of undecodable records to their topic."
     ),
+    reasons: list[str] = _REASONS,
+    stages: list[str] = _STAGES,
+    datasets: list[str] = _DATASETS,
+    since: str | None = _SINCE,
+    until: str | None = _UNTIL,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="With the filters: list what would move, move nothing."
+    ),
 ) -> None:
-    """Re-emit each file's input event to its stage's input topic (nothing is sent if any fails)."""
+    """Re-emit each file's input event to its stage's input topic (nothing is sent if any fails);
+    or, with --reason/--stage/--dataset/--since/--until, every open entry they match, extract's
+    NAS files moved back from .ferry/failed/ (a table says what moved and what did not, and why)."""
+    from ferry.ops.bulk import Selection, close_raw
     from ferry.ops.quarantine import release
 
     console = literal_console()
+    sel = Selection(
+        tuple(reasons),
+        tuple(stages),
+        tuple(datasets),
+        _instant(since, "--since"),
+        _instant(until, "--until"),
+    )
+    if file_ids and not sel.empty:
+        raise typer.BadParameter("give file ids or filters, not both")
+    if not file_ids:
+        if sel.empty:
+            raise typer.BadParameter("give file ids, or at least one filter (--reason, --stage, …)")
+        _release_bulk(console, sel, force, dry_run)
+        return
+    if dry_run:
+        raise typer.BadParameter("--dry-run goes with the filters")
     try:
         read, settings, codec = _load()
         done = release(settings, codec, file_ids, force=force, read=read)
+        close_raw(settings, codec, done, read)
     except FerryError as exc:
         console.print(f"{exc}", style="red")
         raise typer.Exit(1) from exc
@@ -200,6 +248,52 @@ def release_(
         console.print(f"released {r.key}: {what} → {r.record.topic}")
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     console.print(f"{len(done)} file(s) released at {stamp}")
+
+
+def _release_bulk(console: Console, sel: Selection, force: bool, dry_run: bool) -> None:
+    """The bulk release of :func:`release_`: plan, print the table, carry out unless ``dry_run``.
+    Exit status 1 when an entry was skipped or a move did not happen."""
+    from ferry.ops.bulk import plan_bulk, run_bulk, select
+
+    try:
+        read, settings, codec = _load()
+        items = plan_bulk(select(read, sel), settings, codec, force)
+        if not dry_run:
+            items = run_bulk(items, settings, codec)
+    except (FerryError, OSError) as exc:
+        console.print(f"{exc}", style="red")
+        raise typer.Exit(1) from exc
+    console.print(bulk_table(items, dry_run))
+    moved = sum(i.outcome in ("done", "would") for i in items)
+    verb = "would be released" if dry_run else "released"
+    console.print(
+        f"{moved} of {len(items)} selected entr{'y' if len(items) == 1 else 'ies'} {verb}"
+    )
+    if moved < len(items):
+        raise typer.Exit(1)
+
+
+def bulk_table(items: Sequence[BulkItem], dry_run: bool) -> Table:
+    """One row per selected entry: key, stage, reason, dataset, failure time (UTC), what
+    (re-emit to a topic, move back to a NAS path) and its outcome (``would``, ``done``, or why
+    not)."""
+    table = Table(title="quarantine release" + (" (dry run: nothing moved)" if dry_run else ""))
+    for col in ("key", "stage", "reason", "dataset", "failed", "action", "to", "outcome"):
+        table.add_column(col, overflow="fold")
+    for i in items:
+        f = i.entry.failed
+        to = i.release.record.topic if i.release is not None else str(i.dest or "")
+        table.add_row(
+            i.entry.key,
+            f.stage,
+            f.reason,
+            f.nas_dataset or "?",
+            _when(i.entry),
+            i.action,
+            to,
+            i.outcome,
+        )
+    return table
 
 
 @app.command("dismiss")

@@ -20,10 +20,12 @@ Errors, per file (a file is one input record):
   re-calling the handler with only the files that met one; after ``max_attempts``, or at once for
   a :class:`PermanentError`, the file gets a :class:`FileFailed` on ``<prefix>.failed`` with the
   error's ``reason`` and ``attempt`` = how many handler calls it took part in.
-- A record that cannot be decoded (not Avro, unknown schema fingerprint), or whose event type has
-  no handler (``unexpected_event``), is quarantined at once with attempt 1; an undecodable one
-  carries its raw key and value bytes. Every FileFailed carries the record's topic, partition and
-  offset.
+- A record that cannot be decoded (not Avro, unknown schema fingerprint, truncated, a tombstone:
+  a stranger's bytes, cases C05 and C23), or whose event type has no handler
+  (``unexpected_event``), is quarantined at once with attempt 1 and the stage goes on with the
+  next record (its offset is stored once the FileFailed is acknowledged); an undecodable one
+  carries its raw key and value bytes and is keyed by its coordinates (:func:`fallback_key`).
+  Every FileFailed carries the record's topic, partition and offset.
 - Any other exception from a handler is quarantined as ``handler_error`` (a bug must not stall the
   partition); a :class:`ConfigError` is raised (the runner stops).
 - An output that is not an event, or does not match its schema, quarantines the file as
@@ -277,7 +279,8 @@ def _encode(
     outputs: Sequence[Any]
     if isinstance(result, DatasetNotReady):
         log.info("stage %s: %s waits (not quarantined): %s", stage.name, record.where, result)
-        return [replace(parked(settings, fallback.encode(), record.value), source=source)]
+        key = getattr(event, "file_id", None) or fallback
+        return [replace(parked(settings, key.encode(), record.value), source=source)]
     if isinstance(result, BaseException):
         if isinstance(result, HandlerBug):
             log.error(
@@ -315,17 +318,19 @@ def quarantine(
 
     ``error`` is ``<topic>[<partition>]@<offset>: <exception type>: <message>`` (for a
     :class:`HandlerBug`, the original exception's type and message). ``event`` is the decoded
-    input, ``None`` when it could not be decoded: then the FileFailed has no manifest and holds
-    the record's raw key and value bytes.
+    input, ``None`` when it could not be decoded: then (and for a decoded event without a
+    manifest, e.g. a ``FileDismissed`` on a stage's topic) the FileFailed has no manifest and
+    holds the record's raw key and value bytes, their only copy once the topic's retention ends.
     """
     shown: BaseException = exc.original if isinstance(exc, HandlerBug) else exc
-    undecodable = event is None
+    manifest = getattr(event, "manifest", None)
+    undecodable = manifest is None
     return failed(
         stage=stage,
         reason=exc.reason,
         error=f"{record.where}: {type(shown).__name__}: {shown}",
         attempt=attempt,
-        manifest=getattr(event, "manifest", None),
+        manifest=manifest,
         source_topic=record.topic,
         source_partition=record.partition,
         source_offset=record.offset,
@@ -335,13 +340,16 @@ def quarantine(
 
 
 def fallback_key(record: Record) -> str:
-    """The key of a FileFailed without a file_id: the input record's key when it is UTF-8, else
-    ``<topic>-<partition>-<offset>``."""
-    if record.key:
-        try:
-            return record.key.decode("utf-8")
-        except UnicodeDecodeError:
-            pass  # not a file_id: fall through to the record's coordinates
+    """The key of a FileFailed without a file_id (a stranger's bytes: not decodable, or a decoded
+    event without a manifest): the input record's coordinates ``<topic>-<partition>-<offset>``.
+
+    Never the record's own key: a stranger may carry any key, a real file's id among them (a
+    truncated copy of its event), or the same key as other strangers; keyed by it, its FileFailed
+    would be folded into that file's quarantine entry and tracker record, or hide the other
+    strangers' raw bytes (case C23). The coordinates are unique per record and the same on a
+    replay of that offset, so a replay sets it aside again under the same key. The record's key
+    is kept in ``FileFailed.raw_key``.
+    """
     return f"{record.topic}-{record.partition}-{record.offset}"
 
 
