@@ -150,7 +150,7 @@ def test_poison_record_lands_in_failed_exactly_once_and_is_not_redelivered(
     key, value = failed[0]
     event = codec.decode(value or b"")
     assert isinstance(event, FileFailed)
-    assert key == f"{ks.kafka.topic('extracted')}-0-0".encode()  # coordinates, not its key (C23)
+    assert key == f"{ks.kafka.topic('extracted')}-0-0".encode()  # coordinates, not its key (C24)
     assert (event.stage, event.reason, event.attempt) == (STAGE, "undecodable", 1)
     assert (event.source_topic, event.source_partition, event.source_offset) == (
         ks.kafka.topic("extracted"),

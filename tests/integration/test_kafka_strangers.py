@@ -1,4 +1,4 @@
-"""Strangers' bytes on a real broker (issue 47, case C23): every kind of record that is not the
+"""Strangers' bytes on a real broker (issue 47, case C24): every kind of record that is not the
 stage's event (tests/support/strangers.py) produced between real events on transform's input
 topic. The stage handles exactly the real events, sets each stranger aside once (reason, topic,
 partition, offset, raw bytes) under its coordinates, moves its offset past all of them; the

@@ -154,6 +154,6 @@ def test_raw_release_needs_force(qs: Settings) -> None:
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert "warning" in forced.stdout
     assert read_all(qs, "extracted") == [(b"rawkey", b"not-avro")]
-    # its entry is closed: the bytes' new failure, if any, has its own key (case C23)
+    # its entry is closed: the bytes' new failure, if any, has its own key (case C24)
     entry = read_quarantine(qs, codec).get("rawkey")
     assert entry is not None and entry.state == "dismissed"

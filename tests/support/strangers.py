@@ -1,4 +1,4 @@
-"""Strangers' bytes (case C23): records on a Ferry topic that are not the events its stage reads,
+"""Strangers' bytes (case C24): records on a Ferry topic that are not the events its stage reads,
 each with the FileFailed a consuming stage must set it aside with. Shared by the unit tests
 (``tests/unit/test_strangers.py``) and the broker test
 (``tests/integration/test_kafka_strangers.py``).

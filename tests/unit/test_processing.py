@@ -71,7 +71,7 @@ def test_not_avro_is_quarantined_with_raw_bytes_and_coordinates(codec: EventCode
     out = run_one(codec, lambda ev, deps: calls.append(ev) or [], b"not-avro", key=b"k1")
     failed = only_failed(codec, out)
     assert calls == []
-    assert out[0].key == b"unit.extracted-1-5"  # its coordinates, never its own key (C23)
+    assert out[0].key == b"unit.extracted-1-5"  # its coordinates, never its own key (C24)
     assert (failed.stage, failed.reason, failed.attempt) == ("transform", "undecodable", 1)
     assert (failed.source_topic, failed.source_partition, failed.source_offset) == (
         "unit.extracted",

@@ -183,7 +183,7 @@ def test_undecodable_record_is_quarantined_raw_and_the_rest_proceeds(codec: Even
     ]
     [failed] = bad
     [failed_key] = [k for t, k, _ in got if t == "unit.failed"]
-    assert failed_key == b"unit.extracted-0-11"  # its coordinates, not its key (case C23)
+    assert failed_key == b"unit.extracted-0-11"  # its coordinates, not its key (case C24)
     assert (failed.reason, failed.attempt, failed.manifest) == ("undecodable", 1, None)
     assert (failed.raw_key, failed.raw_value) == (b"k1", b"not-avro")
     assert (failed.source_topic, failed.source_partition, failed.source_offset) == (

@@ -1,4 +1,4 @@
-"""Strangers' bytes on a stage's topic (case C23): the codec's reason for each kind, and what
+"""Strangers' bytes on a stage's topic (case C24): the codec's reason for each kind, and what
 :func:`~ferry.core.runtime.processing.process_batch` makes of them between real events: each set
 aside once with its exact reason, coordinates and raw bytes, keyed by its coordinates (never by
 its own key, which may be a real file's id), and every real event handled."""

@@ -268,7 +268,7 @@ def close_raw(
     settings: Settings, codec: EventCodec, releases: list[Release], read: QuarantineRead
 ) -> None:
     """Dismiss (:data:`RAW_NOTE`) the entries of ``releases`` that were re-produced raw: a
-    stranger's entry is keyed by its coordinates (case C23), which its re-produced copy does not
+    stranger's entry is keyed by its coordinates (case C24), which its re-produced copy does not
     share, so nothing else would ever close it.
 
     Raises:

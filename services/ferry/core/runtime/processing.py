@@ -21,7 +21,7 @@ Errors, per file (a file is one input record):
   a :class:`PermanentError`, the file gets a :class:`FileFailed` on ``<prefix>.failed`` with the
   error's ``reason`` and ``attempt`` = how many handler calls it took part in.
 - A record that cannot be decoded (not Avro, unknown schema fingerprint, truncated, a tombstone:
-  a stranger's bytes, cases C05 and C23), or whose event type has no handler
+  a stranger's bytes, cases C05 and C24), or whose event type has no handler
   (``unexpected_event``), is quarantined at once with attempt 1 and the stage goes on with the
   next record (its offset is stored once the FileFailed is acknowledged); an undecodable one
   carries its raw key and value bytes and is keyed by its coordinates (:func:`fallback_key`).
@@ -346,7 +346,7 @@ def fallback_key(record: Record) -> str:
     Never the record's own key: a stranger may carry any key, a real file's id among them (a
     truncated copy of its event), or the same key as other strangers; keyed by it, its FileFailed
     would be folded into that file's quarantine entry and tracker record, or hide the other
-    strangers' raw bytes (case C23). The coordinates are unique per record and the same on a
+    strangers' raw bytes (case C24). The coordinates are unique per record and the same on a
     replay of that offset, so a replay sets it aside again under the same key. The record's key
     is kept in ``FileFailed.raw_key``.
     """
