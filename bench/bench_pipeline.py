@@ -390,7 +390,7 @@ def main() -> int:
                     rows.append(("ferry", label + failed, f"{r.wall_s:.1f}", rate, ratio))
                     ferry_s[label] = r.wall_s
                     _hop_rows(rows, r, "ferry")
-            for in_place in (False, True):
+            for in_place in (False, True) if args.lone > 0 else ():  # --lone 0: none
                 with guard("lone", rows):
                     lone_part(settings, demo, work, args.lone, group, rows, say, in_place=in_place)
         if "big" in parts:
