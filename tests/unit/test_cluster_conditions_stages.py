@@ -28,7 +28,7 @@ from ferry.core.runtime.processing import process_batch
 from ferry.core.runtime.stage import RunStats, Stage
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.spec import DatasetSpec
-from ferry.errors import ClusterCondition, HdfsUnavailable
+from ferry.errors import ClusterCondition, DataNodeUnreachable, HdfsUnavailable
 from ferry.settings import Settings, get_settings
 from ferry.stages.extract.holds import NasHolds
 from ferry.stages.load.handlers import load_batch
@@ -286,3 +286,48 @@ def test_extract_releases_a_held_file_moved_away_by_hand(ex: Extract, tmp_path: 
     path.unlink()
     assert svc.holds.due([], 0.0) == []
     assert svc.holds.held == {} and svc.holds.board.current() == []
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (HdfsUnavailable("Connection refused: NameNode 127.0.0.1:19870"), "hdfs_unavailable"),
+        (DataNodeUnreachable("datanode 127.0.0.1:19864 unreachable"), "datanode_unreachable"),
+    ],
+)
+def test_extract_holds_the_file_while_cluster_b_is_out_of_reach_then_lands_it(
+    ex: Extract, tmp_path: Path, error: Exception, reason: str
+) -> None:
+    """Issue 47's nemesis (seeds 47, 4747): B's DataNode killed for 84 s or its NameNode
+    restarting quarantined good files in extract only. Out of reach is a condition of the
+    cluster: the file stays on the NAS, the board says so, and it lands once B answers."""
+    path = ex.drop("flights_1.csv", DATA)
+    svc, hdfs, producer = extract_with_conditions(ex, tmp_path, max_attempts=2)
+    hdfs.fail("create", error, times=99)
+    cand = take(svc)
+    for n in (1, 2):
+        svc.handle(cand)
+        assert producer.acked == [] and path.read_bytes() == DATA
+        assert not (ex.nas / ".ferry").exists()
+        [held] = svc.holds.board.current()
+        assert (held.reason, held.files, svc.holds.held[cand.path].tries) == (reason, 1, n)
+    hdfs._faults.clear()  # B answers again
+    svc.handle(cand)
+    [(topic, _key, value)] = producer.acked
+    assert topic == "unit.extracted" and isinstance(ex.codec.decode(value), FileExtracted)
+    assert not path.exists() and svc.holds.held == {} and svc.holds.board.current() == []
+
+
+def test_extract_quarantines_with_the_outages_reason_after_the_window(
+    ex: Extract, tmp_path: Path
+) -> None:
+    ex.drop("flights_1.csv", DATA)
+    svc, hdfs, producer = extract_with_conditions(ex, tmp_path, condition_window_s=1e-9)
+    hdfs.fail("create", DataNodeUnreachable("datanode 10.0.0.9:9864 unreachable"), times=99)
+    cand = take(svc)
+    svc.handle(cand)
+    assert producer.acked == []
+    svc.handle(cand)  # the window passed
+    [ev] = failed_events(ex.codec, producer)
+    assert (ev.stage, ev.reason, ev.attempt) == ("extract", "datanode_unreachable", 2)
+    assert (ex.nas / ".ferry" / "failed" / "flights" / "flights_1.csv").read_bytes() == DATA

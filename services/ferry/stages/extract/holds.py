@@ -9,6 +9,15 @@ and only once ``retry.condition_window_s`` passed since its first hold is it qua
 condition's reason (``quota_exceeded``, ``safe_mode``, ``no_space``). The window is counted from
 this process's first attempt: a restart starts it anew. While a condition holds files it is on the
 board (:mod:`ferry.core.runtime.conditions`): ``ferry ps``, ``ferry status``, the tracker.
+
+Cluster B out of reach is held the same way (issue 47's nemesis, seeds 47 and 4747: a DataNode
+killed for 84 s, a NameNode restarting for 57 s, and extract quarantined 41 good files that every
+later stage would have held): an :class:`~ferry.errors.HdfsUnavailable` past its ordinary retries
+(NameNode refused or reset, a timeout) and a :class:`~ferry.errors.DataNodeUnreachable` (case
+C06: a DataNode that refuses or whose advertised address cannot be reached) say nothing about the
+file. They hold it under the condition ``(<their reason>, "b", "")`` and, once the window passed,
+quarantine it with their own reason, as before (C06's misconfigured address is then shown as a
+condition for the window instead of a quarantined file per drop).
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.core.runtime.conditions import ConditionBoard
-from ferry.errors import ClusterCondition
+from ferry.errors import ClusterCondition, DataNodeUnreachable, HdfsUnavailable
 from ferry.settings.retry import RetrySettings
 from ferry.stages.extract.scanner import Candidate, display_name
 
@@ -35,6 +44,17 @@ class Hold:
     first: float
     tries: int
     next_at: float
+
+
+def condition_of_outage(exc: BaseException) -> BaseException:
+    """``exc`` itself, or, for cluster B out of reach (:class:`HdfsUnavailable` that is no
+    condition yet, :class:`DataNodeUnreachable`), a :class:`ClusterCondition` of its reason on
+    cluster ``b`` (the only cluster extract writes to)."""
+    if isinstance(exc, ClusterCondition) or not isinstance(
+        exc, (HdfsUnavailable, DataNodeUnreachable)
+    ):
+        return exc
+    return ClusterCondition(str(exc), reason=exc.reason or "hdfs_unavailable", cluster="b")
 
 
 class NasHolds:
@@ -63,12 +83,14 @@ class NasHolds:
             return [c for c in cands if c.path not in self.held or self.held[c.path].next_at <= now]
 
     def hold(self, cand: Candidate, exc: BaseException) -> int | None:
-        """Hold ``cand`` if ``exc`` is a :class:`ClusterCondition` within its window.
+        """Hold ``cand`` if ``exc`` is a :class:`ClusterCondition` or cluster B out of reach
+        (:func:`condition_of_outage`) within its window.
 
         Returns:
             ``None``: held (leave the file on the NAS); else the attempt count to quarantine it
             with: its attempts once the window passed, 0 when ``exc`` is no condition.
         """
+        exc = condition_of_outage(exc)
         if not isinstance(exc, ClusterCondition):
             return 0
         now = time.monotonic()
@@ -99,4 +121,4 @@ class NasHolds:
                 self.board.release(cand.path)
 
 
-__all__ = ["Hold", "NasHolds"]
+__all__ = ["Hold", "NasHolds", "condition_of_outage"]
