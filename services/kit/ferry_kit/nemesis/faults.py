@@ -5,7 +5,8 @@ restart (a service through :class:`ferry_kit.pipeline.ServiceGroup`, a stack com
 :meth:`ferry_kit.stack.manager.Stack.up`), SIGSTOP → SIGCONT, a fault proxy's mode → pass-through,
 a space quota (``hdfs dfsadmin -setSpaceQuota 1m``) → ``-clrSpaceQuota``. An undo that fails (a
 quota cannot be cleared while its NameNode is paused; a component does not come back healthy
-within ``restart_deadline_s``) stays pending and is tried again on the next :meth:`Injector.tick`;
+within ``restart_deadline_s``) stays pending and is tried again on the next :meth:`Injector.tick`
+(undos run in threads, so a slow restart does not delay the schedule);
 :meth:`Injector.undo_all` undoes whatever is in force (processes first, then proxies, then
 quotas), retrying each within ``undo_deadline_s`` — the runner calls it in a ``finally``.
 """
@@ -15,9 +16,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ferry_kit.nemesis.schedule import LINK_KINDS, SERVICES, ZONES, Fault
 from ferry_kit.settings import KitSettings
@@ -57,6 +60,26 @@ def dfsadmin(stack: KitSettings, cluster: str, *args: str, timeout_s: float = 90
     return proc.stdout
 
 
+def _wait_gone(pid: int, timeout_s: float = 30.0) -> None:
+    """Wait until the killed process ``pid`` has exited (a restart must not find its ports still
+    held); reap it if it is this process's child (a component the nemesis restarted earlier).
+
+    Raises:
+        RuntimeError: still running after ``timeout_s``.
+    """
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        except ChildProcessError:  # not our child: look at /proc
+            state = Path(f"/proc/{pid}/stat")
+            if not state.exists() or state.read_text().split(") ", 1)[-1].startswith("Z"):
+                return
+        time.sleep(0.2)  # a SIGKILLed JVM unmapping its heap: a bounded wait
+    raise RuntimeError(f"pid {pid} still running {timeout_s:.0f}s after SIGKILL")
+
+
 @dataclass
 class Applied:
     """A fault in force: the fault, when it was applied (``time.time()``) and, once undone, when."""
@@ -64,7 +87,8 @@ class Applied:
     fault: Fault
     applied_at: float
     undone_at: float | None = None
-    note: str = ""
+    worker: threading.Thread | None = None  #: the undo under way, or the last one
+    error: str | None = None  #: why the last undo failed
 
 
 @dataclass
@@ -134,27 +158,43 @@ class Injector:
             if sig == signal.SIGKILL:
                 proc.wait(timeout=30)
         else:
-            Stack(self.stack).kill(name, sig)
+            pid = Stack(self.stack).kill(name, sig)
+            if sig == signal.SIGKILL:
+                _wait_gone(pid)
 
     # -- undoing ---------------------------------------------------------------------------
-    def tick(self, now_s: float, start: float) -> None:
-        """Undo each pending fault whose length has passed (``now_s``: seconds since ``start``,
-        the run's ``time.time()`` at 0); one that fails to undo stays pending."""
+    def tick(self, now_s: float) -> None:
+        """Undo each pending fault whose length has passed (``now_s``: seconds since the run
+        started). Each undo runs in a thread of its own (a restart waits for health, a quota
+        clear starts a JVM) so the schedule keeps its times; one that failed is tried again."""
         for a in list(self.pending):
             if now_s >= a.fault.end_s:
-                self._try_undo(a)
+                self._step(a)
 
-    def _try_undo(self, a: Applied) -> bool:
+    def _step(self, a: Applied) -> None:
+        """Start ``a``'s undo, or collect it once its thread has ended."""
+        if a.worker is not None and a.worker.is_alive():
+            return
+        if a.worker is not None:  # ended
+            if a.error is None:
+                a.undone_at = a.undone_at or time.time()
+                self.pending.remove(a)
+                self.done.append(a)
+                return
+            self.say(
+                f"nemesis: undo of {a.fault.kind} {a.fault.target} failed, retrying: {a.error}"
+            )
+        a.error = None
+        a.worker = threading.Thread(target=self._undo_in_thread, args=(a,), daemon=True)
+        a.worker.start()
+
+    def _undo_in_thread(self, a: Applied) -> None:
         try:
             self._undo(a.fault)
-        except Exception as exc:  # noqa: BLE001 - retried on the next tick
-            a.note = str(exc)[:200]
-            self.say(f"nemesis: undo of {a.fault.kind} {a.fault.target} failed, will retry: {exc}")
-            return False
-        a.undone_at = time.time()
-        self.pending.remove(a)
-        self.done.append(a)
-        return True
+        except Exception as exc:  # noqa: BLE001 - collected by _step, tried again
+            a.error = str(exc)[:300]
+        else:
+            a.undone_at = time.time()
 
     def _undo(self, f: Fault) -> None:
         if f.kind == "stop":
@@ -173,14 +213,13 @@ class Injector:
             dfsadmin(self.stack, cluster, "-clrSpaceQuota", where)
 
     def undo_all(self, deadline_s: float = 600.0) -> list[Applied]:
-        """Undo every fault in force — SIGCONT and restarts first (a quota's NameNode may be among
-        them), then proxies, then quotas — retrying those that fail until ``deadline_s`` has
+        """Undo every fault in force now (each in its thread; a quota clear whose NameNode is still
+        down fails and is tried again), retrying those that fail until ``deadline_s`` has
         passed. Returns the faults still not undone (empty when all were)."""
-        order = {"stop": 0, "kill": 1, "link-reset": 2, "link-stall": 2, "quota": 3}
         end = time.monotonic() + deadline_s
         while self.pending and time.monotonic() < end:
-            for a in sorted(self.pending, key=lambda a: order[a.fault.kind]):
-                self._try_undo(a)
+            for a in list(self.pending):
+                self._step(a)
             if self.pending:
-                time.sleep(2.0)  # the NameNode a quota needs is coming back: a bounded retry
+                time.sleep(1.0)  # undos under way in their threads: a bounded wait
         return list(self.pending)
