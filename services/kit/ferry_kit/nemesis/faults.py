@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ferry_kit.nemesis.schedule import LINK_KINDS, SERVICES, ZONES, Fault
+from ferry_kit.nemesis.schedule import COMPONENTS, LINK_KINDS, SERVICES, ZONES, Fault
 from ferry_kit.settings import KitSettings
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.manager import Stack
@@ -102,6 +102,7 @@ class Injector:
     pending: list[Applied] = field(default_factory=list)
     done: list[Applied] = field(default_factory=list)
     skipped: list[tuple[Fault, str]] = field(default_factory=list)
+    _reviving: dict[str, threading.Thread] = field(default_factory=dict)
 
     # -- applying --------------------------------------------------------------------------
     def apply(self, fault: Fault) -> bool:
@@ -162,6 +163,32 @@ class Injector:
             if sig == signal.SIGKILL:
                 _wait_gone(pid)
 
+    def revive_components(self) -> list[str]:
+        """Start again, each in a thread, the stack components that exited while no fault holds
+        them (a Spark master that lost its ZooKeeper leadership during a pause exits by design:
+        its supervisor restarts it). Returns the names found exited (none while a revival of
+        theirs is under way)."""
+        held = {n for a in self.pending for n in a.fault.processes}
+        stack = Stack(self.stack)
+        gone = []
+        for comp in stack.components:
+            reviving = self._reviving.get(comp.name)
+            if comp.name in held or (reviving is not None and reviving.is_alive()):
+                continue
+            if comp.name in COMPONENTS and stack.pid(comp) is None:
+                gone.append(comp.name)
+                self.say(f"nemesis: {comp.name} exited with no fault holding it; starting it")
+                worker = threading.Thread(target=self._revive_one, args=(comp.name,), daemon=True)
+                self._reviving[comp.name] = worker
+                worker.start()
+        return gone
+
+    def _revive_one(self, name: str) -> None:
+        try:
+            Stack(self.stack).up(self.restart_deadline_s, components=[name])
+        except Exception as exc:  # noqa: BLE001 - found again by the next revive_components
+            self.say(f"nemesis: {name} did not come back: {str(exc)[:200]}")
+
     # -- undoing ---------------------------------------------------------------------------
     def tick(self, now_s: float) -> None:
         """Undo each pending fault whose length has passed (``now_s``: seconds since the run
@@ -178,6 +205,10 @@ class Injector:
         if a.worker is not None:  # ended
             if a.error is None:
                 a.undone_at = a.undone_at or time.time()
+                self.say(
+                    f"nemesis: undone {a.fault.kind} {a.fault.target} "
+                    f"{a.undone_at - a.applied_at:.1f}s after it was applied"
+                )
                 self.pending.remove(a)
                 self.done.append(a)
                 return

@@ -25,7 +25,7 @@ from pathlib import Path
 from ferry.core.services import STAGES
 from ferry_kit.nemesis.checker import Verdict, check
 from ferry_kit.nemesis.faults import Injector
-from ferry_kit.nemesis.schedule import Fault, make_schedule
+from ferry_kit.nemesis.schedule import KINDS, Fault, make_schedule
 from ferry_kit.nemesis.workload import Workload
 from ferry_kit.settings import KitSettings
 from ferry_kit.testing.chaos import FaultRig
@@ -45,6 +45,7 @@ class Run:
     applied: list[tuple[Fault, float, float | None]] = field(default_factory=list)
     loaded_at: list[float] = field(default_factory=list)
     unexplained_exits: Counter[str] = field(default_factory=Counter)
+    next_stack_check: float = 0.0
     verdict: Verdict | None = None
 
 
@@ -151,30 +152,45 @@ def _verdict(rig: FaultRig, workload: Workload, injector: Injector, result: Run)
 
 
 def _revive(rig: FaultRig, injector: Injector, result: Run) -> None:
-    """Restart a service that exited while no fault of the injector holds it (what the supervisor
-    does in production), counting it as unexplained."""
+    """Restart a service or a stack component that exited while no fault of the injector holds
+    it (what a supervisor does in production), counting it as unexplained."""
     held = {n for a in injector.pending if a.fault.kind == "kill" for n in a.fault.processes}
     for name, proc in list(rig.group.procs.items()):
         if name not in held and proc.poll() is not None:
             result.unexplained_exits[name] += 1
             rig.group.start(name)
+    if time.monotonic() >= result.next_stack_check:  # a pid file and /proc read per component
+        result.next_stack_check = time.monotonic() + 5.0
+        result.unexplained_exits.update(injector.revive_components())
 
 
 def plot(result: Run, path: Path) -> None:
-    """Faults (a bar per fault, a row per kind) over files loaded per minute, into ``path``."""
+    """Faults (a bar per fault from applied to undone, a row per target, a colour per kind) over
+    files loaded per minute, into ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     fig, (top, bottom) = plt.subplots(
-        2, 1, figsize=(10, 6), sharex=True, gridspec_kw={"height_ratios": [2, 1]}
+        2, 1, figsize=(10, 8), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
     )
-    kinds = sorted({f.kind for f, _, _ in result.applied})
+    targets = sorted({f.target for f, _, _ in result.applied})
+    colours = dict(
+        zip(KINDS, ("tab:red", "tab:orange", "tab:blue", "tab:cyan", "tab:green"), strict=True)
+    )
     for f, on, off in result.applied:
-        y = kinds.index(f.kind)
-        top.barh(y, ((off or on) - on) / 60, left=(on - result.start) / 60, height=0.6)
-    top.set_yticks(range(len(kinds)), kinds)
+        top.barh(
+            targets.index(f.target),
+            ((off or on) - on) / 60,
+            left=(on - result.start) / 60,
+            height=0.7,
+            color=colours[f.kind],
+        )
+    top.set_yticks(range(len(targets)), targets, fontsize=7)
+    handles = [Patch(color=c, label=k) for k, c in colours.items()]
+    top.legend(handles=handles, fontsize=7, loc="upper right")
     top.set_title(f"nemesis seed {result.seed}: faults (bars) and files loaded per minute")
     minutes = [int((t - result.start) // 60) for t in result.loaded_at if t >= result.start]
     counts = Counter(minutes)
