@@ -190,12 +190,14 @@ class Injector:
             self.say(f"nemesis: {name} did not come back: {str(exc)[:200]}")
 
     # -- undoing ---------------------------------------------------------------------------
-    def tick(self, now_s: float) -> None:
-        """Undo each pending fault whose length has passed (``now_s``: seconds since the run
-        started). Each undo runs in a thread of its own (a restart waits for health, a quota
-        clear starts a JVM) so the schedule keeps its times; one that failed is tried again."""
+    def tick(self) -> None:
+        """Undo each pending fault whose length has passed since it was applied (an apply that
+        came late, behind a slow one, still lasts its length). Each undo runs in a thread of its
+        own (a restart waits for health, a quota clear starts a JVM) so the schedule keeps its
+        times; one that failed is tried again."""
+        now = time.time()
         for a in list(self.pending):
-            if now_s >= a.fault.end_s:
+            if now >= a.applied_at + a.fault.length_s:
                 self._step(a)
 
     def _step(self, a: Applied) -> None:

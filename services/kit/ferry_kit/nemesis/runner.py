@@ -98,7 +98,7 @@ def run(
         while (now := time.time() - start) < minutes * 60:
             while todo and todo[0].at_s <= now:
                 injector.apply(todo.pop(0))
-            injector.tick(now)
+            injector.tick()
             _revive(rig, injector, result)
             rig.outcomes.poll(0.5)
             if workload.error is not None:
