@@ -15,7 +15,7 @@ APT_LOCK   := $(CURDIR)/var/.apt.lock
 APT_GET    := mkdir -p var && $$( [ "$$(id -u)" = 0 ] || echo sudo ) flock $(APT_LOCK) apt-get
 
 .PHONY: help install up down ps status demo test test-unit test-integration test-e2e test-compose \
-        test-shared test-ha test-secure kerberos-tools kerberos-wheels lint bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
+        test-shared test-ha test-secure kerberos-tools kerberos-wheels lint nemesis bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
         beeline compose-up compose-down compose-test compose-engine compose-context compose-build \
         compose-secrets compose-kerberos-up compose-kerberos-down \
         clean browser
@@ -46,6 +46,11 @@ ps: ## Each supervised service: state, pid, uptime, restarts, health
 
 status: install ## Each stack component, its address and its health
 	$(FERRY) stack status
+
+nemesis: install ## Faults at random while files arrive, then the exactly-once checker (SEED=… MINUTES=… PLOT=x.png; default a fresh seed, 3 min)
+	$(FERRY) stack up
+	$(PY) -m ferry_kit.nemesis $(if $(SEED),--seed $(SEED)) --minutes $(or $(MINUTES),3) \
+	  $(if $(PLOT),--plot $(PLOT))
 
 beeline: install ## Hive's beeline shell on the stack's HiveServer2 (JDBC); needs the stack up
 	$(FERRY) sql
