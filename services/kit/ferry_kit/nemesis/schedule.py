@@ -34,8 +34,10 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ferry.core.services import STAGES
+
 #: The Ferry services the nemesis kills and pauses (the tracker too: its state must survive).
-SERVICES: tuple[str, ...] = ("extract", "transform", "transfer", "load", "tracker")
+SERVICES: tuple[str, ...] = (*STAGES, "tracker")
 
 #: The local stack's processes (:mod:`ferry_kit.stack.components`, one NameNode per cluster);
 #: ``spark-masters`` is both masters at once. ZooKeeper is left alone: the issue does not list it.

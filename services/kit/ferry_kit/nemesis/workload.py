@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ferry.core.identity import derive_file_id
+from ferry.core.services import CONSUMING_STAGES
 from ferry_kit.pipeline import drop_file, run_cli
 from ferry_kit.testing.chaos import FaultRig
 from ferry_kit.testing.slices import SliceFile
@@ -147,7 +148,7 @@ class Workload:
         if not loaded:
             return
         fid = self._rnd.choice(sorted(loaded))
-        stage = self._rnd.choice(("transform", "transfer", "load"))
+        stage = self._rnd.choice(CONSUMING_STAGES)
         try:
             out = run_cli(self.rig.group.env, "replay", stage, "--file", fid, timeout=120)
         except Exception as exc:  # noqa: BLE001 - a replay refused during a fault is counted
