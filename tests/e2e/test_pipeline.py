@@ -10,11 +10,15 @@ from collections.abc import Iterator
 import pandas as pd
 import pytest
 
+from ferry.clusters.hdfs.webhdfs import WebHdfs
+from ferry.clusters.hiveserver2 import query
 from ferry.core.events import FileTransferred
 from ferry.core.identity import derive_file_id, sha256_file
 from ferry.core.kafka.clients import OutboundRecord, build_producer, produce_and_wait
 from ferry.core.wire.avro import default_codec
 from ferry.datasets.spec import load_datasets
+from ferry.tables.model import StagedMarker
+from ferry.tables.paths import MARKER_NAME
 from ferry_kit.demo_data import csv_lines, daily_frames, write_csv
 from ferry_kit.pipeline import drop_file
 from tests.e2e.conftest import Pipeline, private_definitions, start_pipeline, stop_pipeline
@@ -116,9 +120,6 @@ def test_a_jdbc_client_sees_the_table_as_defined_with_exact_values(first_run, pi
     import csv
     from decimal import Decimal
 
-    from ferry.clusters.hiveserver2 import query
-    from ferry.datasets.spec import load_datasets
-
     spec = load_datasets(pipeline.settings.paths.datasets_dir)["weather"]
     day = next(d for d in first_run.dropped if d.dataset == "weather" and d.rows)
     [res] = query(
@@ -178,3 +179,80 @@ def test_a_file_spanning_300_days_loads_in_one_rewrite_of_300_partitions(first_r
     assert pipeline.hive_rows(spec.hive.full_name, [d.file_id for d in others]) == {
         d.file_id: d.rows for d in others
     }
+
+
+def _files_of(pipeline, table: str, file_ids: list[str]) -> dict[str, set[str]]:  # type: ignore[no-untyped-def]
+    """The data files (names) holding rows of each of ``file_ids`` in ``table``, as HiveServer2
+    reads them (``INPUT__FILE__NAME``)."""
+    ids = ", ".join(f"'{f}'" for f in file_ids)
+    [res] = query(
+        pipeline.settings,
+        f"SELECT DISTINCT ferry_file_id, INPUT__FILE__NAME FROM {table} "
+        f"WHERE ferry_file_id IN ({ids})",
+    )
+    out: dict[str, set[str]] = {f: set() for f in file_ids}
+    for fid, path in res.rows:
+        out[fid].add(str(path).rsplit("/", 1)[-1])
+    return out
+
+
+def test_files_over_the_same_60_days_share_one_data_file_per_partition(first_run, pipeline):  # type: ignore[no-untyped-def]
+    """Issue 45, case C23: four files, each holding one flight of each of the year's first 60
+    days, dropped together. Files transformed in one batch write ONE data file per partition for
+    the batch (not one per file and partition), transfer copies it once and the load moves it
+    into its partition whole: the table holds 60 data files per transform batch for them, each
+    file's rows exact. Then ``ferry replay transform --file`` of one of them: its rows leave the
+    shared files (rewritten without them) and come back as 60 files of its own, still exact."""
+    spec = load_datasets(pipeline.settings.paths.datasets_dir)["flights"]
+    table = spec.hive.full_name
+    days = list(itertools.islice(daily_frames("flights"), 60))
+    fids = []
+    for k in range(4):
+        rows = pd.concat(frame.iloc[k : k + 1] for _day, frame in days)
+        path = pipeline.work / "share" / f"flights_share_{k}.csv"
+        assert write_csv(path, csv_lines(spec, rows), spec) == 60
+        fids.append(derive_file_id("flights", sha256_file(path)))
+    for k in range(len(fids)):
+        src = pipeline.work / "share" / f"flights_share_{k}.csv"
+        drop_file(src, pipeline.nas_dir / "flights" / src.name)
+    for fid in fids:
+        _wait_loaded(first_run.outcomes, fid, 1, pipeline)
+    assert pipeline.hive_rows(table, fids) == dict.fromkeys(fids, 60)
+
+    b = WebHdfs.for_cluster("b", pipeline.settings)
+    staging = f"{pipeline.settings.paths.staging_path}/flights"
+    markers = {
+        f: StagedMarker.from_json(b"".join(b.open_stream(f"{staging}/{f}/{MARKER_NAME}")))
+        for f in fids
+    }
+    batches: dict[str, list[str]] = {}
+    for f, m in markers.items():
+        batches.setdefault(m.generation, []).append(f)
+    for members in batches.values():
+        for f in members:
+            m = markers[f]
+            if len(members) > 1:  # shared: one row in each of the batch's 60 data files
+                assert (m.files, sorted(m.shared.values())) == ((), [1] * 60)
+            else:  # transformed alone: 60 files of its own
+                assert (len(m.files), m.shared) == (60, {})
+    assert len(batches) < 4, f"no two of the files were transformed together: {batches}"
+    held = _files_of(pipeline, table, fids)
+    assert len(set().union(*held.values())) == 60 * len(batches)
+    for f in fids:
+        assert len(held[f]) == 60
+    a = WebHdfs.for_cluster("a", pipeline.settings)
+    incoming = f"{pipeline.settings.paths.incoming_path}/flights/_shared"
+    for gen, members in batches.items():
+        if len(members) > 1:  # every file of the batch loaded: its directory on A is gone
+            assert not a.exists(f"{incoming}/{gen}")
+
+    first = fids[0]
+    done = pipeline.ferry("replay", "transform", "--file", first)
+    assert done.returncode == 0, done.stdout + done.stderr
+    _wait_loaded(first_run.outcomes, first, 2, pipeline)
+    assert pipeline.hive_rows(table, fids) == dict.fromkeys(fids, 60)
+    again = _files_of(pipeline, table, fids)
+    assert len(again[first]) == 60
+    assert all(name.startswith(f"ferry-{first}-") for name in again[first])
+    for f in fids[1:]:
+        assert len(again[f]) == 60

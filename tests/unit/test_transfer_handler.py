@@ -254,3 +254,109 @@ def test_a_marker_naming_another_file_is_bad_manifest() -> None:
         transfer_file(event(), deps)
     assert info.value.reason == "bad_manifest" and "0" * 32 in str(info.value)
     assert a.files == {}
+
+
+# -- a transform batch's shared data files (issue 45, case C23) -------------------------------
+
+FID2 = derive_file_id("flights", "cd" * 32)
+SHARED_B = f"/ferry/staging/flights/_shared/{GEN}"
+SHARED_A = f"/ferry/incoming/flights/_shared/{GEN}"
+SHARED = {
+    "day=2013-01-01/part-00000-x.c000.snappy.parquet": b"PAR1 day one PAR1",
+    "day=2013-01-02/part-00001-x.c000.snappy.parquet": b"PAR1 day two PAR1",
+}
+
+
+def shared_batch(threads: int) -> tuple[FakeHdfs, FakeHdfs, TransferDeps, dict[str, bytes]]:
+    """Two files of one batch on B, each with one row in each of the batch's two shared files."""
+    from ferry.tables.model import BatchMarker
+
+    b, a = FakeHdfs("b"), FakeHdfs("a")
+    for rel, data in SHARED.items():
+        b.mkdirs(f"{SHARED_B}/{rel.rsplit('/', 1)[0]}")
+        b.upload_stream(f"{SHARED_B}/{rel}", [data])
+    batch = BatchMarker(GEN, {rel: {FID: 1, FID2: 1} for rel in SHARED}).to_json()
+    b.upload_stream(f"{SHARED_B}/_ferry.json", [batch])
+    markers = {}
+    for fid in (FID, FID2):
+        staged = f"/ferry/staging/flights/{fid}"
+        b.mkdirs(staged)
+        markers[fid] = StagedMarker(fid, GEN, (), dict.fromkeys(SHARED, 1)).to_json()
+        b.upload_stream(f"{staged}/_ferry.json", [markers[fid]])
+    b.calls.clear()
+    expected = {
+        **{f"{SHARED_A}/{rel}": data for rel, data in SHARED.items()},
+        f"{SHARED_A}/_ferry.json": batch,
+        **{f"/ferry/incoming/flights/{f}/_ferry.json": m for f, m in markers.items()},
+    }
+    return b, a, TransferDeps(b, a, "/ferry/incoming/", FS_A, RETRY, threads=threads), expected
+
+
+def created(hdfs: FakeHdfs) -> list[str]:
+    """The files created on ``hdfs``, in order, by their final names (each is written under a
+    hidden temporary name beside it, then renamed)."""
+    out = []
+    for op, path in hdfs.calls:
+        if op == "create":
+            d, name = path.rsplit("/", 1)
+            if is_temp_path(path):
+                name = name[1 : name.index(".ferry-tmp-")]
+            out.append(f"{d}/{name}")
+    return out
+
+
+def shared_event(fid: str) -> FileTransformed:
+    ev = event({"staging": f"{FS_B}/ferry/staging/flights/{fid}"})
+    return FileTransformed(replace(ev.manifest, file_id=fid))
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_shared_files_of_a_batch_are_copied_once_before_each_marker(threads: int) -> None:
+    b, a, deps, expected = shared_batch(threads)
+    transfer_file(shared_event(FID), deps)
+    first = created(a)
+    # the shared files, then the batch marker, then the file's own marker
+    assert sorted(first[:2]) == sorted(f"{SHARED_A}/{rel}" for rel in SHARED)
+    assert [p.rsplit("/", 2)[-2:] for p in first[2:]] == [
+        [GEN, "_ferry.json"],
+        [FID, "_ferry.json"],
+    ]
+    a.calls.clear()
+    b.calls.clear()
+    [ev] = transfer_file(shared_event(FID2), deps)
+    assert a_files(a) == expected
+    # the second file of the batch copies only its marker: B's shared files are not read again
+    assert created(a) == [f"/ferry/incoming/flights/{FID2}/_ferry.json"]
+    assert [p for op, p in b.calls if op == "open" and "_shared" in p] == []
+    assert ev.manifest.uris["incoming"] == f"{FS_A}/ferry/incoming/flights/{FID2}"
+
+
+def test_a_restarted_transfer_finds_the_shared_files_there_by_checksum() -> None:
+    b, a, deps, expected = shared_batch(1)
+    transfer_file(shared_event(FID), deps)
+    restarted = TransferDeps(b, a, "/ferry/incoming/", FS_A, RETRY, threads=1)
+    a.calls.clear()
+    transfer_file(shared_event(FID2), restarted)
+    assert a_files(a) == expected
+    assert created(a) == [f"/ferry/incoming/flights/{FID2}/_ferry.json"]
+
+
+def test_a_shared_file_gone_from_b_is_input_expired() -> None:
+    b, a, deps, _ = shared_batch(1)
+    b.delete(f"{SHARED_B}/{next(iter(SHARED))}")
+    with pytest.raises(InputExpired):
+        transfer_file(shared_event(FID), deps)
+    assert not any(p.endswith(f"{FID}/_ferry.json") for p in a.files)
+
+
+def test_a_shared_file_moved_away_on_a_is_copied_again_for_the_next_file() -> None:
+    """The load moved a shared file into the table (then ``ferry unload`` removed it, say): the
+    next transfer naming it copies it again, though this process copied it before."""
+    b, a, deps, expected = shared_batch(1)
+    transfer_file(shared_event(FID), deps)
+    moved = f"{SHARED_A}/{next(iter(SHARED))}"
+    a.delete(moved)
+    a.calls.clear()
+    transfer_file(shared_event(FID2), deps)
+    assert a_files(a) == expected
+    assert created(a) == [moved, f"/ferry/incoming/flights/{FID2}/_ferry.json"]

@@ -141,11 +141,15 @@ def _foreign(zone: str, uri: str, directory: str) -> Removal:
     return Removal(zone, "foreign", uri)
 
 
-def orphan_batches(port: HdfsPort, root: str, dataset: str, before_ms: int) -> list[FileStatus]:
-    """The entries of ``<root>/<dataset>/_tmp`` (the batch directories a transform writes before
-    its per-file renames) last modified before ``before_ms``: left by a transform that died."""
+def orphan_batches(
+    port: HdfsPort, root: str, dataset: str, before_ms: int, sub: str = "_tmp"
+) -> list[FileStatus]:
+    """The entries of ``<root>/<dataset>/<sub>`` last modified before ``before_ms``: of ``_tmp``
+    (the batch directories a transform writes before its per-file renames) those left by a
+    transform that died; of ``_shared`` (a transform batch's shared data files, issue 45) those
+    past the zone's retention."""
     try:
-        entries = port.list(f"{normalize_path(root)}/{dataset}/_tmp")
+        entries = port.list(f"{normalize_path(root)}/{dataset}/{sub}")
     except HdfsPathNotFound:
         return []
     return [e for e in entries if e.mtime_ms < before_ms]

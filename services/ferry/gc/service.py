@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 AGED_ZONES = ("empty", "failed")
 #: HDFS zones whose ``<root>/<dataset>/_tmp`` holds a transform's batch directories.
 BATCH_ZONES = ("staging", "rejects")
+#: HDFS zones whose ``<root>/<dataset>/_shared`` holds transform batches' shared data files
+#: (issue 45), each batch directory removed once older than the zone's retention.
+SHARED_ZONES = ("staging", "incoming")
 
 
 @dataclass
@@ -166,21 +169,32 @@ class GcService:
                 removed += len(gone)
             for name in BATCH_ZONES:
                 removed += self._sweep_batches(name, dataset, now_s)
+            for name in SHARED_ZONES:
+                keep = r.of(name)
+                if keep is not None:
+                    removed += self._sweep_batches(name, dataset, now_s, "_shared", keep)
         return removed
 
-    def _sweep_batches(self, name: str, dataset: str, now_s: float) -> int:
+    def _sweep_batches(
+        self,
+        name: str,
+        dataset: str,
+        now_s: float,
+        sub: str = "_tmp",
+        age: timedelta | None = None,
+    ) -> int:
         port: HdfsPort = self.remover.hdfs[zone(name).store]
-        before_ms = int((now_s - self.settings.retention.orphans.total_seconds()) * 1000)
+        age = age or self.settings.retention.orphans
+        before_ms = int((now_s - age.total_seconds()) * 1000)
+        what = "of a transform that died" if sub == "_tmp" else "of shared files past retention"
         try:
-            dead = orphan_batches(port, self.remover.roots[name], dataset, before_ms)
+            dead = orphan_batches(port, self.remover.roots[name], dataset, before_ms, sub)
             for e in dead:
                 port.delete(e.path, recursive=True)
-                log.info(
-                    "gc: %s removed %s, a batch directory of a transform that died", name, e.path
-                )
+                log.info("gc: %s removed %s, a batch directory %s", name, e.path, what)
         except FerryError as exc:
             self.metrics.errors.labels(name).inc()
-            log.warning("gc: %s/%s/_tmp not swept: %s", name, dataset, exc)
+            log.warning("gc: %s/%s/%s not swept: %s", name, dataset, sub, exc)
             return 0
         if dead:
             self.metrics.orphans.labels(name).inc(len(dead))

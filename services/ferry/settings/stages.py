@@ -179,6 +179,17 @@ class TransformSettings(BatchSettings):
             "First batch after a start)."
         ),
     )
+    share_files: bool = Field(
+        default=True,
+        description=(
+            "A batch of two files or more of a partitioned table writes ONE data file per "
+            "partition holding every file's rows (shared by the batch's files), instead of one "
+            "per file and partition: the batch's HDFS writes, cross-cluster copies and moves "
+            "into the table go with the partitions it touches, not with files × partitions "
+            "(issue 45, case C23). Replay and removal stay per file (the load rewrites a shared "
+            "file without the rows of a file replaced). false: every file keeps files of its own."
+        ),
+    )
 
 
 class LoadSettings(BatchSettings):

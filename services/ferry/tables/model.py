@@ -39,23 +39,78 @@ def _dump(obj: Mapping[str, Any]) -> bytes:
 class StagedMarker:
     """``_ferry.json`` of a staged directory, written by transform after its data files:
     ``files`` are the data files relative to the directory (``c=v/ferry-<id>-<gen>-<n>.parquet``),
-    ``generation`` is new for every transform run of the file. An empty ``files`` is a file
-    whose rows were all rejected (its load removes the file's earlier rows)."""
+    ``generation`` is new for every transform run of the file. An empty ``files`` and ``shared``
+    is a file whose rows were all rejected (its load removes the file's earlier rows).
+
+    A file transformed in a batch with others (issue 45, case C23) has its rows in the batch's
+    shared data files instead: ``shared`` ``{path relative to the batch directory
+    <dataset>/_shared/<generation>: rows of this file in it}``, and ``files`` is empty; the
+    batch's :class:`BatchMarker` names every file with rows in each shared file."""
 
     file_id: str
     generation: str
     files: tuple[str, ...] = ()
+    shared: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def rows_shared(self) -> int:
+        """Rows of the file in shared data files."""
+        return sum(self.shared.values())
 
     def to_json(self) -> bytes:
-        return _dump({**asdict(self), "files": list(self.files)})
+        o: dict[str, Any] = {**asdict(self), "files": list(self.files)}
+        if self.shared:
+            o["shared"] = dict(self.shared)
+        else:
+            del o["shared"]  # the record of a file with data files of its own, as before
+        return _dump(o)
 
     @classmethod
     def from_json(cls, data: bytes, what: str = "staging marker") -> StagedMarker:
         o = _load(data, what)
         try:
-            return cls(str(o["file_id"]), str(o["generation"]), tuple(map(str, o["files"])))
-        except (KeyError, TypeError) as exc:
+            return cls(
+                str(o["file_id"]),
+                str(o["generation"]),
+                tuple(map(str, o["files"])),
+                {str(k): int(v) for k, v in (o.get("shared") or {}).items()},
+            )
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise IndexFormatError(f"{what}: missing {exc}") from exc
+
+
+@dataclass(frozen=True)
+class BatchMarker:
+    """``_ferry.json`` of a transform batch's shared directory ``<dataset>/_shared/<generation>``:
+    ``members`` ``{shared data file relative to it (c=v/part-….parquet): {file_id: rows}}``.
+    Written before the members' own markers, so a marker never names a shared file of a batch
+    that is not complete."""
+
+    generation: str
+    members: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    def file_ids(self) -> set[str]:
+        """Every file with rows in the batch's shared files."""
+        return {fid for m in self.members.values() for fid in m}
+
+    def to_json(self) -> bytes:
+        return _dump(
+            {
+                "generation": self.generation,
+                "members": {k: dict(v) for k, v in self.members.items()},
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes, what: str = "batch marker") -> BatchMarker:
+        o = _load(data, what)
+        try:
+            members = {
+                str(rel): {str(f): int(n) for f, n in m.items()} for rel, m in o["members"].items()
+            }
+            return cls(str(o["generation"]), members)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise IndexFormatError(f"{what}: bad batch marker: {exc}") from exc
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,9 @@ _ESCAPED = frozenset([chr(c) for c in range(0x01, 0x20)] + list("\"#%'*/:=?\\{[]
 
 #: The staged directory's marker: which data files a transform wrote, under which generation.
 MARKER_NAME = "_ferry.json"
+#: A dataset's directory of transform batches' shared data files (staging on B, incoming on A):
+#: ``<root>/<dataset>/_shared/<generation>/`` holds a batch's files and its batch marker.
+SHARED_DIR = "_shared"
 #: The table's index directory (hidden from Hive and Spark readers by its leading ``_``).
 INDEX_DIR = "_ferry"
 
@@ -103,6 +106,12 @@ def owner_of(name: str) -> str | None:
 def is_compacted(name: str) -> bool:
     """True for a name made by :func:`compacted_file_name`."""
     return _COMPACTED.match(name) is not None
+
+
+def shared_dir(dataset_root: str, generation: str) -> str:
+    """The directory of one transform batch's shared data files under a dataset's root in
+    staging or incoming: ``<dataset_root>/_shared/<generation>``."""
+    return join(dataset_root, f"{SHARED_DIR}/{generation}")
 
 
 def new_generation() -> str:

@@ -50,10 +50,25 @@ class NewFiles:
     source_dir: str
     files: Mapping[str, int] = field(default_factory=dict)
     source_path: str | None = None
+    #: rows of the file in shared data files moved in by the same change (:class:`Shared`),
+    #: ``{path relative to the table: rows}``
+    compacted: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
-        return sum(self.files.values())
+        return sum(self.files.values()) + sum(self.compacted.values())
+
+
+@dataclass(frozen=True)
+class Shared:
+    """Data files holding rows of several files of the change (a transform batch's shared
+    files, issue 45), moved in after every file's old rows are out: ``moves`` ``(absolute
+    source, path relative to the table)``, ``sidecars`` their members ``{relative path:
+    CompactedFile}``, ``cleanup`` absolute directories deleted once applied."""
+
+    moves: tuple[tuple[str, str], ...] = ()
+    sidecars: Mapping[str, CompactedFile] = field(default_factory=dict)
+    cleanup: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,10 +89,13 @@ def plan(
     entries: Mapping[str, FileEntry | None],
     *,
     op: str,
+    shared: Shared | None = None,
 ) -> Plan:
     """The journal replacing each file of ``changes`` (``None``: removing it) given its current
     ``entries``; ``columns`` are the table's partition columns, ``schema`` its data columns (to
-    rewrite compacted files). Call under the table's lock, after
+    rewrite compacted files); ``shared``: data files several files of ``changes`` share (their
+    entries name them in :attr:`NewFiles.compacted`), moved in last. Call under the table's
+    lock, after
     :func:`~ferry.tables.journal.roll_forward`.
 
     Raises:
@@ -152,10 +170,15 @@ def plan(
         added |= {parent(rel) for rel in change.files}
         groups.append(Group(deletes=deletes, moves=moves))
         entries_out[fid] = FileEntry(
-            fid, change.generation, dict(change.files), {}, change.source_path
+            fid, change.generation, dict(change.files), dict(change.compacted), change.source_path
         )
         rows[fid] = change.rows
         cleanup.append(change.source_dir)
+    if shared is not None and shared.moves:
+        groups.append(Group(moves=shared.moves))
+        added |= {parent(rel) for _, rel in shared.moves}
+        sidecars_out.update(shared.sidecars)
+        cleanup += shared.cleanup
     journal = Journal(
         op,
         groups=tuple(g for g in (*first, *groups) if g.deletes or g.moves),

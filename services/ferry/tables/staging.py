@@ -68,6 +68,27 @@ def write_files(
     )
 
 
+def write_shared(
+    df: DataFrame,
+    data_columns: Sequence[str],
+    partition_by: Sequence[str],
+    root: str,
+) -> None:
+    """Write ``df`` (as for :func:`write_files`) under ``root`` as ``<partition dirs>/part-…``:
+    ONE data file per partition holding the rows of every file of the batch (issue 45, case
+    C23: a batch of files over the same 60 days writes 60 files, not files × 60). Repartitioned
+    by the partition columns, so each partition is written by one task. ``root`` must not exist.
+
+    Raises:
+        pyspark errors: the job failed (nothing is committed; the caller deletes ``root``).
+    """
+    from pyspark.sql import functions as F
+
+    parts = [F.col(f"`{c}`") for c in partition_by]
+    out = df.select(*[F.col(f"`{c}`") for c in data_columns], *parts)
+    (out.repartition(*parts).write.partitionBy(*partition_by).mode("errorifexists").parquet(root))
+
+
 def file_dir(root: str, file_id: str) -> str:
     """The directory :func:`write_files` gave one file's rows (it may not exist: no rows)."""
     return join(root, f"{STAGE_COLUMN}={file_id}")

@@ -14,6 +14,8 @@ Order of calls (what :func:`load_files` does)::
         per file: unchanged (same generation, its data files there) → nothing to do;
                   else → its new data files: footers checked against the table by name (C12)
         reshape(…)                            (staged by an earlier Ferry: Spark, only then)
+        plan_shared(…)                        (a transform batch's shared files: moved in
+                                               whole, or rewritten for the files loaded now)
         plan(…) → commit(…)                   (ONE journal: old data files of each file deleted
                                                wherever they lie, new ones moved in, ONE
                                                ADD PARTITION call, index records written)
@@ -39,6 +41,7 @@ from ferry.clusters.spark_jobs import HadoopFileSystem, struct_for
 from ferry.datasets.registry import definition_version
 from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
 from ferry.errors import PermanentError
+from ferry.stages.load.shared import plan_shared
 from ferry.stages.load.staged import (
     Staged,
     check_schema,
@@ -299,6 +302,20 @@ def load_files(
                 out[fid] = err
             else:
                 changes[fid] = s.new_files((sources or {}).get(fid))
+        sharing = {
+            fid: staged[fid]
+            for fid in changes
+            if (m := staged[fid].marker) is not None and m.shared and staged[fid].batch
+        }
+        shared = None
+        if sharing:
+            others = {f for s in sharing.values() if s.batch for f in s.batch.file_ids()}
+            others -= set(sharing)
+            known_gen = {f: (e.generation if e else None) for f, e in index.entries(others).items()}
+            sp = plan_shared(spark, index, StructType(data), sharing, generation_of=known_gen)
+            shared = sp.shared
+            for fid, held in sp.compacted.items():
+                changes[fid] = staged[fid].new_files((sources or {}).get(fid), held)
         extra: list[str] = []
         if legacy:
             scratch = index.new_scratch()
@@ -306,12 +323,13 @@ def load_files(
             extra = [*legacy.values(), scratch]
         if not changes:
             return out
-        p = plan(spark, index, pcols, StructType(data), changes, entries, op="load")
+        p = plan(spark, index, pcols, StructType(data), changes, entries, op="load", shared=shared)
         journal = dataclasses.replace(p.journal, cleanup=(*p.journal.cleanup, *extra))
         applied = commit(index, journal, cat)
     lost = set(applied.lost)
     for fid, new in changes.items():
-        out[fid] = new.rows - sum(n for rel, n in new.files.items() if rel in lost)
+        gone = [n for rel, n in (*new.files.items(), *new.compacted.items()) if rel in lost]
+        out[fid] = new.rows - sum(gone)
     if on_loaded is not None and p.touched:
         on_loaded(spec, location, p.touched)
     return out

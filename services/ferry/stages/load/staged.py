@@ -2,6 +2,12 @@
 table's lock: the marker ``_ferry.json`` (generation, data files) and every data file's Parquet
 footer (rows, schema), on driver threads, no Spark job.
 
+A file transformed in a batch with others (issue 45) has its rows in the batch's shared data
+files ``<incoming>/<dataset>/_shared/<generation>/``: the batch marker there (who holds rows in
+which shared file) is read once per batch and each shared file's footer once
+(:attr:`Staged.batch`, :attr:`Staged.shared_footers`); :mod:`ferry.stages.load.shared` plans
+their moves.
+
 A directory without a marker was staged by a Ferry of the copy-on-write layout (flat
 ``part-*`` files without ``ferry_file_id``): it is read and reshaped by Spark into the per-file
 shape inside the table's scratch (:func:`reshape`): Spark only where it is needed.
@@ -25,8 +31,8 @@ from ferry.datasets.spec import FILE_ID_COLUMN, SOURCE_PATH_COLUMN, DatasetSpec
 from ferry.errors import PermanentError
 from ferry.tables.footers import Footer, read_footers_or_errors, schema_problems
 from ferry.tables.index import parallel
-from ferry.tables.model import StagedMarker
-from ferry.tables.paths import MARKER_NAME, join, new_generation
+from ferry.tables.model import BatchMarker, IndexFormatError, StagedMarker
+from ferry.tables.paths import MARKER_NAME, join, new_generation, shared_dir
 from ferry.tables.replace import NewFiles
 from ferry.tables.staging import file_dir, name_files, write_files
 
@@ -47,17 +53,42 @@ class Staged:
     exists: bool = True
     #: the first data file the marker names that could not be read (``None``: all were)
     unreadable: PermanentError | None = None
+    #: the batch marker of the shared files the marker names (``None``: it names none)
+    batch: BatchMarker | None = None
+    #: footers of those shared files, ``{path relative to the batch directory: Footer}``
+    shared_footers: Mapping[str, Footer] = field(default_factory=dict)
+
+    @property
+    def batch_dir(self) -> str:
+        """The directory of the batch's shared files on A: ``<dataset dir>/_shared/<gen>``."""
+        assert self.marker is not None
+        return shared_dir(parent_uri(self.directory), self.marker.generation)
 
     @property
     def legacy(self) -> bool:
         """Staged by a Ferry of the copy-on-write layout (a directory without a marker)."""
         return self.exists and self.marker is None
 
-    def new_files(self, source_path: str | None) -> NewFiles:
-        """The file's output as :class:`NewFiles` (needs a marker)."""
+    def new_files(
+        self, source_path: str | None, compacted: Mapping[str, int] | None = None
+    ) -> NewFiles:
+        """The file's output as :class:`NewFiles` (needs a marker); ``compacted``: its rows in
+        shared files, by their paths in the table (:mod:`ferry.stages.load.shared`)."""
         assert self.marker is not None
         rows = {rel: self.footers[rel].rows for rel in self.marker.files}
-        return NewFiles(self.file_id, self.marker.generation, self.directory, rows, source_path)
+        return NewFiles(
+            self.file_id,
+            self.marker.generation,
+            self.directory,
+            rows,
+            source_path,
+            dict(compacted or {}),
+        )
+
+
+def parent_uri(uri: str) -> str:
+    """The parent directory of a directory URI or path (``hdfs://nn/a/b`` → ``hdfs://nn/a``)."""
+    return uri.rstrip("/").rsplit("/", 1)[0]
 
 
 def read_markers(fs: HadoopFileSystem, files: Mapping[str, str]) -> dict[str, Staged]:
@@ -77,7 +108,30 @@ def read_markers(fs: HadoopFileSystem, files: Mapping[str, str]) -> dict[str, St
             return Staged(fid, directory, marker)
         return Staged(fid, directory, None, exists=fs.exists(directory))
 
-    return dict(zip(files, parallel(one, list(files.items())), strict=True))
+    found = dict(zip(files, parallel(one, list(files.items())), strict=True))
+    batches = sorted({s.batch_dir for s in found.values() if s.marker and s.marker.shared})
+    if not batches:
+        return found
+
+    def batch(directory: str) -> BatchMarker | PermanentError:
+        path = join(directory, MARKER_NAME)
+        data = fs.read_bytes(path)
+        if data is None:
+            return PermanentError(f"{path}: no batch marker", reason="hdfs_not_found")
+        try:
+            return BatchMarker.from_json(data, path)
+        except IndexFormatError as exc:
+            return PermanentError(str(exc), reason="bad_manifest")
+
+    got = dict(zip(batches, parallel(batch, batches), strict=True))
+    out = {}
+    for fid, s in found.items():
+        b = got.get(s.batch_dir) if s.marker and s.marker.shared else None
+        if isinstance(b, PermanentError):
+            out[fid] = Staged(fid, s.directory, s.marker, unreadable=b)
+        else:
+            out[fid] = Staged(fid, s.directory, s.marker, batch=b)
+    return out
 
 
 def with_footers(spark: SparkSession, staged: Mapping[str, Staged]) -> dict[str, Staged]:
@@ -86,28 +140,52 @@ def with_footers(spark: SparkSession, staged: Mapping[str, Staged]) -> dict[str,
     crashed may have moved it into the table already: the caller looks again after finishing
     that load)."""
     wanted = [join(s.directory, rel) for s in staged.values() if s.marker for rel in s.marker.files]
-    found = read_footers_or_errors(spark, wanted)
+    shared = {
+        join(s.batch_dir, rel)
+        for s in staged.values()
+        if s.marker and s.batch and s.unreadable is None
+        for rel in s.marker.shared
+    }
+    found = read_footers_or_errors(spark, [*wanted, *sorted(shared)])
     out = {}
     for fid, s in staged.items():
-        if s.marker is None:
+        if s.marker is None or s.unreadable is not None:
             out[fid] = s
             continue
         got = {rel: found[join(s.directory, rel)] for rel in s.marker.files}
         feet = {rel: f for rel, f in got.items() if isinstance(f, Footer)}
         bad = next((e for e in got.values() if isinstance(e, PermanentError)), None)
-        out[fid] = Staged(fid, s.directory, s.marker, feet, s.exists, bad)
+        shared_feet: dict[str, Footer] = {}
+        if s.batch is not None:
+            for rel in s.marker.shared:
+                f = found[join(s.batch_dir, rel)]
+                held = s.batch.members.get(rel, {})
+                if isinstance(f, PermanentError):
+                    bad = bad or f
+                elif f.rows != sum(held.values()) or held.get(fid) != s.marker.shared[rel]:
+                    bad = bad or PermanentError(
+                        f"{join(s.batch_dir, rel)} holds {f.rows} rows, its batch marker says "
+                        f"{sum(held.values())} ({held.get(fid)} of {fid}, whose marker says "
+                        f"{s.marker.shared[rel]})",
+                        reason="count_mismatch",
+                    )
+                else:
+                    shared_feet[rel] = f
+        out[fid] = Staged(fid, s.directory, s.marker, feet, s.exists, bad, s.batch, shared_feet)
     return out
 
 
 def check_schema(s: Staged, expected: Mapping[str, str], table: str) -> PermanentError | None:
     """The error of the first data file of ``s`` whose columns differ from the table's data
     columns ``expected`` (``{name: type}``) by name (case C12), naming file and columns."""
-    for rel, footer in s.footers.items():
+    feet = [(join(s.directory, rel), f) for rel, f in s.footers.items()]
+    if s.shared_footers:
+        feet += [(join(s.batch_dir, rel), f) for rel, f in s.shared_footers.items()]
+    for path, footer in feet:
         problems = schema_problems(footer.schema, expected)
         if problems:
             return PermanentError(
-                f"cannot load {s.file_id} into {table}: {join(s.directory, rel)}: "
-                + "; ".join(problems),
+                f"cannot load {s.file_id} into {table}: {path}: " + "; ".join(problems),
                 reason="schema_mismatch",
             )
     return None

@@ -13,6 +13,14 @@ another generation's output of the file (an earlier transform run), A's director
 first, so A ends with exactly B's set. Data files are copied on :attr:`TransferDeps.threads`
 threads (a file of a year's rows is 365 data files).
 
+A file staged in a batch with others (``transform.share_files``, case C23) has its rows in the
+batch's shared data files ``<staging>/<dataset>/_shared/<generation>/`` (its marker names them):
+each shared file and the batch marker are copied ONCE per process to the same place under
+``<incoming>/<dataset>/``, however many of the batch's files name them (:class:`SharedCopies`:
+one lock per shared file, so two transfers of the same batch do not copy it twice; the next files
+of the batch only see it there, one status call each), before the file's own marker; a
+restarted transfer finds a shared file there already by size and sha256.
+
 A directory without a marker (staged by an earlier Ferry: flat ``part-*`` files) is copied flat
 as before, with its stale parts on A deleted last.
 
@@ -26,9 +34,12 @@ before a replay or a release) is :class:`~ferry.errors.InputExpired`: quarantine
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ferry.clusters.hdfs.port import HdfsPort
@@ -37,7 +48,51 @@ from ferry.errors import HdfsPathNotFound, InputExpired, PermanentError
 from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.copy import copy_between
 from ferry.tables.model import IndexFormatError, StagedMarker
-from ferry.tables.paths import MARKER_NAME, parent
+from ferry.tables.paths import MARKER_NAME, parent, shared_dir
+
+#: Shared files a transfer process remembers as copied (oldest forgotten first): a batch of 256
+#: files over 365 days names 365; the memory stays flat however long the process lives.
+SHARED_REMEMBERED = 20_000
+
+
+class SharedCopies:
+    """The shared files (paths on A) this process has copied and verified, with their sizes,
+    and a lock per shared file being copied: each is copied and verified once, however many
+    files of its batch name it; the next ones only see it there (one status call: the load may
+    have moved it into the table since, and a replay after ``ferry unload`` needs it again).
+    Thread-safe; at most :data:`SHARED_REMEMBERED` paths are remembered."""
+
+    def __init__(self, limit: int = SHARED_REMEMBERED) -> None:
+        self._done: OrderedDict[str, int] = OrderedDict()
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self._limit = limit
+
+    def there(self, port: HdfsPort, path: str) -> bool:
+        """True when ``path`` was copied by this process and ``port`` still has it, same size."""
+        with self._guard:
+            size = self._done.get(path)
+        if size is None:
+            return False
+        st = port.status_or_none(path)
+        return st is not None and st.is_file and st.size == size
+
+    def mark(self, path: str, size: int) -> None:
+        with self._guard:
+            self._done[path] = size
+            while len(self._done) > self._limit:
+                self._done.popitem(last=False)
+
+    @contextmanager
+    def holding(self, path: str) -> Iterator[None]:
+        """Hold ``path``'s lock (other threads copying the same shared file wait)."""
+        with self._guard:
+            lock = self._locks.setdefault(path, threading.Lock())
+        with lock:
+            yield
+        with self._guard:
+            if not lock.locked():
+                self._locks.pop(path, None)
 
 
 @dataclass(frozen=True)
@@ -48,6 +103,7 @@ class TransferDeps:
     fs_url_a: str
     retry: RetrySettings
     threads: int = 4  #: data files copied at once (each a few WebHDFS round trips)
+    shared: SharedCopies = field(default_factory=SharedCopies)
 
 
 def _data_files(port: HdfsPort, directory: str) -> dict[str, int]:
@@ -113,10 +169,11 @@ def transfer_file(event: FileTransformed, deps: TransferDeps) -> list[FileTransf
 
 def _copy_one(
     deps: TransferDeps, src: str, dst: str, expired: Callable[[str], InputExpired]
-) -> None:
-    """Copy one data file B → A; its disappearance from B mid-copy is ``expired``."""
+) -> int:
+    """Copy one data file B → A; its size. Its disappearance from B mid-copy is ``expired``."""
     try:
-        copy_between(deps.hdfs_b, src, deps.hdfs_a, dst, overwrite=True, retry=deps.retry)
+        size, _ = copy_between(deps.hdfs_b, src, deps.hdfs_a, dst, overwrite=True, retry=deps.retry)
+        return size
     except HdfsPathNotFound:
         if deps.hdfs_b.exists(src):
             raise  # something else is missing (cluster A's side)
@@ -149,10 +206,52 @@ def _copy_tree(
     else:
         for rel in files:
             one(rel)
+    if marker.shared:
+        _copy_shared(deps, parent(src_dir), parent(dst_dir), marker, expired)
     digest = hashlib.sha256(data).hexdigest()  # the same marker there already: nothing written
     a.upload_stream(
         f"{dst_dir}/{MARKER_NAME}", [data], overwrite=True, expected_sha256=digest, verify=True
     )
+
+
+def _copy_shared(
+    deps: TransferDeps,
+    src_root: str,
+    dst_root: str,
+    marker: StagedMarker,
+    expired: Callable[[str], InputExpired],
+) -> None:
+    """Copy the batch's shared files ``marker`` names, then its batch marker, from
+    ``<src_root>/_shared/<generation>`` to the same place under ``dst_root`` (the dataset's
+    directories on B and A), each once per process (:class:`SharedCopies`)."""
+    src_batch = shared_dir(src_root, marker.generation)
+    dst_batch = shared_dir(dst_root, marker.generation)
+    made: set[str] = set()
+    made_lock = threading.Lock()
+
+    def one(rel: str) -> None:
+        dst = f"{dst_batch}/{rel}"
+        if deps.shared.there(deps.hdfs_a, dst):
+            return
+        with deps.shared.holding(dst):
+            if deps.shared.there(deps.hdfs_a, dst):  # copied by another thread meanwhile
+                return
+            d = parent(f"{dst_batch}/{rel}")
+            with made_lock:
+                new = d not in made
+                made.add(d)
+            if new:
+                deps.hdfs_a.mkdirs(d)
+            deps.shared.mark(dst, _copy_one(deps, f"{src_batch}/{rel}", dst, expired))
+
+    files = sorted(marker.shared)
+    if deps.threads > 1 and len(files) > 1:
+        with ThreadPoolExecutor(min(deps.threads, len(files)), "ferry-copy-shared") as pool:
+            list(pool.map(one, files))
+    else:
+        for rel in files:
+            one(rel)
+    one(MARKER_NAME)  # the batch marker, after the files it names
 
 
 def _copy_flat(

@@ -126,3 +126,37 @@ def staged_counts(spark: SparkSession, root: str) -> dict[str, int]:
 
     rows = spark.read.schema(f"`{STAGE_COLUMN}` STRING").parquet(root).groupBy(STAGE_COLUMN)
     return {r[0]: int(r[1]) for r in rows.count().collect()}
+
+
+def shared_counts(spark: SparkSession, root: str) -> dict[str, dict[str, int]]:
+    """Rows per data file and file id of a shared write's ``root`` (the layout of
+    :func:`ferry.tables.staging.write_shared`): ``{path relative to root: {file_id: rows}}``.
+
+    Reads only ``ferry_file_id`` (dictionary-encoded: a batch's few ids) and each row's file
+    path (``_metadata.file_path``), one Spark job; a ``root`` holding no data file gives ``{}``.
+
+    Raises:
+        pyspark.errors.AnalysisException: ``root`` does not exist.
+        ValueError: a row without a file id (attribution failed).
+    """
+    from pyspark.sql import functions as F
+
+    from ferry.clusters.spark_jobs import source_key_column
+    from ferry.datasets.spec import FILE_ID_COLUMN
+
+    prefix = path_key(root).rstrip("/") + "/"
+    df = spark.read.schema(f"`{FILE_ID_COLUMN}` STRING").parquet(root)
+    rows = (
+        df.select(
+            source_key_column(F.col("_metadata.file_path")).alias("path"), F.col(FILE_ID_COLUMN)
+        )
+        .groupBy("path", FILE_ID_COLUMN)
+        .count()
+        .collect()
+    )
+    out: dict[str, dict[str, int]] = {}
+    for path, fid, n in rows:
+        if fid is None or not path.startswith(prefix):
+            raise ValueError(f"{path}: {n} staged row(s) without a file id of the batch")
+        out.setdefault(path[len(prefix) :], {})[fid] = int(n)
+    return out

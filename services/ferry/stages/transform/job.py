@@ -45,6 +45,7 @@ from ferry.stages.transform.counts import (
     FileCounts,
     batch_counts,
     file_counts,
+    shared_counts,
     staged_counts,
 )
 from ferry.stages.transform.rows import (
@@ -54,8 +55,9 @@ from ferry.stages.transform.rows import (
     split,
 )
 from ferry.stages.transform.splits import parallel_paths, read_batch
-from ferry.tables.paths import new_generation
-from ferry.tables.staging import file_dir, name_files, write_files
+from ferry.tables.model import BatchMarker, StagedMarker
+from ferry.tables.paths import MARKER_NAME, new_generation, shared_dir
+from ferry.tables.staging import file_dir, name_files, write_files, write_shared
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -125,6 +127,7 @@ def write_batch(
     reread: Callable[[Sequence[str]], DataFrame],
     sources: Mapping[str, str] | None = None,
     batch_id: str | None = None,
+    share: bool = False,
 ) -> dict[str, FileResult]:
     """Write a batch's valid rows and rejects, count them, then commit each file by rename.
 
@@ -155,6 +158,15 @@ def write_batch(
     Spark jobs: the staging write and its count; with rejects, their write and count too.
     Returns ``{file_id: FileResult}``.
 
+    With ``share`` (``transform.share_files``), a batch of two files or more of a partitioned
+    table writes ONE data file per partition holding every file's rows (issue 45, case C23:
+    :func:`~ferry.tables.staging.write_shared`), committed by one rename as the batch directory
+    ``<staging_root>/<dataset>/_shared/<generation>`` with its
+    :class:`~ferry.tables.model.BatchMarker`; each file's staged directory then holds only its
+    marker, naming its rows in those shared files (counted per data file and file id by
+    :func:`~ferry.stages.transform.counts.shared_counts`). Replay and removal stay per file: the
+    load rewrites a shared file without the rows of a file replaced or removed.
+
     Raises:
         ValueError: a bad ``file_id``, or rows written under a file id not in ``files``.
         TransientError: a rename failed.
@@ -175,7 +187,10 @@ def write_batch(
     observed = classified.observe(seen, F.collect_set(has_reject).alias("rejected"))
     valid, _ = split(observed, spec)
     tmp_valid = join_path(staging_root, spec.name, "_tmp", batch_id)
+    tmp_markers = join_path(staging_root, spec.name, "_tmp", f"{batch_id}-markers")
     tmp_rej = join_path(rejects_root, spec.name, "_tmp", batch_id)
+    shared = share and len(files) > 1 and bool(spec.hive.partition_by)
+    members: dict[str, dict[str, int]] = {}
     spark = classified.sparkSession
     sc = spark.sparkContext
     try:
@@ -183,7 +198,8 @@ def write_batch(
         staged = valid.withColumn(FILE_ID_COLUMN, file_id).withColumn(
             SOURCE_PATH_COLUMN, nas_name.cast("string")
         )
-        write_files(
+        write = write_shared if shared else write_files
+        write(
             staged,
             [c.name for c in spec.table_data_columns],
             spec.hive.partition_by,
@@ -191,7 +207,14 @@ def write_batch(
         )
         keys = _observed_rejects(seen)
         with_rejects = [p for p in files if keys is None or path_key(p) in keys]
-        valid_rows = staged_counts(spark, tmp_valid) if fs.exists(tmp_valid) else {}
+        if shared:
+            members = shared_counts(spark, tmp_valid) if fs.exists(tmp_valid) else {}
+            valid_rows: dict[str, int] = {}
+            for held in members.values():
+                for fid, n in held.items():
+                    valid_rows[fid] = valid_rows.get(fid, 0) + n
+        else:
+            valid_rows = staged_counts(spark, tmp_valid) if fs.exists(tmp_valid) else {}
         rejected: dict[str, FileCounts] = {}
         if with_rejects:
             sc.setJobDescription(
@@ -207,11 +230,24 @@ def write_batch(
             )
             rejected = file_counts(spark.read.parquet(tmp_rej), with_rejects)
         counts = batch_counts(files, valid_rows, rejected)
+        if members:  # the batch's shared files first: a marker never names a missing one
+            batch_dir = shared_dir(join_path(staging_root, spec.name), generation)
+            fs.write_bytes(
+                join_path(tmp_valid, MARKER_NAME), BatchMarker(generation, members).to_json()
+            )
+            fs.mkdirs(join_path(staging_root, spec.name, "_shared"))
+            fs.move(tmp_valid, batch_dir)
 
         def commit(path: str, fid: str) -> FileResult:
             c = counts[path]
-            part = file_dir(tmp_valid, fid)
-            name_files(fs, part, fid, generation)
+            if shared:
+                part = join_path(tmp_markers, fid)
+                mine = {rel: held[fid] for rel, held in members.items() if fid in held}
+                marker = StagedMarker(fid, generation, (), mine)
+                fs.write_bytes(join_path(part, MARKER_NAME), marker.to_json())
+            else:
+                part = file_dir(tmp_valid, fid)
+                name_files(fs, part, fid, generation)
             final = staged_path(staging_root, spec.name, fid)
             commit_dir(fs, part, final)
             rej_final = join_path(rejects_root, spec.name, fid)
@@ -236,6 +272,8 @@ def write_batch(
         sc.setJobDescription(None)  # type: ignore[arg-type]
         fs.delete(tmp_valid, recursive=True)
         fs.delete(tmp_rej, recursive=True)
+        if shared:
+            fs.delete(tmp_markers, recursive=True)
 
 
 def run_batch(
@@ -247,6 +285,7 @@ def run_batch(
     rejects_root: str,
     sources: Mapping[str, str] | None = None,
     fs: FileSystemOps | None = None,
+    share: bool = False,
 ) -> dict[str, FileResult]:
     """Transform one batch of landed files of one dataset; the transform service's one call.
 
@@ -257,7 +296,8 @@ def run_batch(
     ``input_expired``: removed by its retention) are classified without Spark and not read;
     the rest are read by one scan and classified; :func:`write_batch` stages their valid rows in
     that one pass, reads again only the files holding rejected rows, counts from what it wrote
-    and commits per file. Returns ``{file_id: FileResult}`` for every file.
+    and commits per file (``share``: the batch's rows in shared data files, see
+    :func:`write_batch`). Returns ``{file_id: FileResult}`` for every file.
 
     Raises:
         ValueError: bad ``file_id``.
@@ -323,4 +363,5 @@ def run_batch(
         fs=fs,
         reread=classified,
         sources=sources,
+        share=share,
     )

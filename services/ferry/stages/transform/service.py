@@ -55,7 +55,7 @@ def build(settings: Settings | None = None) -> StageRunner:
         datasets=definitions,
         spark=holder.get,
         reset_spark=holder.reset,
-        run_batch=run_batch,
+        run_batch=partial(run_batch, share=settings.transform.share_files),
         staging_root=f"{b.fs_url}{settings.paths.staging_path}",
         rejects_root=f"{b.fs_url}{settings.paths.rejects_path}",
     )

@@ -1,0 +1,120 @@
+"""Moving a transform batch's shared data files into the table (issue 45, case C23).
+
+A batch of files transformed together writes ONE data file per partition holding all their rows
+(:func:`ferry.tables.staging.write_shared`); transfer copies each once to
+``<incoming>/<dataset>/_shared/<generation>/``. A load then takes, per shared file:
+
+- every file with rows in it is being loaded now (the usual case: the batch stays together
+  through the stages): the shared file is moved into its partition as it is, as a compacted
+  file (``compact-<generation>-<n>.parquet``) whose sidecar names the files and their rows: one
+  rename and one sidecar for the partition, however many files share it;
+- some of its files are not (they failed, or they are in another load batch): it is rewritten
+  with only the rows of the files being loaded (one Spark job for all such files,
+  :func:`ferry.tables.merge.merge_groups`), and stays in incoming for the others.
+
+Replay and removal stay per file: the index records each file's rows in the compacted file, so
+``ferry unload`` or a new transform output of one file rewrites it without that file's rows
+(:func:`ferry.tables.replace.plan`). A batch directory whose every file is loaded with this
+generation is deleted by the load's journal; one with files still to come is left for them (and
+for gc, by the incoming retention).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ferry.stages.load.staged import Staged
+from ferry.tables.index import TableIndex
+from ferry.tables.merge import merge_groups
+from ferry.tables.model import CompactedFile
+from ferry.tables.paths import compacted_file_name, join, new_generation, parent
+from ferry.tables.replace import Shared
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+
+@dataclass(frozen=True)
+class SharedPlan:
+    """What :func:`plan_shared` decided: the :class:`~ferry.tables.replace.Shared` moves and
+    ``compacted`` ``{file_id: {path relative to the table: rows}}`` for each file's entry."""
+
+    shared: Shared
+    compacted: dict[str, dict[str, int]]
+    rewritten: int  #: shared files rewritten without rows of files not loaded now
+
+
+def plan_shared(
+    spark: SparkSession,
+    index: TableIndex,
+    schema: StructType,
+    staged: Mapping[str, Staged],
+    *,
+    generation_of: Mapping[str, str | None] | None = None,
+) -> SharedPlan:
+    """Plan the shared files of the files being loaded (``staged``: ``{file_id: Staged}`` of
+    those with a marker naming shared files, their batch markers and footers read). ``schema``:
+    the table's data columns (for a rewrite); ``generation_of``: ``{file_id: generation of its
+    index entry}`` for the other members of their batches, to know when a batch is complete.
+    Call under the table's lock.
+
+    Raises:
+        RuntimeError: a rewritten shared file holds other rows than its batch marker says.
+        pyspark errors: the rewrite failed (nothing changed).
+    """
+    loading = set(staged)
+    gen = new_generation()
+    moves: list[tuple[str, str]] = []
+    sidecars: dict[str, CompactedFile] = {}
+    compacted: dict[str, dict[str, int]] = {fid: {} for fid in staged}
+    batches = {s.batch_dir: s for s in staged.values() if s.batch is not None}
+    rewrite: dict[int, list[str]] = {}
+    keep: dict[int, tuple[str, dict[str, int]]] = {}
+    drop: set[str] = set()
+    cleanup: list[str] = []
+    k = 0
+    for batch_dir, s in sorted(batches.items()):
+        assert s.batch is not None
+        for rel, held in sorted(s.batch.members.items()):
+            mine = {f: n for f, n in held.items() if f in loading}
+            if not mine:
+                continue
+            new = join(parent(rel), compacted_file_name(gen, k)).lstrip("/")
+            if set(held) <= loading:
+                moves.append((join(batch_dir, rel), new))
+                sidecars[new] = CompactedFile(new, dict(held))
+                for f, n in held.items():
+                    compacted[f][new] = n
+            else:
+                rewrite[k] = [join(batch_dir, rel)]
+                keep[k] = (new, mine)
+                drop |= set(held) - loading
+            k += 1
+        done = {
+            f
+            for f in s.batch.file_ids() - loading
+            if (generation_of or {}).get(f) == s.batch.generation
+        }
+        if s.batch.file_ids() <= loading | done:
+            cleanup.append(batch_dir)
+    if rewrite:
+        scratch = index.new_scratch()
+        cleanup.append(scratch)
+        merged = merge_groups(
+            spark, schema, rewrite, scratch, drop_ids=drop, description="ferry load: shared"
+        )
+        for g, (new, mine) in keep.items():
+            out = merged.get(g)
+            if out is None or out.rows != sum(mine.values()):
+                raise RuntimeError(
+                    f"{rewrite[g][0]} rewritten with the rows of {sorted(mine)} holds "
+                    f"{out.rows if out else 0} rows, its batch marker says {sum(mine.values())}"
+                )
+            moves.append((out.path, new))
+            sidecars[new] = CompactedFile(new, dict(mine))
+            for f, n in mine.items():
+                compacted[f][new] = n
+    return SharedPlan(Shared(tuple(moves), sidecars, tuple(cleanup)), compacted, len(rewrite))
