@@ -183,11 +183,11 @@ def test_a_file_spanning_300_days_loads_in_one_rewrite_of_300_partitions(first_r
 
 def _files_of(pipeline, table: str, file_ids: list[str]) -> dict[str, set[str]]:  # type: ignore[no-untyped-def]
     """The data files (names) holding rows of each of ``file_ids`` in ``table``, as HiveServer2
-    reads them (``INPUT__FILE__NAME``)."""
+    reads them (``input_file_name()``)."""
     ids = ", ".join(f"'{f}'" for f in file_ids)
     [res] = query(
         pipeline.settings,
-        f"SELECT DISTINCT ferry_file_id, INPUT__FILE__NAME FROM {table} "
+        f"SELECT DISTINCT ferry_file_id, input_file_name() FROM {table} "
         f"WHERE ferry_file_id IN ({ids})",
     )
     out: dict[str, set[str]] = {f: set() for f in file_ids}

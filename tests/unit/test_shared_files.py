@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 from tests.support.factories import dataset_spec, put
@@ -165,3 +166,24 @@ def test_files_of_a_batch_loaded_apart_take_only_their_rows(spark, unique_db, tm
     assert load_files(spark, spec, {"f2": staged["f2"]}) == {"f2": 2}
     assertDataFrameEqual(table_rows(spark, spec), ALL)
     assert not batch_dir.exists()  # every member is loaded with this generation now
+
+
+def test_a_reader_sees_the_other_files_of_a_shared_file_while_one_is_replaced(
+    spark, unique_db, tmp_path, monkeypatch
+):
+    """The load replacing f1 stops after f1's old rows are out of the shared files and before
+    its new files are in: the shared files were rewritten without f1 and replaced in one rename
+    each, so a reader sees every row of f2 and f3 and none of f1 (never twice); the redelivered
+    batch finishes the change with exact rows."""
+    from ferry.core import failpoints
+
+    spec = spec_of(unique_db)
+    load_files(spark, spec, transform(spark, tmp_path, spec, ["f1", "f2", "f3"]))
+    again = transform(spark, tmp_path, spec, ["f1"])
+    monkeypatch.setenv(failpoints.ENV, "filetable.removed=raise")
+    with pytest.raises(failpoints.FailpointHit):
+        load_files(spark, spec, again)
+    assertDataFrameEqual(table_rows(spark, spec), [r for r in ALL if r.ferry_file_id != "f1"])
+    monkeypatch.delenv(failpoints.ENV)
+    assert load_files(spark, spec, again) == {"f1": 2}
+    assertDataFrameEqual(table_rows(spark, spec), ALL)

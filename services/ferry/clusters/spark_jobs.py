@@ -131,6 +131,7 @@ class HadoopFileSystem:
         jvm: Any = spark._jvm
         self._jvm = jvm
         self._conf = spark._jsc.hadoopConfiguration()
+        self._gateway: Any = spark.sparkContext._gateway
         # the class once: each package step of jvm.org.apache... is a py4j round trip
         self._path_class = jvm.org.apache.hadoop.fs.Path
         self._filesystems: dict[str, Any] = {}  # scheme://authority → FileSystem (cached by Hadoop)
@@ -156,6 +157,26 @@ class HadoopFileSystem:
             fs.mkdirs(parent)
         if not fs.rename(s, d):
             raise TransientError(f"rename {src} -> {dst} failed")
+
+    def replace(self, src: str, dst: str) -> None:
+        """Rename ``src`` onto the existing file ``dst`` in ONE step (HDFS's rename with
+        ``Options.Rename.OVERWRITE``, through ``FileContext``): a reader sees the old file or the
+        new one, never neither (one NameNode call).
+
+        Raises:
+            TransientError: the rename failed (missing source; ``dst`` a non-empty directory).
+        """
+        jvm = self._jvm
+        s, d = self._path_class(src), self._path_class(dst)
+        rename = jvm.org.apache.hadoop.fs.Options.Rename
+        opts = self._gateway.new_array(rename, 1)
+        opts[0] = rename.OVERWRITE
+        try:
+            jvm.org.apache.hadoop.fs.FileContext.getFileContext(s.toUri(), self._conf).rename(
+                s, d, opts
+            )
+        except Exception as exc:  # noqa: BLE001 - py4j wraps the Java IOException
+            raise TransientError(f"replace {dst} by {src} failed: {exc}") from exc
 
     def mkdirs(self, path: str) -> None:
         fs, p = self._fs_path(path)

@@ -79,6 +79,25 @@ def _move(index: TableIndex, src: str, dst_rel: str) -> bool:
         raise
 
 
+def _replace(index: TableIndex, src: str, dst_rel: str) -> bool:
+    """One replace (rename onto the existing file), idempotent; ``False`` when source and
+    target are both gone."""
+    fs, dst = index.fs, index.abs(dst_rel)
+    try:
+        fs.replace(src, dst)
+        return True
+    except TransientError:
+        src_there, dst_there = fs.exists(src), fs.exists(dst)
+        if dst_there and not src_there:
+            return True  # replaced by the attempt that crashed
+        if src_there and not dst_there:  # removed meanwhile: the journal's is the one to keep
+            fs.move(src, dst)
+            return True
+        if not src_there and not dst_there:
+            return False
+        raise
+
+
 def apply(index: TableIndex, journal: Journal, name: str, catalog: Catalog) -> Applied:
     """Carry out journal record ``name`` (already written by :meth:`TableIndex.write_journal`)
     on the table; see the module docstring. Safe to call again after a crash at any point.
@@ -92,11 +111,13 @@ def apply(index: TableIndex, journal: Journal, name: str, catalog: Catalog) -> A
         catalog.add(list(journal.add_partitions))
     dirs = sorted({parent(dst) for g in journal.groups for _, dst in g.moves} - {""})
     parallel(lambda d: index.fs.mkdirs(index.abs(d)), dirs)
+    removed = False  # old rows of the change are out (deleted, or replaced without them)
     for group in journal.groups:
         done.deleted += sum(
             parallel(lambda p: index.fs.delete_quiet(index.abs(p), recursive=False), group.deletes)
         )
-        if group.deletes and group.moves:
+        removed = removed or bool(group.deletes)
+        if removed and group.moves:
             hit("filetable.removed")
         moves = list(group.moves)
         # the first move alone (a test may stop the process right after it), then the rest
@@ -111,6 +132,17 @@ def apply(index: TableIndex, journal: Journal, name: str, catalog: Catalog) -> A
                     done.lost.append(dst)
             if k == 0 and len(moves) > 1:
                 hit("filetable.moving")
+        for (src, dst), ok in zip(
+            group.replaces,
+            parallel(lambda m: _replace(index, *m), list(group.replaces)),
+            strict=True,
+        ):
+            if ok:
+                done.moved += 1
+            else:
+                log.error("%s: cannot replace %s by %s: both are gone", index.location, dst, src)
+                done.lost.append(dst)
+        removed = removed or bool(group.replaces)
     hit("filetable.applied")
     entries, sidecars = _without_lost(journal, set(done.lost))
     parallel(lambda kv: index.put_entry(*kv), list(entries.items()))

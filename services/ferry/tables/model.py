@@ -179,11 +179,15 @@ class CompactedFile:
 @dataclass(frozen=True)
 class Group:
     """One step readers may see: ``deletes`` (data files, relative) go first, then ``moves``
-    (``(absolute source, relative destination)``). Old rows of a file are deleted in a group no
-    later than the one moving its new rows in, so a reader never sees a row twice."""
+    (``(absolute source, relative destination)``), then ``replaces`` (``(absolute source,
+    relative data file it replaces in one rename)``: a compacted file rewritten without some
+    files' rows, so a reader never misses the rows of the others). Old rows of a file are
+    deleted in a group no later than the one moving its new rows in, so a reader never sees a
+    row twice."""
 
     deletes: tuple[str, ...] = ()
     moves: tuple[tuple[str, str], ...] = ()
+    replaces: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,11 @@ class Journal:
             {
                 "op": self.op,
                 "groups": [
-                    {"deletes": list(g.deletes), "moves": [list(m) for m in g.moves]}
+                    {
+                        "deletes": list(g.deletes),
+                        "moves": [list(m) for m in g.moves],
+                        **({"replaces": [list(m) for m in g.replaces]} if g.replaces else {}),
+                    }
                     for g in self.groups
                 ],
                 "add_partitions": [list(p) for p in self.add_partitions],
@@ -240,6 +248,7 @@ class Journal:
                     Group(
                         tuple(g["deletes"]),
                         tuple((str(s), str(d)) for s, d in g["moves"]),
+                        tuple((str(s), str(d)) for s, d in g.get("replaces", ())),
                     )
                     for g in o["groups"]
                 ),

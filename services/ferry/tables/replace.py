@@ -5,8 +5,9 @@ For each file of the change (:func:`plan`):
 
 - every data file its index entry names is removed, wherever it lies: its own files are
   deleted; a compacted file holding some of its rows is rewritten without them (one Spark job
-  for all such files, :mod:`.merge`), or deleted when no other file's rows are in it, and the
-  other members' entries and the sidecar follow;
+  for all such files, :mod:`.merge`) and the rewrite replaces it under its own name in one
+  rename (readers see the other files' rows throughout; their entries stay), or it is deleted
+  when no other file's rows are in it, and the sidecar follows;
 - its new data files (:class:`NewFiles`; none for a file whose rows were all rejected, or for
   ``ferry unload``) are moved into their partition directories, keeping their relative path
   (``c=v/ferry-<id>-<generation>-<n>.parquet``), and the partitions they need are registered.
@@ -27,9 +28,7 @@ from ferry.tables.index import TableIndex
 from ferry.tables.merge import merge_groups
 from ferry.tables.model import CompactedFile, FileEntry, Group, Journal
 from ferry.tables.paths import (
-    compacted_file_name,
     join,
-    new_generation,
     parent,
     parse_partition_dir,
 )
@@ -109,7 +108,6 @@ def plan(
     entries_out: dict[str, FileEntry | None] = {}
     sidecars_out: dict[str, CompactedFile | None] = {}
     first: list[Group] = []
-    others: dict[str, FileEntry] = {}
     cleanup: list[str] = []
     rewrite: dict[int, list[str]] = {}
     keep: dict[int, tuple[str, dict[str, int]]] = {}
@@ -128,14 +126,6 @@ def plan(
         merged = merge_groups(
             spark, schema, rewrite, scratch, drop_ids=ids, description=f"ferry {op}: compacted"
         )
-        gen = new_generation()
-        others = {
-            fid: e
-            for fid, e in index.entries(
-                {m for _, rest in keep.values() for m in rest if m and m not in ids}
-            ).items()
-            if e is not None
-        }
         for k, (path, rest) in keep.items():
             out = merged.get(k)
             if out is None or out.rows != sum(rest.values()):
@@ -144,15 +134,10 @@ def plan(
                     f"file(s) holds {out.rows if out else 0} rows, its sidecar says "
                     f"{sum(rest.values())}"
                 )
-            new = join(parent(path), compacted_file_name(gen, k)).lstrip("/")
-            first.append(Group(deletes=(path,), moves=((out.path, new),)))
-            sidecars_out[new] = CompactedFile(new, rest)
-            for fid, n in rest.items():
-                e = others.get(fid)
-                if e is not None:
-                    comp = {p: r for p, r in e.compacted.items() if p != path} | {new: n}
-                    others[fid] = FileEntry(e.file_id, e.generation, e.files, comp, e.source_path)
-    entries_out.update(others)
+            # the rewrite replaces it under its own name in one rename: a reader sees the other
+            # files' rows throughout, and their entries and its sidecar's path stay as they are
+            first.append(Group(replaces=((out.path, path),)))
+            sidecars_out[path] = CompactedFile(path, rest)
     groups: list[Group] = []
     rows: dict[str, int] = {}
     added: set[str] = set()
@@ -181,7 +166,7 @@ def plan(
         cleanup += shared.cleanup
     journal = Journal(
         op,
-        groups=tuple(g for g in (*first, *groups) if g.deletes or g.moves),
+        groups=tuple(g for g in (*first, *groups) if g.deletes or g.moves or g.replaces),
         add_partitions=tuple(parse_partition_dir(columns, d) for d in sorted(added) if columns),
         entries=entries_out,
         sidecars=sidecars_out,
