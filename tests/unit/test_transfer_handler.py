@@ -325,9 +325,13 @@ def test_shared_files_of_a_batch_are_copied_once_before_each_marker(threads: int
     b.calls.clear()
     [ev] = transfer_file(shared_event(FID2), deps)
     assert a_files(a) == expected
-    # the second file of the batch copies only its marker: B's shared files are not read again
+    # the second file of the batch copies only its marker: B's shared files are not read again,
+    # and A is asked once whether the batch is there
     assert created(a) == [f"/ferry/incoming/flights/{FID2}/_ferry.json"]
     assert [p for op, p in b.calls if op == "open" and "_shared" in p] == []
+    assert [p for op, p in a.calls if op == "status" and "_shared" in p] == [
+        f"{SHARED_A}/_ferry.json"
+    ]
     assert ev.manifest.uris["incoming"] == f"{FS_A}/ferry/incoming/flights/{FID2}"
 
 
@@ -349,14 +353,18 @@ def test_a_shared_file_gone_from_b_is_input_expired() -> None:
     assert not any(p.endswith(f"{FID}/_ferry.json") for p in a.files)
 
 
-def test_a_shared_file_moved_away_on_a_is_copied_again_for_the_next_file() -> None:
-    """The load moved a shared file into the table (then ``ferry unload`` removed it, say): the
-    next transfer naming it copies it again, though this process copied it before."""
+def test_a_batch_directory_removed_on_a_is_copied_again_for_the_next_file() -> None:
+    """The load deleted the batch directory (every file of the batch loaded, then ``ferry
+    unload`` removed one, say): a replay of transfer copies the batch again, though this process
+    copied it before."""
     b, a, deps, expected = shared_batch(1)
     transfer_file(shared_event(FID), deps)
-    moved = f"{SHARED_A}/{next(iter(SHARED))}"
-    a.delete(moved)
+    for path in [p for p in a.files if p.startswith(SHARED_A)]:
+        a.delete(path)
     a.calls.clear()
     transfer_file(shared_event(FID2), deps)
     assert a_files(a) == expected
-    assert created(a) == [moved, f"/ferry/incoming/flights/{FID2}/_ferry.json"]
+    assert sorted(created(a)) == sorted(
+        [*(f"{SHARED_A}/{rel}" for rel in SHARED), f"{SHARED_A}/_ferry.json"]
+        + [f"/ferry/incoming/flights/{FID2}/_ferry.json"]
+    )

@@ -18,8 +18,11 @@ batch's shared data files ``<staging>/<dataset>/_shared/<generation>/`` (its mar
 each shared file and the batch marker are copied ONCE per process to the same place under
 ``<incoming>/<dataset>/``, however many of the batch's files name them (:class:`SharedCopies`:
 one lock per shared file, so two transfers of the same batch do not copy it twice; the next files
-of the batch only see it there, one status call each), before the file's own marker; a
-restarted transfer finds a shared file there already by size and sha256.
+of the batch make one status call, of the batch marker), before the file's own marker; a
+restarted transfer finds a shared file there already by size and sha256. The load deletes a
+batch directory once every file of the batch is loaded: a replay of transfer then copies it
+again. (A file loaded from a batch that is not complete, then removed by ``ferry unload``, is
+brought back by a replay of transform, not of transfer: its shared files may be in the table.)
 
 A directory without a marker (staged by an earlier Ferry: flat ``part-*`` files) is copied flat
 as before, with its stale parts on A deleted last.
@@ -56,32 +59,32 @@ SHARED_REMEMBERED = 20_000
 
 
 class SharedCopies:
-    """The shared files (paths on A) this process has copied and verified, with their sizes,
-    and a lock per shared file being copied: each is copied and verified once, however many
-    files of its batch name it; the next ones only see it there (one status call: the load may
-    have moved it into the table since, and a replay after ``ferry unload`` needs it again).
-    Thread-safe; at most :data:`SHARED_REMEMBERED` paths are remembered."""
+    """The shared files (paths on A) this process has copied and verified, and a lock per
+    shared file being copied: each is copied and verified once, however many files of its batch
+    name it. Thread-safe; at most :data:`SHARED_REMEMBERED` paths are remembered."""
 
     def __init__(self, limit: int = SHARED_REMEMBERED) -> None:
-        self._done: OrderedDict[str, int] = OrderedDict()
+        self._done: OrderedDict[str, None] = OrderedDict()
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._limit = limit
 
-    def there(self, port: HdfsPort, path: str) -> bool:
-        """True when ``path`` was copied by this process and ``port`` still has it, same size."""
+    def done(self, path: str) -> bool:
         with self._guard:
-            size = self._done.get(path)
-        if size is None:
-            return False
-        st = port.status_or_none(path)
-        return st is not None and st.is_file and st.size == size
+            return path in self._done
 
-    def mark(self, path: str, size: int) -> None:
+    def mark(self, path: str) -> None:
         with self._guard:
-            self._done[path] = size
+            self._done[path] = None
             while len(self._done) > self._limit:
                 self._done.popitem(last=False)
+
+    def forget(self, directory: str) -> None:
+        """Forget every path under ``directory`` (its copies on A are gone)."""
+        prefix = directory.rstrip("/") + "/"
+        with self._guard:
+            for path in [p for p in self._done if p.startswith(prefix)]:
+                del self._done[path]
 
     @contextmanager
     def holding(self, path: str) -> Iterator[None]:
@@ -226,30 +229,38 @@ def _copy_shared(
     directories on B and A), each once per process (:class:`SharedCopies`)."""
     src_batch = shared_dir(src_root, marker.generation)
     dst_batch = shared_dir(dst_root, marker.generation)
+    batch_marker = f"{dst_batch}/{MARKER_NAME}"
+    names = sorted(marker.shared)
+    if all(deps.shared.done(f"{dst_batch}/{rel}") for rel in [*names, MARKER_NAME]):
+        # copied by this process: one status call says the batch directory is still there (the
+        # load deletes it once every file of the batch is loaded; a replay then copies again)
+        if deps.hdfs_a.status_or_none(batch_marker) is not None:
+            return
+        deps.shared.forget(dst_batch)
     made: set[str] = set()
     made_lock = threading.Lock()
 
     def one(rel: str) -> None:
         dst = f"{dst_batch}/{rel}"
-        if deps.shared.there(deps.hdfs_a, dst):
+        if deps.shared.done(dst):
             return
         with deps.shared.holding(dst):
-            if deps.shared.there(deps.hdfs_a, dst):  # copied by another thread meanwhile
+            if deps.shared.done(dst):  # copied by another thread meanwhile
                 return
-            d = parent(f"{dst_batch}/{rel}")
+            d = parent(dst)
             with made_lock:
                 new = d not in made
                 made.add(d)
             if new:
                 deps.hdfs_a.mkdirs(d)
-            deps.shared.mark(dst, _copy_one(deps, f"{src_batch}/{rel}", dst, expired))
+            _copy_one(deps, f"{src_batch}/{rel}", dst, expired)
+            deps.shared.mark(dst)
 
-    files = sorted(marker.shared)
-    if deps.threads > 1 and len(files) > 1:
-        with ThreadPoolExecutor(min(deps.threads, len(files)), "ferry-copy-shared") as pool:
-            list(pool.map(one, files))
+    if deps.threads > 1 and len(names) > 1:
+        with ThreadPoolExecutor(min(deps.threads, len(names)), "ferry-copy-shared") as pool:
+            list(pool.map(one, names))
     else:
-        for rel in files:
+        for rel in names:
             one(rel)
     one(MARKER_NAME)  # the batch marker, after the files it names
 
