@@ -187,3 +187,19 @@ def test_a_reader_sees_the_other_files_of_a_shared_file_while_one_is_replaced(
     monkeypatch.delenv(failpoints.ENV)
     assert load_files(spark, spec, again) == {"f1": 2}
     assertDataFrameEqual(table_rows(spark, spec), ALL)
+
+
+def test_a_file_staged_again_in_another_batch_is_loaded_once_from_its_new_output(
+    spark, unique_db, tmp_path
+):
+    """f1 and f2 transformed together, then f1 again with f3 (a redelivered or replayed
+    transform: another batch, another generation) before any load; one load takes f1 (new
+    batch) and f2 (old batch): f1's rows come from its new output only, never twice, and the
+    old batch's shared files are rewritten with f2's rows alone."""
+    spec = spec_of(unique_db)
+    first = transform(spark, tmp_path, spec, ["f1", "f2"])
+    second = transform(spark, tmp_path, spec, ["f1", "f3"])
+    assert load_files(spark, spec, {"f1": second["f1"], "f2": first["f2"]}) == {"f1": 2, "f2": 2}
+    assertDataFrameEqual(table_rows(spark, spec), [r for r in ALL if r.ferry_file_id != "f3"])
+    assert load_files(spark, spec, {"f3": second["f3"]}) == {"f3": 1}
+    assertDataFrameEqual(table_rows(spark, spec), ALL)

@@ -31,6 +31,8 @@ from ferry.clusters.hdfs.paths import FileStatus, is_temp_path, normalize_path
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.core.events import FileManifest
 from ferry.errors import HdfsPathNotFound, HdfsRequestRejected
+from ferry.tables.model import BatchMarker, IndexFormatError, StagedMarker
+from ferry.tables.paths import MARKER_NAME
 
 log = logging.getLogger(__name__)
 
@@ -155,4 +157,32 @@ def orphan_batches(
     return [e for e in entries if e.mtime_ms < before_ms]
 
 
-__all__ = ["Removal", "copy_dir", "orphan_batches", "remove_hdfs_copy"]
+def shared_in_use(port: HdfsPort, root: str, dataset: str, batch: str) -> bool:
+    """True when a file of the shared batch directory ``batch`` (``<root>/<dataset>/_shared/
+    <generation>``, issue 45) still has its own directory in the zone naming that generation:
+    its transfer or its load may still need the batch (its directory goes by the file's own
+    retention, counted from its load). One read of the batch marker, then a marker read per
+    file of the batch until one is found. An unreadable batch marker: not in use.
+
+    Raises:
+        FerryError: the cluster did not answer (the sweep tries again next turn).
+    """
+    generation = batch.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        members = BatchMarker.from_json(
+            b"".join(port.open_stream(f"{batch}/{MARKER_NAME}"))
+        ).file_ids()
+    except (HdfsPathNotFound, IndexFormatError):
+        return False
+    for fid in sorted(members):
+        path = f"{normalize_path(root)}/{dataset}/{fid}/{MARKER_NAME}"
+        try:
+            marker = StagedMarker.from_json(b"".join(port.open_stream(path)))
+        except (HdfsPathNotFound, IndexFormatError):
+            continue
+        if marker.generation == generation:
+            return True
+    return False
+
+
+__all__ = ["Removal", "copy_dir", "orphan_batches", "remove_hdfs_copy", "shared_in_use"]

@@ -41,7 +41,7 @@ from ferry.core.wire.avro import default_codec
 from ferry.datasets.registry import load_definitions
 from ferry.errors import ConfigError, FerryError
 from ferry.gc.copier import Copier, ensure_gc_topic
-from ferry.gc.hdfs_copies import orphan_batches
+from ferry.gc.hdfs_copies import orphan_batches, shared_in_use
 from ferry.gc.metrics import GcMetrics
 from ferry.gc.nas_copies import sweep_by_age
 from ferry.gc.plan import class_label, longest, retention_classes
@@ -184,11 +184,14 @@ class GcService:
         age: timedelta | None = None,
     ) -> int:
         port: HdfsPort = self.remover.hdfs[zone(name).store]
-        age = age or self.settings.retention.orphans
+        age = age if age is not None else self.settings.retention.orphans
         before_ms = int((now_s - age.total_seconds()) * 1000)
         what = "of a transform that died" if sub == "_tmp" else "of shared files past retention"
+        root = self.remover.roots[name]
         try:
-            dead = orphan_batches(port, self.remover.roots[name], dataset, before_ms, sub)
+            dead = orphan_batches(port, root, dataset, before_ms, sub)
+            if sub == "_shared":  # kept while a file of the batch still has its directory here
+                dead = [e for e in dead if not shared_in_use(port, root, dataset, e.path)]
             for e in dead:
                 port.delete(e.path, recursive=True)
                 log.info("gc: %s removed %s, a batch directory %s", name, e.path, what)

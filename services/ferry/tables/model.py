@@ -13,8 +13,15 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: Version written into every record; a reader refuses a newer one.
-FORMAT = 1
+#: Newest record format this code reads; a reader refuses a newer one.
+FORMAT = 2
+#: Format of a record an earlier Ferry reads as well. Records only this code reads right are
+#: written as format 2: a staging marker naming shared files (issue 45: an earlier transfer or
+#: load would take its empty ``files`` for a file whose rows were all rejected and remove the
+#: file's rows) and a journal replacing files in place (an earlier load would drop the
+#: replaces). An earlier Ferry refuses them loudly (``bad_manifest``, an unreadable journal)
+#: instead of losing rows: upgrade load and transfer before transform.
+FORMAT_COMPATIBLE = 1
 
 
 class IndexFormatError(ValueError):
@@ -31,8 +38,8 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
     return obj
 
 
-def _dump(obj: Mapping[str, Any]) -> bytes:
-    return json.dumps({"format": FORMAT, **obj}, sort_keys=True, ensure_ascii=False).encode()
+def _dump(obj: Mapping[str, Any], fmt: int = FORMAT_COMPATIBLE) -> bytes:
+    return json.dumps({"format": fmt, **obj}, sort_keys=True, ensure_ascii=False).encode()
 
 
 @dataclass(frozen=True)
@@ -59,11 +66,11 @@ class StagedMarker:
 
     def to_json(self) -> bytes:
         o: dict[str, Any] = {**asdict(self), "files": list(self.files)}
-        if self.shared:
-            o["shared"] = dict(self.shared)
-        else:
+        if not self.shared:
             del o["shared"]  # the record of a file with data files of its own, as before
-        return _dump(o)
+            return _dump(o)
+        o["shared"] = dict(self.shared)
+        return _dump(o, FORMAT)
 
     @classmethod
     def from_json(cls, data: bytes, what: str = "staging marker") -> StagedMarker:
@@ -231,7 +238,8 @@ class Journal:
                 },
                 "drop_if_empty": list(self.drop_if_empty),
                 "cleanup": list(self.cleanup),
-            }
+            },
+            FORMAT if any(g.replaces for g in self.groups) else FORMAT_COMPATIBLE,
         )
 
     @classmethod

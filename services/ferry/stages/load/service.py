@@ -8,6 +8,7 @@ file whose definition is invalid waits in the waiting room (:mod:`ferry.core.run
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 from urllib.parse import urlsplit
 
 from ferry.clusters.hdfs.port import HdfsPort
@@ -27,6 +28,8 @@ from ferry.settings import Settings, get_settings
 from ferry.stages.load.compactor import Compactor
 from ferry.stages.load.handlers import LoadDeps, load_batch
 from ferry.tables.locks import TableLocks
+from ferry.tables.model import IndexFormatError, StagedMarker
+from ferry.tables.paths import MARKER_NAME, shared_dir
 
 
 def build(settings: Settings | None = None) -> StageRunner:
@@ -96,7 +99,30 @@ def missing_input(hdfs_a: HdfsPort, uri: str, rows_out: int | None) -> str | Non
         return "no such directory"
     data = [e for e in entries if not e.name.startswith((".", "_"))]
     if not data and (rows_out or 0) > 0:
-        return f"no data file, {rows_out} row(s) expected"
+        return _shared_missing(hdfs_a, urlsplit(uri).path, entries, rows_out)
+    return None
+
+
+def _shared_missing(
+    hdfs_a: HdfsPort, directory: str, entries: list[Any], rows_out: int | None
+) -> str | None:
+    """For a directory without data files: ``None`` when its marker names shared files and
+    their batch marker is there (issue 45: the rows are in ``../_shared/<generation>/``), else
+    why it cannot be loaded."""
+    none = f"no data file, {rows_out} row(s) expected"
+    if not any(e.name == MARKER_NAME for e in entries):
+        return none
+    try:
+        marker = StagedMarker.from_json(
+            b"".join(hdfs_a.open_stream(f"{directory}/{MARKER_NAME}")), directory
+        )
+    except (IndexFormatError, HdfsPathNotFound):
+        return none
+    if not marker.shared:
+        return none
+    batch = shared_dir(directory.rstrip("/").rsplit("/", 1)[0], marker.generation)
+    if hdfs_a.status_or_none(f"{batch}/{MARKER_NAME}") is None:
+        return f"its shared files are gone ({batch}), {rows_out} row(s) expected"
     return None
 
 

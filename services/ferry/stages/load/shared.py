@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from ferry.stages.load.staged import Staged
 from ferry.tables.index import TableIndex
-from ferry.tables.merge import merge_groups
+from ferry.tables.merge import Merged, merge_groups
 from ferry.tables.model import CompactedFile
 from ferry.tables.paths import compacted_file_name, join, new_generation, parent
 from ferry.tables.replace import Shared
@@ -65,7 +65,6 @@ def plan_shared(
         RuntimeError: a rewritten shared file holds other rows than its batch marker says.
         pyspark errors: the rewrite failed (nothing changed).
     """
-    loading = set(staged)
     gen = new_generation()
     moves: list[tuple[str, str]] = []
     sidecars: dict[str, CompactedFile] = {}
@@ -73,17 +72,24 @@ def plan_shared(
     batches = {s.batch_dir: s for s in staged.values() if s.batch is not None}
     rewrite: dict[int, list[str]] = {}
     keep: dict[int, tuple[str, dict[str, int]]] = {}
-    drop: set[str] = set()
+    drops: dict[str, set[str]] = {}  #: per batch directory, the rows left out of its rewrites
+    group_of: dict[int, str] = {}
     cleanup: list[str] = []
     k = 0
     for batch_dir, s in sorted(batches.items()):
         assert s.batch is not None
+        # the files loading THIS batch's output: a file staged again since (a redelivered or
+        # replayed transform: another generation) takes its rows from its new output, and its
+        # rows here are left out like those of a file not in the load
+        here = {
+            f for f, t in staged.items() if t.marker and t.marker.generation == s.batch.generation
+        }
         for rel, held in sorted(s.batch.members.items()):
-            mine = {f: n for f, n in held.items() if f in loading}
+            mine = {f: n for f, n in held.items() if f in here}
             if not mine:
                 continue
             new = join(parent(rel), compacted_file_name(gen, k)).lstrip("/")
-            if set(held) <= loading:
+            if set(held) <= here:
                 moves.append((join(batch_dir, rel), new))
                 sidecars[new] = CompactedFile(new, dict(held))
                 for f, n in held.items():
@@ -91,21 +97,29 @@ def plan_shared(
             else:
                 rewrite[k] = [join(batch_dir, rel)]
                 keep[k] = (new, mine)
-                drop |= set(held) - loading
+                group_of[k] = batch_dir
+                drops.setdefault(batch_dir, set()).update(set(held) - here)
             k += 1
         done = {
             f
-            for f in s.batch.file_ids() - loading
+            for f in s.batch.file_ids() - here
             if (generation_of or {}).get(f) == s.batch.generation
         }
-        if s.batch.file_ids() <= loading | done:
+        if s.batch.file_ids() <= here | done:
             cleanup.append(batch_dir)
     if rewrite:
         scratch = index.new_scratch()
         cleanup.append(scratch)
-        merged = merge_groups(
-            spark, schema, rewrite, scratch, drop_ids=drop, description="ferry load: shared"
-        )
+        merged: dict[int, Merged] = {}
+        for j, (batch_dir, drop) in enumerate(sorted(drops.items())):  # a job per batch
+            merged |= merge_groups(
+                spark,
+                schema,
+                {g: paths for g, paths in rewrite.items() if group_of[g] == batch_dir},
+                f"{scratch}/batch-{j}",
+                drop_ids=drop,
+                description="ferry load: shared",
+            )
         for g, (new, mine) in keep.items():
             out = merged.get(g)
             if out is None or out.rows != sum(mine.values()):
