@@ -117,8 +117,19 @@ def test_records_round_trip_as_json():
 def test_a_record_that_is_not_json_or_newer_is_refused_with_its_path():
     with pytest.raises(IndexFormatError, match="x.json: not JSON"):
         FileEntry.from_json(b"{not json", "x.json")
-    with pytest.raises(IndexFormatError, match="format <= 1"):
-        StagedMarker.from_json(b'{"format": 2, "file_id": "f", "generation": "g", "files": []}')
+    with pytest.raises(IndexFormatError, match="format <= 2"):
+        StagedMarker.from_json(b'{"format": 3, "file_id": "f", "generation": "g", "files": []}')
+
+
+def test_only_a_marker_naming_shared_files_is_written_in_the_newer_format():
+    """An earlier Ferry reads format 1 and refuses 2: a marker naming shared files (which it
+    would take for a file whose rows were all rejected) is written as 2, the others as 1."""
+    import json
+
+    own = json.loads(StagedMarker("f", "g", ("d=1/x.parquet",)).to_json())
+    shared = json.loads(StagedMarker("f", "g", (), {"d=1/p.parquet": 3}).to_json())
+    assert (own["format"], "shared" in own) == (1, False)
+    assert (shared["format"], shared["shared"]) == (2, {"d=1/p.parquet": 3})
 
 
 def test_compaction_merges_nothing_until_a_partition_holds_more_than_max_files():
