@@ -149,8 +149,38 @@ def test_load_quarantines_the_file_whose_incoming_copy_is_gone_and_loads_the_res
     assert isinstance(expired, InputExpired)
     assert (expired.zone, expired.uri) == ("incoming", gone.manifest.uris["incoming"])
     assert "(no such directory)" in str(expired)
-    assert job.calls == [sorted([ok.file_id, gone.file_id]), [ok.file_id]]
-    assert asked == [ok.manifest.uris["incoming"], gone.manifest.uris["incoming"]]
+    # the files without input are tried once more by themselves before they are quarantined
+    assert job.calls == [sorted([ok.file_id, gone.file_id]), [ok.file_id], [gone.file_id]]
+    assert asked == [
+        ok.manifest.uris["incoming"],
+        gone.manifest.uris["incoming"],
+        gone.manifest.uris["incoming"],
+    ]
+
+
+def test_a_file_whose_directory_the_batch_before_consumed_is_loaded_not_quarantined(
+    specs: dict[str, DatasetSpec],
+) -> None:
+    """Nemesis seed 235: a redelivered file's incoming directory vanished after the job planned
+    to read it (the batch before loaded it and consumed the directory) and the job failed; the
+    file is tried alone, answered by the table, and loaded, not quarantined."""
+    ok, again = transferred("flights", 1, 5), transferred("flights", 2, 4)
+    calls: list[list[str]] = []
+
+    def load_files(spark, spec, files, **_):  # type: ignore[no-untyped-def]
+        calls.append(sorted(files))
+        if len(files) > 1:
+            raise RuntimeError("[PATH_NOT_FOUND] Path does not exist")
+        return {f: {ok.file_id: 5, again.file_id: 4}[f] for f in files}
+
+    def missing(uri: str, rows: int | None) -> str | None:
+        return "no such directory" if again.file_id in uri else None
+
+    deps = LoadDeps(specs, lambda: "SPARK", lambda: None, load_files, missing_input=missing)
+    [[first], [second]] = load_batch([ok, again], deps)
+    assert (first.file_id, second.file_id) == (ok.file_id, again.file_id)
+    assert isinstance(second, FileLoaded)
+    assert calls == [sorted([ok.file_id, again.file_id]), [ok.file_id], [again.file_id]]
 
 
 def test_load_of_an_emptied_incoming_directory_is_input_expired_not_a_count_mismatch(

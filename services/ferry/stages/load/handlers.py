@@ -72,14 +72,18 @@ def _load_group(
     deps: LoadDeps,
     results: dict[int, BatchResult],
     version: str | None = None,
+    alone: bool = False,
 ) -> None:
     """Load the events ``idx`` of one dataset with one job; put each one's result in ``results``
-    (``version``: the definition version the manifests record).
+    (``version``: the definition version the manifests record; ``alone``: these are the files
+    a failed job found without input, tried once more by themselves).
 
     A failed job, a file with nothing staged nor loaded, or a file whose rows do not reconcile,
     first asks ``deps.missing_input`` which inputs are gone (a replay or release after the
-    incoming copy's retention): those get :class:`~ferry.errors.InputExpired` at once and,
-    after a failed job, the others are loaded again without them (one more job).
+    incoming copy's retention): those get :class:`~ferry.errors.InputExpired` at once; after a
+    failed job, the others are loaded again without them (one more job) and the files without
+    input once more by themselves (a file the batch before loaded, redelivered, is answered by
+    the table), :class:`~ferry.errors.InputExpired` if that job fails too.
     """
     files = {events[i].file_id: events[i].manifest.uris["incoming"] for i in idx}
     sources = {events[i].file_id: events[i].manifest.source_path for i in idx}
@@ -100,10 +104,16 @@ def _load_group(
         deps.reset_spark()
         gone = _expired(events, idx, deps)
         if gone:
-            results |= gone
             rest = [i for i in idx if i not in gone]
             if rest:
                 _load_group(spec, events, rest, deps, results, version)
+            if alone:
+                results |= gone
+            else:
+                # their input vanished after the job planned to read it: expired, or consumed by
+                # the load of the batch before (a redelivery, whose rows the table answers
+                # without Spark): one more job over them alone tells (nemesis seed 235)
+                _load_group(spec, events, list(gone), deps, results, version, alone=True)
             return
         raise TransientError(
             f"Spark load of {len(files)} {spec.name} file(s) failed: {exc}"
