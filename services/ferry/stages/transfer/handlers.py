@@ -202,13 +202,7 @@ def _copy_tree(
     def one(rel: str) -> None:
         _copy_one(deps, f"{src_dir}/{rel}", f"{dst_dir}/{rel}", expired)
 
-    files = sorted(marker.files)
-    if deps.threads > 1 and len(files) > 1:
-        with ThreadPoolExecutor(min(deps.threads, len(files)), "ferry-copy") as pool:
-            list(pool.map(one, files))
-    else:
-        for rel in files:
-            one(rel)
+    _each(deps, one, sorted(marker.files))
     if marker.shared:
         _copy_shared(deps, parent(src_dir), parent(dst_dir), marker, expired)
     digest = hashlib.sha256(data).hexdigest()  # the same marker there already: nothing written
@@ -256,13 +250,18 @@ def _copy_shared(
             _copy_one(deps, f"{src_batch}/{rel}", dst, expired)
             deps.shared.mark(dst)
 
-    if deps.threads > 1 and len(names) > 1:
-        with ThreadPoolExecutor(min(deps.threads, len(names)), "ferry-copy-shared") as pool:
-            list(pool.map(one, names))
-    else:
-        for rel in names:
-            one(rel)
+    _each(deps, one, names)
     one(MARKER_NAME)  # the batch marker, after the files it names
+
+
+def _each(deps: TransferDeps, one: Callable[[str], None], rels: list[str]) -> None:
+    """``one(rel)`` for each of ``rels``, on up to :attr:`TransferDeps.threads` threads."""
+    if deps.threads > 1 and len(rels) > 1:
+        with ThreadPoolExecutor(min(deps.threads, len(rels)), "ferry-copy") as pool:
+            list(pool.map(one, rels))
+    else:
+        for rel in rels:
+            one(rel)
 
 
 def _copy_flat(
