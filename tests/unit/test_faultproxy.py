@@ -249,3 +249,27 @@ def test_stop_is_idempotent_and_frees_port(echo: tuple[str, int]) -> None:
     with pytest.raises(OSError) as info:
         socket.create_connection(("127.0.0.1", port), timeout=2)
     assert info.value.errno == errno.ECONNREFUSED
+
+
+def test_slow_delays_each_chunk_by_its_size_and_the_latency_then_pass_through_ends_it(
+    echo: tuple[str, int],
+) -> None:
+    payload = b"s" * 2000
+    with FaultProxy(*echo) as proxy:
+        proxy.slow(10_000, latency_s=0.1)  # 2000 bytes: ≥ 0.1 + 0.2 s each way
+        with _connect(proxy) as s:
+            t0 = time.monotonic()
+            s.sendall(payload)
+            assert _recv_exactly(s, len(payload)) == payload
+            took = time.monotonic() - t0
+        assert took >= 2 * (0.1 + len(payload) / 10_000)
+        counts = proxy.wait_for(lambda c: c.get("slowed", 0) >= 2)
+        assert counts["bytes_up"] == len(payload)
+        proxy.pass_through()
+        slowed = proxy.counts["slowed"]
+        with _connect(proxy) as s:
+            s.sendall(b"quick")
+            assert _recv_exactly(s, 5) == b"quick"
+        assert proxy.counts["slowed"] == slowed
+    with pytest.raises(ValueError, match="bytes_per_s"):
+        FaultProxy(*echo).slow(0)

@@ -7,6 +7,7 @@ from collections import Counter
 
 from ferry_kit.nemesis.schedule import (
     COMPONENTS,
+    KINDS,
     SERVICES,
     ZONES,
     Fault,
@@ -21,20 +22,34 @@ def test_the_same_seed_gives_the_same_schedule_and_another_seed_another() -> Non
     assert make_schedule(47, 600) != make_schedule(48, 600)
     # a fixed seed's first faults, so a change of the generator shows (the CI run's seed)
     assert make_schedule(47, 180)[:3] == [
-        Fault(6.5, "quota", "zone:staging", 48.4),
-        Fault(26.1, "kill", "hdfs-b-datanode", 84.3),
-        Fault(28.1, "stop", "transfer", 10.6),
+        Fault(6.5, "kill", "load", 70.0),
+        Fault(20.4, "stop", "spark-masters", 61.4),
+        Fault(25.5, "link-reset", "proxy:datanode", 47.5),
     ]
 
 
 def test_the_catalogue_holds_every_kind_on_every_target_once() -> None:
     pairs = catalogue()
-    assert len(pairs) == len(set(pairs)) == 2 * (5 + 11) + 2 * 2 + 4
+    # kill and stop × (5 services + 11 components), 3 link kinds × 2 proxies, 2 quotas × 4
+    # zones, safe mode × 2 NameNodes, disk full × 2 DataNodes, strangers × 3 topics
+    assert len(pairs) == len(set(pairs)) == 2 * (5 + 11) + 3 * 2 + 2 * 4 + 2 + 2 + 3
     procs = {t for k, t in pairs if k == "kill"}
     assert procs == {t for k, t in pairs if k == "stop"} == {*SERVICES, *COMPONENTS}
     assert {"spark-master-1", "spark-master-2", "spark-masters"} <= procs
-    assert {t for k, t in pairs if k == "quota"} == {f"zone:{z}" for z in ZONES}
+    zones = {f"zone:{z}" for z in ZONES}
+    assert {t for k, t in pairs if k == "space-quota"} == zones
+    assert {t for k, t in pairs if k == "name-quota"} == zones
     assert {t for k, t in pairs if k.startswith("link-")} == {"proxy:namenode", "proxy:datanode"}
+    assert {t for k, t in pairs if k == "safe-mode"} == {"hdfs-a-namenode", "hdfs-b-namenode"}
+    assert {t for k, t in pairs if k == "disk-full"} == {"hdfs-a-datanode", "hdfs-b-datanode"}
+    assert {t for k, t in pairs if k == "strangers"} == {
+        "topic:extracted",
+        "topic:transformed",
+        "topic:transferred",
+    }
+    spared = catalogue(components=("kafka", "hdfs-a-namenode"))
+    assert {t for k, t in spared if k == "safe-mode"} == {"hdfs-a-namenode"}
+    assert not {t for k, t in spared if k == "disk-full"}
 
 
 def test_an_hour_has_every_fault_of_the_catalogue_with_lengths_as_specified() -> None:
@@ -48,13 +63,22 @@ def test_an_hour_has_every_fault_of_the_catalogue_with_lengths_as_specified() ->
             assert 2.0 <= f.length_s <= 90.0, f
         else:
             assert 5.0 <= f.length_s <= 60.0, f
-    assert set(Counter(f.kind for f in faults)) == {
-        "kill",
-        "stop",
-        "link-reset",
-        "link-stall",
-        "quota",
-    }
+    assert (
+        set(Counter(f.kind for f in faults))
+        == set(KINDS)
+        == {
+            "kill",
+            "stop",
+            "link-reset",
+            "link-stall",
+            "link-slow",
+            "space-quota",
+            "name-quota",
+            "safe-mode",
+            "disk-full",
+            "strangers",
+        }
+    )
 
 
 def test_faults_overlap_up_to_three_and_never_hold_one_process_twice() -> None:
@@ -71,3 +95,18 @@ def test_both_masters_at_once_holds_each_master() -> None:
     both = Fault(1.0, "kill", "spark-masters", 5.0)
     assert both.processes == {"spark-master-1", "spark-master-2"}
     assert max_in_force([both, Fault(2.0, "stop", "load", 2.0), Fault(7.0, "stop", "load", 2)]) == 2
+
+
+def test_a_safe_mode_or_a_full_disk_is_never_in_force_with_a_kill_or_pause_of_its_node() -> None:
+    seen = 0
+    for seed in range(40):
+        faults = make_schedule(seed, 1200)
+        for a in faults:
+            if a.kind not in ("safe-mode", "disk-full"):
+                continue
+            seen += 1
+            assert a.target in COMPONENTS
+            for b in faults:
+                if b.kind in ("kill", "stop") and b.at_s < a.end_s and a.at_s < b.end_s:
+                    assert b.target != a.target, (seed, a, b)
+    assert seen > 40

@@ -182,6 +182,9 @@ class Outcomes:
         self.loaded: dict[str, FileLoaded] = {}
         self.loaded_count: dict[str, int] = {}
         self.failed: dict[str, list[FileFailed]] = {}
+        #: (source topic, partition, offset) of every FileFailed without a manifest: a stranger's
+        #: record a stage set aside (case C24)
+        self.set_aside: set[tuple[str, int, int]] = set()
         self.stamps: dict[str, dict[str, int]] = {}
         self.events: dict[str, int] = {t: 0 for t in self.TOPICS}
         self._consumer = Consumer(
@@ -220,6 +223,10 @@ class Outcomes:
             except FerryError:
                 continue
             fid = getattr(ev, "file_id", None)
+            if isinstance(ev, FileFailed) and ev.manifest is None and ev.source_topic is not None:
+                self.set_aside.add(
+                    (ev.source_topic, ev.source_partition or 0, ev.source_offset or 0)
+                )
             if fid is None:
                 continue
             self.stamps.setdefault(fid, {}).setdefault(topic, msg.timestamp()[1])

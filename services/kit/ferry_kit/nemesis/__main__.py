@@ -1,7 +1,8 @@
 """``python -m ferry_kit.nemesis``: a seeded nemesis run on the local stack (``make nemesis``).
 
 Prints the seed first, the schedule, each fault as it is applied, then the checker's table.
-Exit status 0 when nothing was lost, duplicated, wrongly quarantined or disagreed on; 1 otherwise;
+Exit status 0 when nothing was lost, duplicated, wrongly quarantined or disagreed on, every
+stranger's record was set aside and no process exited unexplained; 1 otherwise;
 ``--dry-run`` prints the schedule only.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from ferry_kit.nemesis.schedule import fresh_seed, make_schedule, max_in_force
+from ferry_kit.nemesis.schedule import COMPONENTS, fresh_seed, make_schedule, max_in_force
 
 app = typer.Typer(add_completion=False)
 _PLOT_OPTION = typer.Option(None, "--plot", help="Write the timeline plot (PNG) here.")
@@ -27,12 +28,19 @@ def main(
     interval_s: float = typer.Option(3.0, "--interval", help="Seconds between two drops."),
     plot: Path | None = _PLOT_OPTION,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the schedule only."),
+    spare: list[str] = typer.Option(  # noqa: B008 - typer's way
+        [], "--spare", help="A stack component the schedule leaves alone (repeat the option)."
+    ),
 ) -> None:
     """Faults at random while files keep arriving, then the exactly-once checker (issue 47)."""
     console = Console()
     seed = fresh_seed() if seed is None else seed
+    unknown = sorted(set(spare) - set(COMPONENTS))
+    if unknown:
+        raise typer.BadParameter(f"not stack components: {unknown}; known: {list(COMPONENTS)}")
+    components = [c for c in COMPONENTS if c not in spare]
     if dry_run:
-        schedule = make_schedule(seed, minutes * 60)
+        schedule = make_schedule(seed, minutes * 60, components=components)
         console.print(
             f"nemesis seed {seed}: {len(schedule)} faults, at most {max_in_force(schedule)} at once"
         )
@@ -46,13 +54,20 @@ def main(
     stack = get_kit_settings()
     work = Path(tempfile.mkdtemp(prefix="ferry-nemesis-"))
     result = run(
-        stack, seed, minutes, work, heal_s=heal_s, interval_s=interval_s, say=console.print
+        stack,
+        seed,
+        minutes,
+        work,
+        heal_s=heal_s,
+        interval_s=interval_s,
+        say=console.print,
+        components=components,
     )
     v = result.verdict
     assert v is not None
     console.print(v.table(f"nemesis seed {seed}, {minutes:g} min"))
-    if result.unexplained_exits:
-        console.print(f"service exits no fault explains: {dict(result.unexplained_exits)}")
+    if result.explained_exits:
+        console.print(f"exits after the process's own pause: {dict(result.explained_exits)}")
     for name in (
         "lost",
         "duplicated",
@@ -60,9 +75,12 @@ def main(
         "wrongly_quarantined",
         "bad_not_quarantined",
         "tracker_disagrees",
+        "strangers_not_set_aside",
     ):
         if ids := getattr(v, name):
             console.print(f"{name}: {ids}")
+    if v.tracker_states:
+        console.print(f"tracker states: {v.tracker_states}")
     if plot is not None:
         draw(result, plot)
         console.print(f"timeline plot: {plot}")

@@ -13,6 +13,12 @@ Per dropped file (:class:`ferry_kit.nemesis.workload.Dropped`), from the sources
 * the tracker (``GET /files/<id>`` on its web port): ``tracker disagrees`` — its state is not
   ``loaded`` for a file in Hive, or not ``failed`` for a quarantined one.
 
+Strangers' records (not Ferry's events) the nemesis produced to a stage's topic:
+``strangers not set aside`` — one with no FileFailed naming its topic, partition and offset.
+``unexplained exits`` — a Ferry service that exited with no fault of the schedule explaining it
+(a stack component that exits once its own pause ends is explained: a Spark master that lost its
+ZooKeeper leadership exits by design).
+
 Replayed files are among the files; :attr:`Verdict.replayed_exact` counts those with their rows
 exactly once. :meth:`Verdict.ok` is true when every count above is zero.
 """
@@ -50,6 +56,10 @@ class Verdict:
     wrongly_quarantined: list[str] = field(default_factory=list)
     bad_not_quarantined: list[str] = field(default_factory=list)
     tracker_disagrees: list[str] = field(default_factory=list)
+    tracker_states: dict[str, str] = field(default_factory=dict)  #: of the files it disagrees on
+    strangers: int = 0  #: strangers' records produced and acknowledged
+    strangers_not_set_aside: list[str] = field(default_factory=list)  #: ``topic[p]@offset``
+    unexplained_exits: Counter[str] = field(default_factory=Counter)  #: by process
     replayed: int = 0
     replayed_exact: int = 0
     failed_then_loaded: int = 0
@@ -67,6 +77,8 @@ class Verdict:
             or self.wrongly_quarantined
             or self.bad_not_quarantined
             or self.tracker_disagrees
+            or self.strangers_not_set_aside
+            or self.unexplained_exits
         )
 
     def table(self, title: str) -> Table:
@@ -86,6 +98,11 @@ class Verdict:
         t.add_row("wrongly quarantined", str(len(self.wrongly_quarantined)))
         t.add_row("bad data not quarantined", str(len(self.bad_not_quarantined)))
         t.add_row("tracker disagrees", str(len(self.tracker_disagrees)))
+        t.add_row(
+            "strangers' records (not set aside)",
+            f"{self.strangers} ({len(self.strangers_not_set_aside)})",
+        )
+        t.add_row("exits no fault explains", _fmt(self.unexplained_exits) or "0")
         t.add_row("failed, then loaded (retried)", str(self.failed_then_loaded))
         heal = "n/a" if self.heal_s is None else f"{self.heal_s:.1f}"
         t.add_row("last fault → last file loaded, s", heal)
@@ -129,11 +146,17 @@ def check(
     outcomes: Outcomes,
     replayed: Iterable[str],
     last_fault_at: float | None,
+    strangers: Iterable[tuple[str, int, int]] = (),
 ) -> Verdict:
     """Check every file of ``dropped`` (see the module docstring). ``settings``: the services'
     (their dataset definitions and tracker port); ``last_fault_at``: ``time.time()`` when the
-    last fault was undone."""
+    last fault was undone; ``strangers``: (topic, partition, offset) of the strangers' records
+    produced."""
     v = Verdict(files=len(dropped))
+    for topic, partition, offset in strangers:
+        v.strangers += 1
+        if (topic, partition, offset) not in outcomes.set_aside:
+            v.strangers_not_set_aside.append(f"{topic}[{partition}]@{offset}")
     v.how.update(d.how for d in dropped)
     in_hive = hive_rows(settings, dropped)
     replayed_ids = set(replayed)
@@ -166,6 +189,7 @@ def check(
         state = tracker_state(settings, d.file_id)
         if state != want:
             v.tracker_disagrees.append(d.file_id)
+            v.tracker_states[d.file_id] = f"{state}, want {want}"
     if last_fault_at is not None:
         stamps = [s["loaded"] / 1000 for s in outcomes.stamps.values() if "loaded" in s]
         after = [s for s in stamps if s >= last_fault_at]

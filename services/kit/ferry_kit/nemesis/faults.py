@@ -3,7 +3,11 @@
 :class:`Injector` applies a :class:`~ferry_kit.nemesis.schedule.Fault` and undoes it: SIGKILL →
 restart (a service through :class:`ferry_kit.pipeline.ServiceGroup`, a stack component through
 :meth:`ferry_kit.stack.manager.Stack.up`), SIGSTOP → SIGCONT, a fault proxy's mode → pass-through,
-a space quota (``hdfs dfsadmin -setSpaceQuota 1m``) → ``-clrSpaceQuota``. An undo that fails (a
+a space quota (``hdfs dfsadmin -setSpaceQuota 1m``) → ``-clrSpaceQuota``, a name quota
+(``-setQuota 1``) → ``-clrQuota``, safe mode (``-safemode enter``) → ``-safemode leave``, a
+DataNode restarted with ``-D dfs.datanode.du.reserved=`` :data:`RESERVED` → restarted as
+configured; strangers' records are produced (:func:`stranger_records`) and their coordinates kept
+in :attr:`Injector.strangers` for the checker. An undo that fails (a
 quota cannot be cleared while its NameNode is paused; a component does not come back healthy
 within ``restart_deadline_s``) stays pending and is tried again on the next :meth:`Injector.tick`
 (undos run in threads, so a slow restart does not delay the schedule);
@@ -26,12 +30,57 @@ from ferry_kit.nemesis.schedule import COMPONENTS, LINK_KINDS, SERVICES, ZONES, 
 from ferry_kit.settings import KitSettings
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.manager import Stack
+from ferry_kit.stack.process import port_in_use
 from ferry_kit.stack.servers import hadoop_argv
 from ferry_kit.testing.chaos import FaultRig
 from ferry_kit.testing.faultproxy import FaultProxy
 
 #: Quota set on a zone: smaller than a block (128 MB), so every block write there is refused.
 QUOTA = "1m"
+#: Name quota set on a zone: the directory itself counts 1, so every create under it is refused.
+NAME_QUOTA = "1"
+#: ``dfs.datanode.du.reserved`` of a DataNode whose disk is "full": 1 PiB, above any disk here,
+#: so the DataNode reports 0 bytes remaining (hdfs-default.xml: space reserved per volume).
+RESERVED = str(2**50)
+#: A "slow" link: every chunk waits this long plus its size at this bandwidth.
+SLOW_LATENCY_S = 0.2
+SLOW_BYTES_PER_S = 256 * 1024
+#: Seconds a stranger's records may take to be acknowledged by the broker.
+PRODUCE_TIMEOUT_S = 15.0
+#: A record schema no Ferry event has: its fingerprint is unknown to every stage.
+OTHER_SCHEMA = {
+    "type": "record",
+    "name": "NotFerry",
+    "namespace": "org.example",
+    "fields": [{"name": "n", "type": "long"}],
+}
+
+
+def stranger_records(seed: int, known_fingerprint: bytes) -> list[tuple[bytes, bytes | None]]:
+    """(key, value) of four records that are not Ferry's events (case C24): random bytes, Ferry's
+    header (``C3 01`` and ``known_fingerprint``) with a cut payload, another schema's datum under
+    its own fingerprint, and a tombstone. Keys are random hex; the same seed gives the same
+    records."""
+    import io
+    import random
+
+    from fastavro import parse_schema, schemaless_writer
+
+    from ferry.core.wire.avro import MAGIC, schema_fingerprint
+
+    rnd = random.Random(seed)
+    other = io.BytesIO()
+    schemaless_writer(other, parse_schema(OTHER_SCHEMA), {"n": rnd.randrange(2**40)})
+
+    def key() -> bytes:
+        return rnd.randbytes(8).hex().encode()
+
+    return [
+        (key(), rnd.randbytes(rnd.randint(1, 200))),
+        (key(), MAGIC + known_fingerprint + rnd.randbytes(3)),
+        (key(), MAGIC + schema_fingerprint(OTHER_SCHEMA) + other.getvalue()),
+        (key(), None),
+    ]
 
 
 def dfsadmin(stack: KitSettings, cluster: str, *args: str, timeout_s: float = 90) -> str:
@@ -80,6 +129,11 @@ def _wait_gone(pid: int, timeout_s: float = 30.0) -> None:
     raise RuntimeError(f"pid {pid} still running {timeout_s:.0f}s after SIGKILL")
 
 
+def _cluster_of(node: str) -> str:
+    """``a`` of ``hdfs-a-namenode``."""
+    return node.split("-")[1]
+
+
 @dataclass
 class Applied:
     """A fault in force: the fault, when it was applied (``time.time()``) and, once undone, when."""
@@ -102,9 +156,16 @@ class Injector:
     pending: list[Applied] = field(default_factory=list)
     done: list[Applied] = field(default_factory=list)
     skipped: list[tuple[Fault, str]] = field(default_factory=list)
+    #: (topic, partition, offset) of every stranger's record the broker acknowledged
+    strangers: list[tuple[str, int, int]] = field(default_factory=list)
     _reviving: dict[str, threading.Thread] = field(default_factory=dict)
 
     # -- applying --------------------------------------------------------------------------
+    def holds(self, processes: frozenset[str]) -> bool:
+        """Whether a fault in force (its undo not finished) holds one of ``processes``: the
+        schedule never overlaps two faults on one process, but an undo may finish late."""
+        return any(a.fault.processes & processes for a in self.pending)
+
     def apply(self, fault: Fault) -> bool:
         """Apply ``fault``; False (and the reason kept in :attr:`skipped`) when it could not be
         applied (its process not running, a NameNode that did not answer dfsadmin)."""
@@ -127,14 +188,26 @@ class Injector:
             proxy = self._proxy(f.target)
             if f.kind == "link-reset":
                 proxy.reset_rate(0.5, within_bytes=64 * 1024, direction="down")
+            elif f.kind == "link-slow":
+                proxy.slow(SLOW_BYTES_PER_S, latency_s=SLOW_LATENCY_S)
             else:
                 proxy.stall()
-        elif f.kind == "quota":
+        elif f.kind in ("space-quota", "name-quota"):
             cluster, where = self.zone(f.target)
             from ferry.clusters.hdfs.webhdfs import WebHdfs
 
             WebHdfs.for_cluster(cluster, self.stack).mkdirs(where)
-            dfsadmin(self.stack, cluster, "-setSpaceQuota", QUOTA, where)
+            if f.kind == "space-quota":
+                dfsadmin(self.stack, cluster, "-setSpaceQuota", QUOTA, where)
+            else:
+                dfsadmin(self.stack, cluster, "-setQuota", NAME_QUOTA, where)
+        elif f.kind == "safe-mode":
+            dfsadmin(self.stack, _cluster_of(f.target), "-safemode", "enter")
+        elif f.kind == "disk-full":
+            self._restart(f.target, "-D", f"dfs.datanode.du.reserved={RESERVED}")
+            self._wait_remaining(_cluster_of(f.target), full=True)
+        elif f.kind == "strangers":
+            self._produce_strangers(f)
         else:
             raise ValueError(f"unknown fault kind {f.kind!r}")
 
@@ -146,6 +219,94 @@ class Injector:
 
     def _names(self, f: Fault) -> list[str]:
         return sorted(f.processes)
+
+    def _restart(self, name: str, *args: str) -> None:
+        """SIGKILL stack component ``name`` and start it again with ``args`` added to its
+        command line (none: as configured), waiting until it is healthy.
+
+        Raises:
+            StackError: it did not come back healthy within ``restart_deadline_s``.
+        """
+        stack = Stack(self.stack)
+        comp = stack.component(name)
+        pid = stack.pid(comp)
+        if pid is not None:
+            stack.kill(name, signal.SIGKILL)
+            _wait_gone(pid)
+        end = time.monotonic() + 30
+        while any(port_in_use(comp.host, p) for p in comp.ports) and time.monotonic() < end:
+            time.sleep(0.2)  # the killed JVM's listeners closing: a bounded wait
+        stack.up(self.restart_deadline_s, components=[name], args={name: list(args)})
+
+    def _wait_remaining(self, cluster: str, *, full: bool, timeout_s: float = 90.0) -> None:
+        """Wait until ``cluster``'s NameNode reports no space remaining (``full``) or some (its
+        JMX ``FSNamesystem.CapacityRemaining``, from the DataNodes' heartbeats: the NameNode
+        places blocks by it).
+
+        Raises:
+            RuntimeError: not so within ``timeout_s``.
+        """
+        import requests
+
+        cs = self.stack.cluster(cluster)
+        url = f"{cs.web_scheme}://{cs.host}:{cs.namenode_http_port}/jmx"
+        query = {"qry": "Hadoop:service=NameNode,name=FSNamesystem"}
+        end = time.monotonic() + timeout_s
+        remaining: object = "no answer"
+        while time.monotonic() < end:
+            try:
+                beans = requests.get(url, params=query, timeout=5).json()["beans"]
+                remaining = beans[0]["CapacityRemaining"] if beans else "no bean"
+            except (requests.RequestException, ValueError, KeyError) as exc:
+                remaining = str(exc)[:100]
+            if isinstance(remaining, int) and (remaining == 0) == full:
+                return
+            time.sleep(1.0)  # the next DataNode heartbeat: a bounded wait
+        raise RuntimeError(
+            f"cluster {cluster}'s NameNode still reports {remaining} bytes remaining "
+            f"{timeout_s:.0f}s after its DataNode restarted ({'full' if full else 'as configured'})"
+        )
+
+    def _produce_strangers(self, f: Fault) -> None:
+        """Produce :func:`stranger_records` to the rig's topic ``f.target`` and keep the
+        coordinates the broker acknowledged.
+
+        Raises:
+            RuntimeError: not every record was acknowledged within PRODUCE_TIMEOUT_S.
+        """
+        from confluent_kafka import Producer
+
+        from ferry.core.kafka.clients import client_config
+        from ferry.core.wire.avro import default_codec
+
+        topic = self.rig.settings.kafka.topic(f.target.removeprefix("topic:"))
+        codec = default_codec(self.rig.settings.paths.schemas_dir)
+        known = next(iter(codec.known_fingerprints()))
+        acked: list[tuple[str, int, int]] = []
+        errors: list[str] = []
+
+        def on_delivery(err: object, msg: object) -> None:
+            if err is not None:
+                errors.append(str(err))
+            else:
+                acked.append((msg.topic(), msg.partition(), msg.offset()))  # type: ignore[attr-defined]
+
+        producer = Producer(
+            {
+                **client_config(self.rig.settings.kafka),
+                "message.timeout.ms": int(PRODUCE_TIMEOUT_S * 1000),
+            }
+        )
+        records = stranger_records(int(f.at_s * 10), known)
+        for key, value in records:
+            producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+        producer.flush(PRODUCE_TIMEOUT_S + 5)
+        self.strangers.extend(acked)
+        if len(acked) < len(records):
+            raise RuntimeError(
+                f"{len(acked)} of {len(records)} strangers' records acknowledged on {topic}: "
+                f"{errors[:2]}"
+            )
 
     def _proxy(self, target: str) -> FaultProxy:
         return self.rig.nn if target == "proxy:namenode" else self.rig.dn
@@ -241,9 +402,15 @@ class Injector:
                     Stack(self.stack).up(self.restart_deadline_s, components=[name])
         elif f.kind in LINK_KINDS:
             self._proxy(f.target).pass_through()
-        elif f.kind == "quota":
+        elif f.kind in ("space-quota", "name-quota"):
             cluster, where = self.zone(f.target)
-            dfsadmin(self.stack, cluster, "-clrSpaceQuota", where)
+            clear = "-clrSpaceQuota" if f.kind == "space-quota" else "-clrQuota"
+            dfsadmin(self.stack, cluster, clear, where)
+        elif f.kind == "safe-mode":
+            dfsadmin(self.stack, _cluster_of(f.target), "-safemode", "leave")
+        elif f.kind == "disk-full":
+            self._restart(f.target)
+            self._wait_remaining(_cluster_of(f.target), full=False)
 
     def undo_all(self, deadline_s: float = 600.0) -> list[Applied]:
         """Undo every fault in force now (each in its thread; a quota clear whose NameNode is still

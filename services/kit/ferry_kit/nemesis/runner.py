@@ -18,17 +18,20 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferry.core.services import STAGES
 from ferry_kit.nemesis.checker import Verdict, check
 from ferry_kit.nemesis.faults import Injector
-from ferry_kit.nemesis.schedule import KINDS, Fault, make_schedule
+from ferry_kit.nemesis.schedule import COMPONENTS, KINDS, Fault, make_schedule
 from ferry_kit.nemesis.workload import Workload
 from ferry_kit.settings import KitSettings
 from ferry_kit.testing.chaos import FaultRig
+
+#: Seconds after its own pause ends within which a stack component's exit is explained by it.
+EXPLAINED_AFTER_PAUSE_S = 60.0
 
 #: The services the nemesis runs (and kills): the stages and the tracker.
 RUN_SERVICES: tuple[str, ...] = (*STAGES, "tracker")
@@ -45,6 +48,7 @@ class Run:
     applied: list[tuple[Fault, float, float | None]] = field(default_factory=list)
     loaded_at: list[float] = field(default_factory=list)
     unexplained_exits: Counter[str] = field(default_factory=Counter)
+    explained_exits: Counter[str] = field(default_factory=Counter)  #: exits after their own pause
     next_stack_check: float = 0.0
     verdict: Verdict | None = None
 
@@ -71,14 +75,16 @@ def run(
     heal_s: float = 300.0,
     interval_s: float = 3.0,
     say: Callable[[str], None] = print,
+    components: Sequence[str] = COMPONENTS,
 ) -> Run:
     """One nemesis run (see the module docstring); ``run.verdict`` holds the checker's verdict.
+    ``components``: the stack processes the schedule may fault (default every one).
 
     Raises:
         AssertionError, FerryError: the rig could not start (see FaultRig).
     """
     say(f"nemesis seed {seed} ({minutes:g} min of faults; repeat with SEED={seed})")
-    schedule = make_schedule(seed, minutes * 60)
+    schedule = make_schedule(seed, minutes * 60, components=components)
     result = Run(seed, schedule)
     for f in schedule:
         say(f"  {f.describe()}")
@@ -96,8 +102,10 @@ def run(
         workload.start()
         todo = list(schedule)
         while (now := time.time() - start) < minutes * 60:
-            while todo and todo[0].at_s <= now:
-                injector.apply(todo.pop(0))
+            for f in [f for f in todo if f.at_s <= now]:
+                if not injector.holds(f.processes):  # an undo running late holds it still
+                    todo.remove(f)
+                    injector.apply(f)
             injector.tick()
             _revive(rig, injector, result)
             rig.outcomes.poll(0.5)
@@ -139,7 +147,9 @@ def _verdict(rig: FaultRig, workload: Workload, injector: Injector, result: Run)
     replayed = [fid for fid, _, _ in workload.replayed]
     end = time.monotonic() + 60
     while True:
-        v = check(rig.settings, workload.dropped, rig.outcomes, replayed, last or None)
+        v = check(
+            rig.settings, workload.dropped, rig.outcomes, replayed, last or None, injector.strangers
+        )
         trackers_only = v.tracker_disagrees and not (
             v.lost or v.duplicated or v.wrong_rows or v.wrongly_quarantined
         )
@@ -148,12 +158,15 @@ def _verdict(rig: FaultRig, workload: Workload, injector: Injector, result: Run)
         rig.outcomes.poll(5.0)
     v.faults.update(a.fault.kind for a in injector.done)
     v.skipped = len(injector.skipped)
+    v.unexplained_exits = +result.unexplained_exits
     return v
 
 
 def _revive(rig: FaultRig, injector: Injector, result: Run) -> None:
     """Restart a service or a stack component that exited while no fault of the injector holds
-    it (what a supervisor does in production), counting it as unexplained."""
+    it (what a supervisor does in production), counting it as unexplained unless its own pause
+    ended within :data:`EXPLAINED_AFTER_PAUSE_S` (a Spark master paused past its ZooKeeper
+    session exits when it resumes, by design)."""
     held = {n for a in injector.pending if a.fault.kind == "kill" for n in a.fault.processes}
     for name, proc in list(rig.group.procs.items()):
         if name not in held and proc.poll() is not None:
@@ -161,7 +174,18 @@ def _revive(rig: FaultRig, injector: Injector, result: Run) -> None:
             rig.group.start(name)
     if time.monotonic() >= result.next_stack_check:  # a pid file and /proc read per component
         result.next_stack_check = time.monotonic() + 5.0
-        result.unexplained_exits.update(injector.revive_components())
+        now = time.time()
+        paused = {
+            n
+            for a in injector.done
+            if a.fault.kind == "stop" and now - (a.undone_at or now) <= EXPLAINED_AFTER_PAUSE_S
+            for n in a.fault.processes
+        }
+        for name in injector.revive_components():
+            if name in paused:
+                result.explained_exits[name] += 1
+            else:
+                result.unexplained_exits[name] += 1
 
 
 def plot(result: Run, path: Path) -> None:
@@ -177,9 +201,7 @@ def plot(result: Run, path: Path) -> None:
         2, 1, figsize=(10, 8), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
     )
     targets = sorted({f.target for f, _, _ in result.applied})
-    colours = dict(
-        zip(KINDS, ("tab:red", "tab:orange", "tab:blue", "tab:cyan", "tab:green"), strict=True)
-    )
+    colours = {k: f"C{i}" for i, k in enumerate(KINDS)}  # matplotlib's ten cycle colours
     for f, on, off in result.applied:
         top.barh(
             targets.index(f.target),

@@ -10,19 +10,33 @@ nemesis applies ``kind`` to ``target`` and undoes it ``length_s`` seconds later.
   WebHDFS (``proxy:namenode`` / ``proxy:datanode``) reset part-way (case C01), for ``length_s``;
 * ``link-stall``: the proxy accepts connections and answers nothing (a link that went silent),
   for ``length_s``;
-* ``quota``: a 1 MB space quota on a zone (``zone:landing`` / ``staging`` on cluster B,
-  ``incoming`` / ``warehouse`` on cluster A: every block write there is refused, case C22), cleared
-  after ``length_s``.
+* ``link-slow``: the proxy relays every chunk after 200 ms plus its size at 256 KB/s (a slow
+  link between the clusters), for ``length_s``;
+* ``space-quota``: a 1 MB space quota on a zone (``zone:landing`` / ``staging`` on cluster B,
+  ``incoming`` / ``warehouse`` on cluster A: every block write there is refused, case C22),
+  cleared after ``length_s``;
+* ``name-quota``: a name quota of 1 on a zone (the directory itself: every create and mkdir
+  under it is refused, ``NSQuotaExceededException``), cleared after ``length_s``;
+* ``safe-mode``: a NameNode put in safe mode by hand (``dfsadmin -safemode enter``: read-only,
+  every write refused with ``SafeModeException``), left after ``length_s``;
+* ``disk-full``: a DataNode restarted with ``dfs.datanode.du.reserved`` above its disk, so it
+  reports no space left and its NameNode places no block on it ("could only be written to 0 of
+  the 1 minReplication nodes"); restarted with its own configuration after ``length_s``;
+* ``strangers``: records that are not Ferry's events produced to a stage's input topic
+  (``topic:extracted`` / ``transformed`` / ``transferred``): random bytes, a Ferry header with
+  a cut payload, another schema's fingerprint, a tombstone (case C24); each must be set aside
+  with a reason while the stage goes on. Nothing to undo.
 
 Targets of ``kill`` and ``stop``: the Ferry services (:data:`SERVICES`) and the stack's processes
-(:data:`COMPONENTS`; ``spark-masters`` is both Spark masters at once). Which (kind, target) comes
-next is drawn from a shuffled deck of every pair (:func:`catalogue`), reshuffled when used up:
-a schedule of at least as many faults as the deck holds has each pair at least once. Start times
-are a Poisson process (mean gap ``mean_gap_s``); a fault whose target (or a process it shares, the
-two masters) is still faulted is moved to just after that fault ends, so two faults never hold the
-same process, and later still while ``max_overlap`` faults would be in force with it; so up to
-``max_overlap`` faults are in force at once (several overlapping, as Jepsen's
-nemeses run them). Every fault ends by ``duration_s``.
+(:data:`COMPONENTS`; ``spark-masters`` is both Spark masters at once); of ``safe-mode`` and ``disk-
+full``, the NameNode or DataNode process itself (so no kill or pause of it overlaps). Which (kind,
+target) comes next is drawn from a shuffled deck of every pair (:func:`catalogue`), reshuffled when
+used up: a schedule of at least as many faults as the deck holds has each pair at least once. Start
+times are a Poisson process (mean gap ``mean_gap_s``); a fault whose target (or a process it
+shares, the two masters) is still faulted is moved to just after that fault ends, so two faults
+never hold the same process, and later still while ``max_overlap`` faults would be in force with
+it; so up to ``max_overlap`` faults are in force at once (several overlapping, as Jepsen's nemeses
+run them). Every fault ends by ``duration_s``.
 
 The same seed and duration give the same schedule (``random.Random(seed)``, nothing else drawn).
 """
@@ -58,7 +72,7 @@ COMPONENTS: tuple[str, ...] = (
 #: Fault proxies (``ferry_kit.testing.chaos.FaultRig``: ``nn`` and ``dn``).
 LINKS: tuple[str, ...] = ("proxy:namenode", "proxy:datanode")
 
-#: Zones a space quota is put on: zone → (cluster, the settings path naming its directory).
+#: Zones a space or name quota is put on: zone → (cluster, the settings path naming its directory).
 ZONES: dict[str, tuple[str, str]] = {
     "landing": ("b", "paths.landing_path"),
     "staging": ("b", "paths.staging_path"),
@@ -66,9 +80,24 @@ ZONES: dict[str, tuple[str, str]] = {
     "warehouse": ("a", "metastore.warehouse_path"),
 }
 
+#: The stage input topics a stranger's records are produced to (extract reads the NAS).
+TOPICS: tuple[str, ...] = ("extracted", "transformed", "transferred")
+
 PROCESS_KINDS: tuple[str, ...] = ("kill", "stop")
-LINK_KINDS: tuple[str, ...] = ("link-reset", "link-stall")
-KINDS: tuple[str, ...] = (*PROCESS_KINDS, *LINK_KINDS, "quota")
+LINK_KINDS: tuple[str, ...] = ("link-reset", "link-stall", "link-slow")
+ZONE_KINDS: tuple[str, ...] = ("space-quota", "name-quota")
+#: kind → the stack processes it is applied to
+NODE_KINDS: dict[str, tuple[str, ...]] = {
+    "safe-mode": ("hdfs-a-namenode", "hdfs-b-namenode"),
+    "disk-full": ("hdfs-a-datanode", "hdfs-b-datanode"),
+}
+KINDS: tuple[str, ...] = (
+    *PROCESS_KINDS,
+    *LINK_KINDS,
+    *ZONE_KINDS,
+    *NODE_KINDS,
+    "strangers",
+)
 
 #: Length of a kill (down time) or a stop (paused time), seconds: the issue's 2–90 s.
 PROCESS_LENGTH_S = (2.0, 90.0)
@@ -103,12 +132,15 @@ class Fault:
 def catalogue(
     services: Sequence[str] = SERVICES, components: Sequence[str] = COMPONENTS
 ) -> list[tuple[str, str]]:
-    """Every (kind, target) pair a schedule draws from, in a fixed order."""
+    """Every (kind, target) pair a schedule draws from, in a fixed order (``safe-mode`` and
+    ``disk-full`` only on the nodes among ``components``)."""
     procs = [*services, *components]
     return (
         [(k, t) for k in PROCESS_KINDS for t in procs]
         + [(k, t) for k in LINK_KINDS for t in LINKS]
-        + [("quota", f"zone:{z}") for z in ZONES]
+        + [(k, f"zone:{z}") for k in ZONE_KINDS for z in ZONES]
+        + [(k, t) for k, nodes in NODE_KINDS.items() for t in nodes if t in components]
+        + [("strangers", f"topic:{t}") for t in TOPICS]
     )
 
 

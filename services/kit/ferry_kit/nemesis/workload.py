@@ -157,6 +157,7 @@ class Workload:
             return
         if out.returncode == 0:
             self.replayed.append((fid, stage, time.time()))
+            self.say(f"workload: replayed {stage} {fid[:8]}")
         else:
             self.replay_errors += 1
             self.say(

@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from ferry_kit.errors import StackError
 from ferry_kit.settings import KitSettings
@@ -84,12 +84,18 @@ class Stack:
         return select(self.components, components)
 
     def up(
-        self, deadline_s: float = DEFAULT_DEADLINE_S, components: Iterable[str] | None = None
+        self,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        components: Iterable[str] | None = None,
+        *,
+        args: Mapping[str, Sequence[str]] | None = None,
     ) -> list[str]:
         """Start what is not running and wait (at most ``deadline_s`` seconds) until it is healthy.
 
         ``components``: component or group names (``kafka``, ``hdfs``, ``spark``, ``hive``,
         ``zookeeper``, ``all``) to bring up with what they require; None means every component.
+        ``args``: component name → arguments added to its command line when this call starts it
+        (the nemesis starts a DataNode with ``-D dfs.datanode.du.reserved=…``).
         Returns the names of the components this call started (empty when all were up). Then
         writes the clusters' client configuration directories
         (:func:`ferry_kit.stack.client_conf.write_client_confs`).
@@ -115,7 +121,10 @@ class Stack:
                                 "setting"
                             )
                     comp.prepare()
-                    pid = process.start(comp.launch)
+                    launch = comp.launch
+                    if args and args.get(comp.name):
+                        launch = replace(launch, argv=[*launch.argv, *args[comp.name]])
+                    pid = process.start(launch)
                     started.append(comp.name)
                     self._say(f"started {comp.name} (pid {pid}), log {comp.launch.log_file}")
                 for comp in chosen:

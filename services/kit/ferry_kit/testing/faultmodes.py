@@ -44,6 +44,8 @@ class Mode:
     direction: Direction = "up"
     min_request_bytes: int = 0
     times: int | None = None  # remaining connections to fault; None = unlimited
+    bytes_per_s: int = 0  # "slow": the link's bandwidth, each direction of each connection
+    latency_s: float = 0.0  # "slow": added before each chunk is relayed
 
 
 @dataclass(eq=False)

@@ -16,6 +16,9 @@ actually fires:
   work and answers; the client gets a RST instead of the answer (HTTP ``close``/``complete``).
   Count ``reset_on_response``.
 * ``stall()``: the connection is accepted and read, never answered. Count ``stall``.
+* ``slow(bytes_per_s, latency_s=)``: every chunk waits ``latency_s`` plus its size at
+  ``bytes_per_s`` before it is relayed, each direction (a slow WAN link). Count ``slowed``
+  (chunks).
 * ``refuse()``: the listener is closed; connects get ECONNREFUSED. Count ``refused_periods``.
 * ``cut_off(s)``: for ``s`` seconds open connections are reset and new ones get a RST at once.
   Count ``cut_off``.
@@ -235,6 +238,19 @@ class FaultProxy(FaultCounts):
         """Accept new connections, read what they send, never connect upstream or answer."""
         self._set(Mode("stall"))
 
+    def slow(self, bytes_per_s: int, *, latency_s: float = 0.0) -> None:
+        """Relay every chunk (up to 64 KB) after ``latency_s`` seconds plus ``len / bytes_per_s``,
+        in each direction of each connection, open ones included.
+
+        Raises:
+            ValueError: ``bytes_per_s`` < 1 or ``latency_s`` < 0.
+        """
+        if bytes_per_s < 1 or latency_s < 0:
+            raise ValueError(
+                f"need bytes_per_s ≥ 1 and latency_s ≥ 0, not {bytes_per_s}, {latency_s}"
+            )
+        self._set(Mode("slow", bytes_per_s=bytes_per_s, latency_s=latency_s))
+
     def refuse(self) -> None:
         """Close the listener: connects fail with ECONNREFUSED until another mode is set."""
         with self._cond:
@@ -377,6 +393,9 @@ class FaultProxy(FaultCounts):
                     self._count(key)
                     abort(conn)
                     return
+                if m.kind == "slow":
+                    self._count("slowed")
+                    await asyncio.sleep(m.latency_s + len(data) / m.bytes_per_s)
                 writer.write(data)
                 await writer.drain()
                 self._add(conn, direction, len(data))
