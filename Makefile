@@ -15,7 +15,7 @@ APT_LOCK   := $(CURDIR)/var/.apt.lock
 APT_GET    := mkdir -p var && $$( [ "$$(id -u)" = 0 ] || echo sudo ) flock $(APT_LOCK) apt-get
 
 .PHONY: help install up down ps status demo test test-unit test-integration test-e2e test-compose \
-        test-shared test-ha test-secure kerberos-tools kerberos-wheels lint nemesis bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
+        test-shared test-ha test-secure kerberos-tools kerberos-wheels lint nemesis compose-nemesis bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
         beeline compose-up compose-down compose-test compose-engine compose-context compose-build \
         compose-secrets compose-kerberos-up compose-kerberos-down \
         clean browser
@@ -248,6 +248,10 @@ compose-kerberos-down: ## Stop and remove the two-realm project (containers, net
 
 compose-test: install compose-build compose-secrets ## Compose tests: daily files, then network faults in sequence on one project (container logs kept in var/log/compose/)
 	$(PYTEST) -s --durations=10 tests/compose
+
+compose-nemesis: install compose-build compose-secrets ## The compose nemesis alone: seeded partitions between the clusters, pauses, kills while files arrive (SEED=… MINUTES=…), then Hive's exact counts
+	$(if $(SEED),FERRY_NEMESIS_SEED=$(SEED)) $(if $(MINUTES),FERRY_NEMESIS_MINUTES=$(MINUTES)) \
+	  $(PYTEST) -s tests/compose/test_compose_stack.py -k "every_service or seeded_partitions or hive_has"
 
 clean: down ## Stop the stack, then remove local state (var/) but keep the jars
 	find var -mindepth 1 -maxdepth 1 ! -name jars -exec rm -rf {} +

@@ -9,15 +9,19 @@ networks). Faults are applied from the host: iptables in a container's network n
 
 Each fault test drops its own disjoint flights slices, applies its fault, requires every file
 loaded exactly once and none quarantined, and prints the seconds from fault to recovery (not
-asserted). The last test requires each file's exact row count in Hive: 0 lost, 0 duplicated.
+asserted). The compose nemesis (issue 47) then applies a seeded schedule of partitions between
+the clusters, silent links, pauses and kills, several at once, while two files arrive every
+15 s. The last test requires each file's exact row count in Hive: 0 lost, 0 duplicated.
 Skips with the reason when no Docker engine or no compose v2 answers.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -288,6 +292,105 @@ def test_scaled_transform_and_transfer_with_one_replica_killed(compose, capsys) 
     sh("docker", "kill", victim)
     head = "transform=2, transfer=2, one transfer replica killed:"
     settle_and_report(capsys, files, head, {"the kill": t0})
+
+
+#: The compose nemesis (issue 47): a seeded schedule of partitions between the clusters, silent
+#: links and paused or killed containers while files keep arriving. ``make compose-nemesis
+#: SEED=… MINUTES=…`` runs it alone (env ``FERRY_NEMESIS_SEED`` / ``FERRY_NEMESIS_MINUTES``).
+NEMESIS_SEED = int(os.environ.get("FERRY_NEMESIS_SEED") or 4711)
+NEMESIS_MINUTES = float(os.environ.get("FERRY_NEMESIS_MINUTES") or 2)
+#: (kind, target) deck: ``partition`` disconnects a container from a cluster's network (transfer
+#: from one side of the cross-cluster hop, the broker from one cluster, load or A's DataNode from
+#: cluster A); ``silent`` drops transfer's packets to A's NameNode and DataNode (iptables DROP: a
+#: link that goes quiet, no reset); ``stop`` is ``docker pause``; ``kill`` is ``docker kill``, then
+#: ``docker compose up`` of the service again after the fault's length.
+COMPOSE_DECK: tuple[tuple[str, str], ...] = (
+    ("partition", "transfer/cluster-a"),
+    ("partition", "transfer/cluster-b"),
+    ("partition", "kafka/cluster-a"),
+    ("partition", "kafka/cluster-b"),
+    ("partition", "load/cluster-a"),
+    ("partition", "datanode-a/cluster-a"),
+    ("silent", "transfer"),
+    ("stop", "namenode-a"),
+    ("stop", "datanode-b"),
+    ("stop", "hive-metastore"),
+    ("kill", "transfer"),
+    ("kill", "load"),
+)
+
+
+class ComposeFaults:
+    """Applies the compose nemesis's faults."""
+
+    def apply(self, kind: str, target: str) -> Callable[[], int]:
+        """Apply ``kind`` to ``target``; returns its undo, which returns what it matched (the
+        packets a silent link dropped), else 0."""
+        if kind == "partition":
+            service, net_suffix = target.split("/")
+            cid = container(service)
+            net = network_name(cid, f"_{net_suffix}")
+            sh("docker", "network", "disconnect", net, cid)
+            return lambda: _reconnect(net, service, cid)
+        if kind == "silent":
+            return cluster_a_rules(["-j", "DROP"], ip_on(container(target), "_cluster-a"))
+        if kind == "stop":
+            cid = container(target)
+            sh("docker", "pause", cid)
+            return lambda: _run_zero("docker", "unpause", cid)
+        if kind == "kill":
+            sh("docker", "kill", container(target))
+            return lambda: _run_zero(*COMPOSE, "up", "-d", "--no-recreate", target, timeout=300)
+        raise ValueError(f"unknown compose fault kind {kind!r}")
+
+
+def _reconnect(net: str, service: str, cid: str) -> int:
+    sh("docker", "network", "connect", "--alias", service, net, cid)
+    return 0
+
+
+def _run_zero(*argv: str, timeout: float = 120) -> int:
+    sh(*argv, timeout=timeout)
+    return 0
+
+
+def test_seeded_partitions_and_pauses_while_files_keep_arriving(compose, capsys) -> None:  # type: ignore[no-untyped-def]
+    from ferry_kit.nemesis.schedule import make_schedule, max_in_force
+
+    schedule = make_schedule(NEMESIS_SEED, NEMESIS_MINUTES * 60, pairs=COMPOSE_DECK)
+    figure(
+        capsys,
+        f"compose nemesis seed {NEMESIS_SEED} ({NEMESIS_MINUTES:g} min, {len(schedule)} faults, "
+        f"at most {max_in_force(schedule)} at once; repeat with SEED={NEMESIS_SEED}):\n"
+        + "\n".join(f"  {f.describe()}" for f in schedule),
+    )
+    faults = ComposeFaults()
+    files: dict[str, int] = {}
+    in_force: list[tuple[Any, float, Callable[[], int]]] = []
+    kinds: Counter[str] = Counter()
+    todo = list(schedule)
+    start = time.time()
+    next_drop = start
+    try:
+        while (now := time.time() - start) < NEMESIS_MINUTES * 60:
+            for f in [f for f in todo if f.at_s <= now]:
+                todo.remove(f)
+                in_force.append((f, time.time(), faults.apply(f.kind, f.target)))
+                kinds[f.kind] += 1
+            for entry in [e for e in in_force if time.time() >= e[1] + e[0].length_s]:
+                in_force.remove(entry)
+                entry[2]()
+            if time.time() >= next_drop:  # two files every 15 s, for the whole run
+                files |= drop(2)
+                next_drop = time.time() + 15
+            time.sleep(0.5)  # the schedule's clock: its next fault or drop is due within 0.5 s
+    finally:
+        for _, _, undo in in_force:
+            undo()
+    lifted = time.time()
+    assert sum(kinds.values()) == len(schedule), (kinds, schedule)
+    head = f"compose nemesis seed {NEMESIS_SEED}: faults {dict(sorted(kinds.items()))};"
+    settle_and_report(capsys, files, head, {"the first fault": start, "the last undo": lifted})
 
 
 def test_hive_has_every_fault_file_exactly_once(compose, capsys) -> None:  # type: ignore[no-untyped-def]

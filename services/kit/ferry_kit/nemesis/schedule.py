@@ -157,8 +157,13 @@ def make_schedule(
     max_overlap: int = 3,
     services: Sequence[str] = SERVICES,
     components: Sequence[str] = COMPONENTS,
+    pairs: Sequence[tuple[str, str]] | None = None,
 ) -> list[Fault]:
     """The faults of a run of ``duration_s`` seconds, sorted by start (see the module docstring).
+
+    ``pairs``: the (kind, target) deck to draw from instead of :func:`catalogue` of ``services``
+    and ``components`` (the compose nemesis's partitions); a kind of :data:`PROCESS_KINDS` lasts
+    2–90 s, any other 5–60 s.
 
     Raises:
         ValueError: ``duration_s`` shorter than the shortest fault, or ``max_overlap`` < 1.
@@ -166,7 +171,7 @@ def make_schedule(
     if duration_s < PROCESS_LENGTH_S[0] or max_overlap < 1:
         raise ValueError(f"need duration_s ≥ {PROCESS_LENGTH_S[0]} and max_overlap ≥ 1")
     rnd = random.Random(seed)
-    pairs = catalogue(services, components)
+    pairs = list(pairs) if pairs is not None else catalogue(services, components)
     deck: list[tuple[str, str]] = []
     out: list[Fault] = []
     t = rnd.expovariate(1 / mean_gap_s)
