@@ -16,6 +16,10 @@ so its own file id). Printed per rate:
   ``exact`` or the files that differ.
 
 A plot of backlog and latency over time per rate is written to ``<work>/arrival-<days>d.png``.
+:func:`peer_arrival_part` (the ``arrival-peer`` part) drops the same kind of files at the same
+rates on the Structured Streaming peer left running (``bench/peers.py live``: its default
+trigger), its latency the end of the micro-batch that inserted the file; :func:`sustained` names
+the highest rate each kept up with (``arrival-<days>d-peer.png``).
 :func:`backlog_part` is the ``backlog`` part: files already on the NAS when the services start.
 Asserts nothing about time.
 """
@@ -166,6 +170,184 @@ def run_rate(
     in_hive = rows_by_file(settings, "ferry.flights", list(loaded))
     run.mismatched = [f for f, n in loaded.items() if in_hive.get(f, 0) != n]
     return run
+
+
+def sustained(runs: Sequence[ArrivalRun]) -> float | None:
+    """The highest rate of ``runs`` that was kept up with: every file loaded, the backlog over
+    the last third of the dropping at most 1.5 × that over the first third plus 2 files (flat,
+    not growing), and drained within 60 s of the last drop; ``None`` when none was."""
+    ok = []
+    for r in runs:
+        first, last = r.growth()
+        if r.drained_s <= 60 and last <= 1.5 * first + 2 and len(r.loaded_ms) == len(r.dropped_ms):
+            ok.append(r.rate)
+    return max(ok, default=None)
+
+
+def run_peer_rate(
+    settings: Settings,
+    files: Sequence[Path],
+    rate: float,
+    work: Path,
+    *,
+    sample_s: float,
+    drain_deadline_s: float,
+    log: Path,
+) -> tuple[ArrivalRun, int]:
+    """Drop ``files`` by rename at ``rate`` files/s into a fresh NAS directory that a running
+    ``bench/peers.py live`` query reads; a file is "loaded" when the micro-batch holding it
+    printed its end. Returns the run and the rows in the peer's table after it stopped.
+
+    Raises:
+        RuntimeError: the peer did not start within 300 s or exited with an error.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    key = f"{int(time.time())}{int(rate * 10)}"
+    nas = work / "peer-live" / key / "flights"
+    nas.mkdir(parents=True)
+    stop_file = work / "peer-live" / key / "STOP"
+    database, root = f"ferry_peer_live_{key}", f"/tmp/ferry-peer-live/{key}"
+    run = ArrivalRun(rate)
+    seen: dict[str, float] = {}
+    ready = threading.Event()
+    with log.open("ab") as err:
+        proc = subprocess.Popen(  # noqa: S603
+            [sys.executable, str(Path(__file__).parent / "peers.py"), "live", database, root,
+             str(nas), str(stop_file)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        )  # fmt: skip
+    final: dict[str, Any] = {}
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if not line.startswith(b"{"):
+                continue
+            doc = json.loads(line)
+            if "ready" in doc:
+                ready.set()
+            elif "batch" in doc:
+                for name in doc["files"]:
+                    seen.setdefault(name, doc["at"] * 1000)
+            else:
+                final.update(doc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        if not ready.wait(300):
+            raise RuntimeError(f"the live peer did not start within 300 s (log {log})")
+        names = {p.name: p for p in files}
+        t0 = time.monotonic()
+        next_sample = 0.0
+
+        def sample() -> None:
+            nonlocal next_sample
+            if time.monotonic() - t0 >= next_sample:
+                left = sum(1 for n in run.dropped_ms if n not in seen)
+                run.backlog.append((time.monotonic() - t0, left))
+                next_sample += sample_s
+
+        for i, name in enumerate(names):
+            while (now := time.monotonic()) < t0 + i / rate:
+                time.sleep(min(0.05, t0 + i / rate - now))  # the drop's due time
+            drop_file(names[name], nas / name, mode="rename")
+            run.dropped_ms[name] = time.time() * 1000
+            sample()
+        run.last_drop_s = time.monotonic() - t0
+        deadline = time.monotonic() + drain_deadline_s
+        while any(n not in seen for n in names) and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the live peer exited {proc.returncode} (log {log})")
+            time.sleep(0.2)  # the peer's next micro-batch line
+            sample()
+        if all(n in seen for n in names):
+            run.drained_s = time.monotonic() - t0 - run.last_drop_s
+        run.backlog.append((time.monotonic() - t0, sum(1 for n in names if n not in seen)))
+    finally:
+        stop_file.touch()
+        try:
+            proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+        reader.join(timeout=30)
+    run.loaded_ms = {n: seen[n] for n in run.dropped_ms if n in seen}
+    return run, int(final.get("rows", -1))
+
+
+def peer_arrival_part(
+    settings: Settings,
+    demo: Sequence[Any],
+    work: Path,
+    rows: Rows,
+    say: Callable[[str], None],
+    *,
+    rates: Sequence[float],
+    minutes: float,
+    file_rows: int,
+    days: int,
+    ferry_runs: Sequence[ArrivalRun] = (),
+) -> list[ArrivalRun]:
+    """The streaming peer at each rate in turn (see the module docstring); a row each, then the
+    highest rate each of the peer and Ferry (``ferry_runs``, the same rates) kept up with."""
+    header, by_day = flights_rows(demo)
+    runs = []
+    log = work / "peer-live.log"
+    for k, rate in enumerate(rates):
+        count = max(1, round(rate * minutes * 60))
+        seed = int(time.time()) * 10 + 5 + k
+        files = make_files(
+            header, by_day, work / "arrival-peer" / str(seed), count, file_rows, days, seed
+        )
+        say(f"arrival-peer: {count} files, {rate:g}/s for {minutes:g} min, the streaming peer …")
+        run, in_table = run_peer_rate(
+            settings,
+            files,
+            rate,
+            work,
+            sample_s=5.0,
+            drain_deadline_s=max(300.0, minutes * 120),
+            log=log,
+        )
+        runs.append(run)
+        lat = run.latencies_s()
+        first, last = run.growth()
+        lines = sum(len(p.read_bytes().splitlines()) - 1 for p in files)
+        rows.append(
+            (
+                "arrival-peer",
+                f"streaming peer, {rate:g} files/s × {minutes:g} min, {file_rows} rows over "
+                f"{days} day(s) a file",
+                f"p50 {pct(lat, 0.5):.1f}",
+                f"p95 {pct(lat, 0.95):.1f}, max {max(lat, default=float('nan')):.1f}; "
+                f"drained {run.drained_s:.0f} s after the last drop",
+                f"backlog {first:.0f} → {last:.0f}; {in_table} rows in its table of {lines}",
+            )
+        )
+    plot(runs, work / f"arrival-{days}d-peer.png", f"streaming peer, {days} day(s) per file")
+    best = {
+        "Ferry": sustained(ferry_runs) if ferry_runs else None,
+        "streaming peer": sustained(runs),
+    }
+    tried = ", ".join(f"{r:g}" for r in rates)
+    rows.append(
+        (
+            "arrival-peer",
+            f"highest rate kept up with, {days} day(s) a file (of {tried}/s)",
+            "",
+            ", ".join(f"{who} {'none' if r is None else f'{r:g}/s'}" for who, r in best.items()),
+            "",
+        )
+    )
+    return runs
 
 
 def _backlog(run: ArrivalRun, outcomes: Outcomes) -> int:

@@ -26,6 +26,10 @@ Parts (``--parts``, comma separated; default all, in this order):
   (partitioned Parquet into the table's location, ``MSCK REPAIR TABLE``), each in a ``local[2]``
   session, on the sample, the year (unless ``--year 0``) and each big file; with Ferry's seconds
   over the peer's for the sets Ferry ran in the same run;
+* ``arrival-peer``: the Structured Streaming peer left running on the flights NAS directory with
+  its default trigger (bench/peers.py ``live``), the same kind of files dropped at the same rates
+  (after Ferry's services stopped); drop → micro-batch in Hive p50/p95/max, backlog, drain, a plot;
+  then the highest of ``--rates`` each of Ferry and the peer kept up with (``arrival.sustained``);
 * ``floor``: plain Spark ``local[2]`` CSV → Parquet over the same bytes (the year; each big file),
   and the same read written in the table's layout (one file per partition).
 
@@ -55,7 +59,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from arrival import arrival_part, backlog_part
+from arrival import arrival_part, backlog_part, peer_arrival_part
 from costs import CostMeter, cost_rows, environment_note, event_log_env
 from peers import peer_part
 from pipeline_parts import (
@@ -87,7 +91,17 @@ from ferry_kit.pipeline import ServiceGroup
 from ferry_kit.settings import get_kit_settings
 from ferry_kit.stack.manager import Stack
 
-PARTS = ("baseline", "backlog", "ferry", "big", "arrival", "peer", "stream", "floor")
+PARTS = (
+    "baseline",
+    "backlog",
+    "ferry",
+    "big",
+    "arrival",
+    "peer",
+    "arrival-peer",
+    "stream",
+    "floor",
+)
 YEAR = 729
 console = Console(width=160)
 
@@ -327,6 +341,7 @@ def main() -> int:
     group: ServiceGroup | None = None
     (nas := settings.paths.nas_dir).mkdir(parents=True, exist_ok=True)  # extract won't make it
     ferry_s: dict[str, float] = {}  # Ferry's wall seconds per file set, for the peers' ratios
+    ferry_arrivals: dict[int, list[Any]] = {}  # days a file → Ferry's arrival runs
     try:
         if "baseline" in parts:
             with guard("baseline", rows):
@@ -413,7 +428,7 @@ def main() -> int:
             for days in [int(d) for d in args.arrival_days.split(",") if d]:
                 n_rates = [float(r) for r in args.rates.split(",") if r]
                 with guard("arrival", rows):
-                    arrival_part(
+                    ferry_arrivals[days] = arrival_part(
                         settings,
                         demo,
                         work,
@@ -447,6 +462,21 @@ def main() -> int:
                     say,
                     measure=lambda label, n: metered(meter, label, n, costs),
                 )
+        if "arrival-peer" in parts:
+            for days in [int(d) for d in args.arrival_days.split(",") if d]:
+                with guard("arrival-peer", rows):
+                    peer_arrival_part(
+                        settings,
+                        demo,
+                        work,
+                        rows,
+                        say,
+                        rates=[float(r) for r in args.rates.split(",") if r],
+                        minutes=args.minutes,
+                        file_rows=args.arrival_rows,
+                        days=days,
+                        ferry_runs=ferry_arrivals.get(days, ()),
+                    )
         if "stream" in parts and bigs:
             with guard("stream", rows):
                 say("stream: extract, transfer, hdfs dfs …")

@@ -14,6 +14,13 @@ process, hence one session, per peer and file set):
 * ``bulk``: one batch job per dataset: the same rows written as partitioned Parquet straight
   into the (external) table's location on A, then ``MSCK REPAIR TABLE``.
 
+``live`` (the ``arrival-peer`` part, bench/arrival.py): the ``stream`` peer as users run it on
+files that keep arriving: one query on the flights NAS directory with Spark's default trigger
+(the next micro-batch as soon as the last ended), ``maxFilesPerTrigger`` unset, left running; it
+prints a JSON line when the query started (``{"ready": …}``), one per micro-batch once its rows
+are in the Hive table (``{"batch": id, "at": epoch s, "files": [names], "rows": n}``), and, once
+the file ``STOP`` of its root appears (a local path), stops and prints ``{"rows": n}``.
+
 Neither keeps rejects or their reasons, a landing copy, checksums or per-file lineage: that is
 what Ferry does beyond them. Both create fresh tables in a private database (``DATABASE``), which
 the ``drop`` job removes with its files. Each job prints one JSON line: ``{"seconds": …,
@@ -154,6 +161,51 @@ def job(kind: str, database: str, root: str, dirs: dict[str, str]) -> dict[str, 
     return {"seconds": seconds, "session_s": session_s, "rows": counted}
 
 
+def live(database: str, root: str, directory: str, stop_file: str) -> dict[str, Any]:
+    """The ``live`` peer (module docstring) over the flights files of local ``directory``;
+    returns ``{"rows": rows in its table}`` once ``stop_file`` exists."""
+    from pyspark.sql import functions as F
+
+    from ferry.datasets.spec import load_datasets
+    from ferry.settings import get_settings
+
+    settings = get_settings()
+    spec = load_datasets(settings.paths.datasets_dir)["flights"]
+    a = settings.cluster("a")
+    spark = _session(settings, "ferry-peer-live")
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {database} LOCATION '{a.fs_url}{root}/db'")
+    table = f"{database}.{spec.hive.table}_live"
+    spark.sql(_ddl(spec, table, None))
+    stream = _reader(spark.readStream, spec).csv(f"file://{directory}")
+    stream = stream.withColumn("_src", F.input_file_name())
+
+    def insert(batch: Any, batch_id: int) -> None:
+        batch.persist()
+        _rows(batch, spec).write.insertInto(table)
+        names = sorted({r[0].rsplit("/", 1)[-1] for r in batch.select("_src").distinct().collect()})
+        print(
+            json.dumps(
+                {"batch": batch_id, "at": time.time(), "files": names, "rows": batch.count()}
+            ),
+            flush=True,
+        )
+        batch.unpersist()
+
+    query = (
+        stream.writeStream.foreachBatch(insert)
+        .option("checkpointLocation", f"{a.fs_url}{root}/checkpoints/live")
+        .start()
+    )
+    print(json.dumps({"ready": time.time()}), flush=True)
+    while not os.path.exists(stop_file):
+        if query.awaitTermination(0.5):  # ended by itself: an error, raised here
+            break
+    query.stop()
+    rows = int(spark.table(table).count())
+    spark.stop()
+    return {"rows": rows}
+
+
 def drop(databases: Sequence[str]) -> dict[str, Any]:
     """Drop the peers' databases with their tables (the files: the caller deletes the roots)."""
     from ferry.settings import get_settings
@@ -283,6 +335,10 @@ def main(argv: list[str]) -> int:
     kind, database, *rest = argv
     if kind == "drop":
         print(json.dumps(drop([database, *rest])))
+        return 0
+    if kind == "live":
+        root, directory, stop_file = rest
+        print(json.dumps(live(database, root, directory, stop_file)))
         return 0
     root, *pairs = rest
     dirs = dict(p.split("=", 1) for p in pairs)
