@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 import random
 import threading
 import time
@@ -29,6 +30,9 @@ from ferry_kit.testing.slices import SliceFile
 
 #: Rows per slice: flights' and weather's (a day of weather at one airport is 24 rows).
 ROWS = {"flights": 60, "weather": 24}
+#: The draw of a drop's dataset (two flights to one weather) and each dataset's share of it.
+DRAW = ("flights", "flights", "weather")
+SHARE = {d: DRAW.count(d) / len(DRAW) for d in ROWS}
 
 
 @dataclass(frozen=True)
@@ -71,17 +75,22 @@ class Workload:
         self.error: BaseException | None = None
 
     def prepare(self, files: int) -> None:
-        """Cut enough slices of each dataset for ``files`` drops (before the clock starts)."""
+        """Cut enough slices of each dataset for ``files`` drops (before the clock starts): its
+        share of the drops (:data:`SHARE`) and a fifth more, plus 10; more are cut while the run
+        goes if the draw asks for them (the weather data holds about 1,080 slices of 24 rows:
+        enough for about 3,000 drops, 2.5 hours)."""
         for dataset in ROWS:
-            self._pool[dataset] = self.rig.slices(files, rows=ROWS[dataset], dataset=dataset)
-            self._first[dataset] = files
+            need = math.ceil(files * SHARE[dataset] * 1.2) + 10
+            self._pool[dataset] = self.rig.slices(need, rows=ROWS[dataset], dataset=dataset)
+            self._first[dataset] = need
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=120)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=120)
 
     def _slice(self, dataset: str) -> SliceFile:
         pool = self._pool.setdefault(dataset, [])
@@ -110,7 +119,7 @@ class Workload:
 
     def drop_one(self, n: int) -> Dropped:
         """Drop the ``n``-th file (1-based; its kind by the ``*_every`` counts)."""
-        dataset = self._rnd.choice(("flights", "flights", "weather"))
+        dataset = self._rnd.choice(DRAW)
         s = self._slice(dataset)
         dest = self.rig.nas_dir / s.relative
         how = "rename"
