@@ -3,7 +3,8 @@ UI's REST API (``/api/v1/applications/<id>/stages``), the driver under cProfile 
 included), HDFS calls made through py4j (count and seconds) and Hive client calls
 (``HiveCatalogMetrics``: metastore calls and partitions fetched, driver side).
 
-``--stage transform``: lands ``--files`` flights slices (and, with ``--big PATH``, that file) on
+``--stage transform``: lands ``--files`` flights slices (with ``--days N``: files of 60 rows
+spread over N consecutive days, case C23's shape; and, with ``--big PATH``, that file) on
 B, runs :func:`ferry.stages.transform.job.run_batch` once on a warm-up batch of 8, then on the
 files (and then on the big file alone), staging on cluster A; writes what it staged to
 ``var/bench-profile/staged.json``. ``--stage load`` (a second process: one SparkContext each)
@@ -37,7 +38,7 @@ from ferry.clusters.spark import session_conf
 from ferry.clusters.spark_jobs import HadoopFileSystem
 from ferry.datasets.spec import load_datasets
 from ferry.settings import Settings, get_settings
-from ferry_kit.testing.slices import dataset_slices
+from ferry_kit.testing.slices import SliceFile, dataset_slices
 
 UI_PORT = 14050
 
@@ -138,6 +139,35 @@ def _ms(stamp: str | None) -> float:
     return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f%Z").timestamp() * 1000
 
 
+def spanning(
+    settings: Settings, work: Path, count: int, *, rows: int, days: int, seed: int
+) -> list[SliceFile]:
+    """``count`` flights files of ``rows`` rows taken round-robin from ``days`` consecutive days
+    (a random start day per file; ``seed`` makes them reproducible)."""
+    import random
+
+    import pandas as pd
+
+    from ferry.core.identity import derive_file_id, sha256_file
+    from ferry_kit.demo_data import csv_lines, daily_frames, write_csv
+
+    spec = load_datasets(settings.paths.datasets_dir)["flights"]
+    frames = [frame for _day, frame in daily_frames("flights")]
+    rnd = random.Random(seed)
+    out = []
+    for i in range(count):
+        start = rnd.randrange(len(frames) - days + 1)
+        picked = [
+            frames[start + j % days].iloc[[(i + j // days) % len(frames[start + j % days])]]
+            for j in range(rows)
+        ]
+        path = work / "spanning" / f"flights_span{days}_{seed}_{i:05d}.csv"
+        n = write_csv(path, csv_lines(spec, pd.concat(picked)), spec)
+        fid = derive_file_id("flights", sha256_file(path))
+        out.append(SliceFile(path, f"{spec.nas.subdir}/{path.name}", fid, n))
+    return out
+
+
 def transform(settings: Settings, args: argparse.Namespace, state: Path) -> None:
     from ferry.stages.transform.job import run_batch
 
@@ -146,7 +176,10 @@ def transform(settings: Settings, args: argparse.Namespace, state: Path) -> None
     root = f"/bench/profile-{uuid.uuid4().hex[:8]}"
     hdfs = WebHdfs.for_cluster("b", settings)
     work = Path(tempfile.mkdtemp(prefix="ferry-profile-"))
-    files = dataset_slices(settings, work, args.files + 8, rows=60, first=3000)
+    if args.days > 1:
+        files = spanning(settings, work, args.files + 8, rows=60, days=args.days, seed=3000)
+    else:
+        files = dataset_slices(settings, work, args.files + 8, rows=60, first=3000)
     landed = {}
     for f in files:
         hdfs.upload_stream(f"{root}/landing/{f.relative}", _chunks(f.src))
@@ -158,7 +191,11 @@ def transform(settings: Settings, args: argparse.Namespace, state: Path) -> None
         print(f"\nlanded {big.name} on B in {time.perf_counter() - t0:.1f}s")
     items = list(landed.items())
     staging = f"{a.fs_url}{root}/staging"
-    kw = {"staging_root": staging, "rejects_root": f"{a.fs_url}{root}/rejects"}
+    kw: dict[str, Any] = {
+        "staging_root": staging,
+        "rejects_root": f"{a.fs_url}{root}/rejects",
+        "share": settings.transform.share_files,  # as the service runs it
+    }
     staged: dict[str, dict[str, str]] = {}
     walls: dict[str, float] = {}
     # one Spark application per variant (executor JVM options × --conf), one after the other
@@ -245,6 +282,7 @@ def main() -> int:
     ap.add_argument("--stage", choices=("transform", "load"), required=True)
     ap.add_argument("--files", type=int, default=256)
     ap.add_argument("--big", default="", help="a big flights CSV to profile alone")
+    ap.add_argument("--days", type=int, default=1, help="days each small file's rows span")
     ap.add_argument(
         "--floor", action="store_true", help="then time the plain Spark local[2] floor of --big"
     )
