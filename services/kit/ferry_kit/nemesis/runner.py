@@ -96,30 +96,30 @@ def run(
     injector = Injector(stack, rig, say=say)
     loaded = rig.outcomes.loaded
     workload = Workload(rig, seed, interval_s=interval_s, say=say, loaded=lambda: list(loaded))
-    try:
-        workload.prepare(int(minutes * 60 / interval_s) + 10)
-        result.start = start = time.time()
-        workload.start()
-        todo = list(schedule)
-        while (now := time.time() - start) < minutes * 60:
-            for f in [f for f in todo if f.at_s <= now]:
-                if not injector.holds(f.processes):  # an undo running late holds it still
-                    todo.remove(f)
-                    injector.apply(f)
-            injector.tick()
-            _revive(rig, injector, result)
-            rig.outcomes.poll(0.5)
-            if workload.error is not None:
-                raise workload.error
-        workload.stop()
-        say(f"nemesis: faults over after {time.time() - start:.0f}s; undoing what is in force")
-    finally:
-        workload.stop()
-        left = injector.undo_all()
-        result.faults_end = time.time()
-        if left:
-            say(f"nemesis: NOT UNDONE: {[(a.fault.kind, a.fault.target) for a in left]}")
-    try:
+    try:  # the services are stopped whatever happens below (an error, Ctrl-C)
+        try:
+            workload.prepare(int(minutes * 60 / interval_s) + 10)
+            result.start = start = time.time()
+            workload.start()
+            todo = list(schedule)
+            while (now := time.time() - start) < minutes * 60:
+                for f in [f for f in todo if f.at_s <= now]:
+                    if not injector.holds(f.processes):  # an undo running late holds it still
+                        todo.remove(f)
+                        injector.apply(f)
+                injector.tick()
+                _revive(rig, injector, result)
+                rig.outcomes.poll(0.5)
+                if workload.error is not None:
+                    raise workload.error
+            workload.stop()
+            say(f"nemesis: faults over after {time.time() - start:.0f}s; undoing what is in force")
+        finally:
+            workload.stop()
+            left = injector.undo_all()
+            result.faults_end = time.time()
+            if left:
+                say(f"nemesis: NOT UNDONE: {[(a.fault.kind, a.fault.target) for a in left]}")
         ids = [d.file_id for d in workload.dropped]
         heal_end = time.monotonic() + heal_s
         while not rig.outcomes.settled(ids) and time.monotonic() < heal_end:
