@@ -47,10 +47,10 @@ ps: ## Each supervised service: state, pid, uptime, restarts, health
 status: install ## Each stack component, its address and its health
 	$(FERRY) stack status
 
-nemesis: install ## Faults at random while files arrive, then the exactly-once checker (SEED=… MINUTES=… HEAL=s PLOT=x.png; default a fresh seed, 3 min)
+nemesis: install ## Faults at random while files arrive, then the exactly-once checker (SEED=… MINUTES=… HEAL=s SPARE='comp …' PLOT=x.png; default a fresh seed, 3 min)
 	$(FERRY) stack up
 	$(PY) -m ferry_kit.nemesis $(if $(SEED),--seed $(SEED)) --minutes $(or $(MINUTES),3) \
-	  $(if $(HEAL),--heal $(HEAL)) $(if $(PLOT),--plot $(PLOT))
+	  $(if $(HEAL),--heal $(HEAL)) $(if $(PLOT),--plot $(PLOT)) $(foreach c,$(SPARE),--spare $(c))
 
 beeline: install ## Hive's beeline shell on the stack's HiveServer2 (JDBC); needs the stack up
 	$(FERRY) sql

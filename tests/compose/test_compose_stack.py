@@ -300,19 +300,22 @@ def test_scaled_transform_and_transfer_with_one_replica_killed(compose, capsys) 
 NEMESIS_SEED = int(os.environ.get("FERRY_NEMESIS_SEED") or 4711)
 NEMESIS_MINUTES = float(os.environ.get("FERRY_NEMESIS_MINUTES") or 2)
 #: (kind, target) deck: ``partition`` disconnects a container from a cluster's network (transfer
-#: from one side of the cross-cluster hop, the broker from one cluster, load or A's DataNode from
-#: cluster A); ``silent`` drops transfer's packets to A's NameNode and DataNode (iptables DROP: a
-#: link that goes quiet, no reset); ``stop`` is ``docker pause``; ``kill`` is ``docker kill``, then
-#: ``docker compose up`` of the service again after the fault's length.
+#: from one side of the cross-cluster hop, the broker from one cluster), then connects it again
+#: with its alias (Docker may give it another address: transfer is a client only, and everyone
+#: reaches the broker by its name); ``silent`` drops transfer's packets to A's NameNode and
+#: DataNode (iptables DROP: a link that goes quiet, no reset); ``stop`` is ``docker pause``;
+#: ``kill`` is ``docker kill``, then ``docker compose up --no-deps`` of the service after the
+#: fault's length. Not drawn: a partition of a container on one network only (load, a DataNode):
+#: Docker gives the container a new address when it reconnects, which a real partition does not
+#: (load's Spark driver advertises the address it started with).
 COMPOSE_DECK: tuple[tuple[str, str], ...] = (
     ("partition", "transfer/cluster-a"),
     ("partition", "transfer/cluster-b"),
     ("partition", "kafka/cluster-a"),
     ("partition", "kafka/cluster-b"),
-    ("partition", "load/cluster-a"),
-    ("partition", "datanode-a/cluster-a"),
     ("silent", "transfer"),
     ("stop", "namenode-a"),
+    ("stop", "datanode-a"),
     ("stop", "datanode-b"),
     ("stop", "hive-metastore"),
     ("kill", "transfer"),
@@ -340,12 +343,16 @@ class ComposeFaults:
             return lambda: _run_zero("docker", "unpause", cid)
         if kind == "kill":
             sh("docker", "kill", container(target))
-            return lambda: _run_zero(*COMPOSE, "up", "-d", "--no-recreate", target, timeout=300)
+            up = [*COMPOSE, "up", "-d", "--no-recreate", "--no-deps", target]
+            return lambda: _run_zero(*up, timeout=300)
         raise ValueError(f"unknown compose fault kind {kind!r}")
 
 
 def _reconnect(net: str, service: str, cid: str) -> int:
-    sh("docker", "network", "connect", "--alias", service, net, cid)
+    """Connect ``cid`` to ``net`` again with its alias, unless it is connected already."""
+    nets = json.loads(sh("docker", "inspect", "-f", "{{json .NetworkSettings.Networks}}", cid))
+    if net not in nets:
+        sh("docker", "network", "connect", "--alias", service, net, cid)
     return 0
 
 
@@ -385,8 +392,13 @@ def test_seeded_partitions_and_pauses_while_files_keep_arriving(compose, capsys)
                 next_drop = time.time() + 15
             time.sleep(0.5)  # the schedule's clock: its next fault or drop is due within 0.5 s
     finally:
-        for _, _, undo in in_force:
-            undo()
+        errors = []
+        for _, _, undo in in_force:  # each one, whatever an earlier one raised
+            try:
+                undo()
+            except (AssertionError, subprocess.SubprocessError) as exc:
+                errors.append(str(exc)[:300])
+        assert not errors, f"faults not undone: {errors}"
     lifted = time.time()
     assert sum(kinds.values()) == len(schedule), (kinds, schedule)
     head = f"compose nemesis seed {NEMESIS_SEED}: faults {dict(sorted(kinds.items()))};"

@@ -97,7 +97,7 @@ def test_both_masters_at_once_holds_each_master() -> None:
     assert max_in_force([both, Fault(2.0, "stop", "load", 2.0), Fault(7.0, "stop", "load", 2)]) == 2
 
 
-def test_a_safe_mode_or_a_full_disk_is_never_in_force_with_a_kill_or_pause_of_its_node() -> None:
+def test_a_safe_mode_or_a_full_disk_is_never_in_force_with_a_fault_of_its_clusters_nodes() -> None:
     seen = 0
     for seed in range(40):
         faults = make_schedule(seed, 1200)
@@ -105,8 +105,23 @@ def test_a_safe_mode_or_a_full_disk_is_never_in_force_with_a_kill_or_pause_of_it
             if a.kind not in ("safe-mode", "disk-full"):
                 continue
             seen += 1
-            assert a.target in COMPONENTS
+            cluster = a.target.split("-")[1]
+            nodes = {f"hdfs-{cluster}-namenode", f"hdfs-{cluster}-datanode"}
+            assert a.processes == nodes
             for b in faults:
-                if b.kind in ("kill", "stop") and b.at_s < a.end_s and a.at_s < b.end_s:
-                    assert b.target != a.target, (seed, a, b)
+                if b is not a and b.at_s < a.end_s and a.at_s < b.end_s:
+                    assert not (b.processes & nodes), (seed, a, b)
     assert seen > 40
+
+
+def test_a_compose_target_holds_its_container() -> None:
+    assert Fault(1.0, "partition", "transfer/cluster-a", 5.0).processes == {"transfer"}
+    assert Fault(1.0, "kill", "transfer", 5.0).processes == {"transfer"}
+    deck = [("partition", "transfer/cluster-a"), ("kill", "transfer"), ("stop", "namenode-a")]
+    for seed in range(30):
+        faults = make_schedule(seed, 600, pairs=deck)
+        assert {f.kind for f in faults} == {"partition", "kill", "stop"}
+        for i, a in enumerate(faults):
+            for b in faults[i + 1 :]:
+                if a.at_s < b.end_s and b.at_s < a.end_s:
+                    assert a.processes != b.processes, (seed, a, b)

@@ -14,7 +14,13 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from ferry_kit.nemesis.schedule import COMPONENTS, fresh_seed, make_schedule, max_in_force
+from ferry_kit.nemesis.schedule import (
+    COMPONENTS,
+    Fault,
+    fresh_seed,
+    make_schedule,
+    max_in_force,
+)
 
 app = typer.Typer(add_completion=False)
 _PLOT_OPTION = typer.Option(None, "--plot", help="Write the timeline plot (PNG) here.")
@@ -38,11 +44,13 @@ def main(
     unknown = sorted(set(spare) - set(COMPONENTS))
     if unknown:
         raise typer.BadParameter(f"not stack components: {unknown}; known: {list(COMPONENTS)}")
-    components = [c for c in COMPONENTS if c not in spare]
+    # a combined target (both masters) goes too when it holds a spared component
+    components = [c for c in COMPONENTS if not Fault(0, "kill", c, 1).processes & set(spare)]
+    print_seed = f"nemesis seed {seed}" + (f", sparing {sorted(spare)}" if spare else "")
     if dry_run:
         schedule = make_schedule(seed, minutes * 60, components=components)
         console.print(
-            f"nemesis seed {seed}: {len(schedule)} faults, at most {max_in_force(schedule)} at once"
+            f"{print_seed}: {len(schedule)} faults, at most {max_in_force(schedule)} at once"
         )
         for f in schedule:
             console.print(f"  {f.describe()}")

@@ -11,8 +11,8 @@ in :attr:`Injector.strangers` for the checker. An undo that fails (a
 quota cannot be cleared while its NameNode is paused; a component does not come back healthy
 within ``restart_deadline_s``) stays pending and is tried again on the next :meth:`Injector.tick`
 (undos run in threads, so a slow restart does not delay the schedule);
-:meth:`Injector.undo_all` undoes whatever is in force (processes first, then proxies, then
-quotas), retrying each within ``undo_deadline_s`` — the runner calls it in a ``finally``.
+:meth:`Injector.undo_all` undoes whatever is in force (each in its own thread, at once),
+retrying each until its deadline — the runner calls it in a ``finally``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ferry_kit.nemesis.schedule import COMPONENTS, LINK_KINDS, SERVICES, ZONES, Fault
+from ferry_kit.nemesis.schedule import (
+    COMPONENTS,
+    LINK_KINDS,
+    PROCESS_KINDS,
+    SERVICES,
+    ZONES,
+    Fault,
+)
 from ferry_kit.settings import KitSettings
 from ferry_kit.stack.base import Layout
 from ferry_kit.stack.manager import Stack
@@ -162,18 +169,40 @@ class Injector:
 
     # -- applying --------------------------------------------------------------------------
     def holds(self, processes: frozenset[str]) -> bool:
-        """Whether a fault in force (its undo not finished) holds one of ``processes``: the
-        schedule never overlaps two faults on one process, but an undo may finish late."""
-        return any(a.fault.processes & processes for a in self.pending)
+        """Whether a fault in force (its undo not finished), or a revival under way, holds one of
+        ``processes``: the schedule never overlaps two faults on one process, but an undo may
+        finish late."""
+        reviving = {n for n, t in self._reviving.items() if t.is_alive()}
+        return bool(reviving & processes) or any(
+            a.fault.processes & processes for a in self.pending
+        )
+
+    def may_start(self, fault: Fault) -> bool:
+        """Whether ``fault`` may be applied now: nothing holds its processes and, for a fault
+        whose apply restarts a component (``disk-full``), nothing holds what that component
+        requires (``Stack.up`` would start a killed NameNode early, or wait on a paused one)."""
+        wanted = set(fault.processes)
+        if fault.kind == "disk-full":
+            wanted |= self._requirements(fault.target)
+        return not self.holds(frozenset(wanted))
+
+    def _requirements(self, name: str) -> set[str]:
+        """The stack components ``name`` requires (transitively), not itself."""
+        return {c.name for c in Stack(self.stack).select([name])} - {name}
 
     def apply(self, fault: Fault) -> bool:
         """Apply ``fault``; False (and the reason kept in :attr:`skipped`) when it could not be
-        applied (its process not running, a NameNode that did not answer dfsadmin)."""
+        applied (its process not running, a NameNode that did not answer dfsadmin). A fault of
+        a link, a zone or a node that failed part-way (a dfsadmin call that timed out may still
+        have been carried out; a DataNode restarted full whose NameNode did not report it) is
+        undone at once, in a thread, so nothing is left in force."""
         try:
             self._apply(fault)
         except Exception as exc:  # noqa: BLE001 - a fault that cannot start is reported, not fatal
             self.skipped.append((fault, str(exc)[:200]))
             self.say(f"nemesis: skipped {fault.kind} {fault.target}: {str(exc)[:200]}")
+            if fault.kind not in (*PROCESS_KINDS, "strangers"):
+                threading.Thread(target=self._undo_quietly, args=(fault,), daemon=True).start()
             return False
         self.pending.append(Applied(fault, time.time()))
         self.say(f"nemesis: {fault.kind} {fault.target} for {fault.length_s:.1f}s")
@@ -219,6 +248,18 @@ class Injector:
 
     def _names(self, f: Fault) -> list[str]:
         return sorted(f.processes)
+
+    def _require_free(self, name: str, f: Fault) -> None:
+        """Raise (the undo is tried again on the next tick) while another fault in force holds a
+        component ``name`` requires: starting ``name`` would start a killed one early.
+
+        Raises:
+            RuntimeError: naming the held requirements.
+        """
+        others = {n for a in self.pending if a.fault != f for n in a.fault.processes}
+        held = self._requirements(name) & others
+        if held:
+            raise RuntimeError(f"{name} waits: {sorted(held)} held by another fault")
 
     def _restart(self, name: str, *args: str) -> None:
         """SIGKILL stack component ``name`` and start it again with ``args`` added to its
@@ -382,6 +423,17 @@ class Injector:
         a.worker = threading.Thread(target=self._undo_in_thread, args=(a,), daemon=True)
         a.worker.start()
 
+    def _undo_quietly(self, f: Fault, attempts: int = 5) -> None:
+        """Undo a fault that failed part-way (every undo is idempotent), trying again 10 s apart;
+        says so when it never succeeded."""
+        for _ in range(attempts):
+            try:
+                self._undo(f)
+                return
+            except Exception:  # noqa: BLE001 - tried again, then reported
+                time.sleep(10)  # the NameNode or DataNode coming back: a bounded wait
+        self.say(f"nemesis: could not undo the part-applied {f.kind} {f.target}")
+
     def _undo_in_thread(self, a: Applied) -> None:
         try:
             self._undo(a.fault)
@@ -399,6 +451,7 @@ class Injector:
                 if name in SERVICES:
                     self.rig.group.start(name)
                 else:
+                    self._require_free(name, f)
                     Stack(self.stack).up(self.restart_deadline_s, components=[name])
         elif f.kind in LINK_KINDS:
             self._proxy(f.target).pass_through()
@@ -409,6 +462,7 @@ class Injector:
         elif f.kind == "safe-mode":
             dfsadmin(self.stack, _cluster_of(f.target), "-safemode", "leave")
         elif f.kind == "disk-full":
+            self._require_free(f.target, f)
             self._restart(f.target)
             self._wait_remaining(_cluster_of(f.target), full=False)
 

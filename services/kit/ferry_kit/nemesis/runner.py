@@ -83,7 +83,9 @@ def run(
     Raises:
         AssertionError, FerryError: the rig could not start (see FaultRig).
     """
-    say(f"nemesis seed {seed} ({minutes:g} min of faults; repeat with SEED={seed})")
+    spared = sorted(set(COMPONENTS) - set(components))
+    again = f"SEED={seed}" + (f" SPARE='{' '.join(spared)}'" if spared else "")
+    say(f"nemesis seed {seed} ({minutes:g} min of faults; repeat with make nemesis {again})")
     schedule = make_schedule(seed, minutes * 60, components=components)
     result = Run(seed, schedule)
     for f in schedule:
@@ -96,15 +98,15 @@ def run(
     injector = Injector(stack, rig, say=say)
     loaded = rig.outcomes.loaded
     workload = Workload(rig, seed, interval_s=interval_s, say=say, loaded=lambda: list(loaded))
+    todo = list(schedule)
     try:  # the services are stopped whatever happens below (an error, Ctrl-C)
         try:
             workload.prepare(int(minutes * 60 / interval_s) + 10)
             result.start = start = time.time()
             workload.start()
-            todo = list(schedule)
             while (now := time.time() - start) < minutes * 60:
                 for f in [f for f in todo if f.at_s <= now]:
-                    if not injector.holds(f.processes):  # an undo running late holds it still
+                    if injector.may_start(f):  # an undo running late may hold it still
                         todo.remove(f)
                         injector.apply(f)
                 injector.tick()
@@ -120,12 +122,18 @@ def run(
             result.faults_end = time.time()
             if left:
                 say(f"nemesis: NOT UNDONE: {[(a.fault.kind, a.fault.target) for a in left]}")
+        if todo:
+            say(f"nemesis: {len(todo)} fault(s) never applied (their process was held to the end)")
         ids = [d.file_id for d in workload.dropped]
         heal_end = time.monotonic() + heal_s
-        while not rig.outcomes.settled(ids) and time.monotonic() < heal_end:
+
+        def healed() -> bool:  # every file settled, every stranger's record set aside
+            return rig.outcomes.settled(ids) and set(injector.strangers) <= rig.outcomes.set_aside
+
+        while not healed() and time.monotonic() < heal_end:
             _revive(rig, injector, result)
             rig.outcomes.poll(1.0)
-        if not rig.outcomes.settled(ids):
+        if not healed():
             say(f"nemesis: not healed within {heal_s:.0f}s: {rig.outcomes.unsettled(ids)}")
         result.verdict = _verdict(rig, workload, injector, result)
     finally:
@@ -141,8 +149,9 @@ def run(
 
 
 def _verdict(rig: FaultRig, workload: Workload, injector: Injector, result: Run) -> Verdict:
-    """The checker's verdict; the tracker may lag its topics a little after the heal, so a
-    verdict whose only findings are the tracker's is taken again (for at most 60 s)."""
+    """The checker's verdict; the tracker may lag its topics a little after the heal (and a
+    stage its strangers' records), so a verdict whose only findings are the tracker's or
+    strangers' records not set aside is taken again (for at most 60 s)."""
     last = max((a.undone_at or 0.0 for a in injector.done), default=None)
     replayed = [fid for fid, _, _ in workload.replayed]
     end = time.monotonic() + 60
@@ -150,7 +159,7 @@ def _verdict(rig: FaultRig, workload: Workload, injector: Injector, result: Run)
         v = check(
             rig.settings, workload.dropped, rig.outcomes, replayed, last or None, injector.strangers
         )
-        trackers_only = v.tracker_disagrees and not (
+        trackers_only = (v.tracker_disagrees or v.strangers_not_set_aside) and not (
             v.lost or v.duplicated or v.wrong_rows or v.wrongly_quarantined
         )
         if not trackers_only or time.monotonic() > end:

@@ -120,10 +120,19 @@ class Fault:
 
     @property
     def processes(self) -> frozenset[str]:
-        """What the fault holds: the processes (or proxy, or zone) no other fault may hold."""
+        """What the fault holds: the processes (or proxy, or zone) no other fault may hold.
+
+        ``spark-masters`` holds both masters; safe mode and a full disk hold their cluster's
+        NameNode and DataNode both (a DataNode restarts only once its NameNode is healthy and
+        out of safe mode, so neither may be paused, killed or in safe mode meanwhile); a compose
+        target ``<container>/<network>`` holds the container (a partition of a killed container
+        cannot be applied)."""
         if self.target == "spark-masters":
             return frozenset({"spark-master-1", "spark-master-2"})
-        return frozenset({self.target})
+        if self.kind in NODE_KINDS:
+            cluster = self.target.split("-")[1]
+            return frozenset({f"hdfs-{cluster}-namenode", f"hdfs-{cluster}-datanode"})
+        return frozenset({self.target.split("/")[0]})
 
     def describe(self) -> str:
         return f"{self.at_s:7.1f}s  {self.kind:<10} {self.target:<18} {self.length_s:5.1f}s"
