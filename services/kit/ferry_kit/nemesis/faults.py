@@ -150,6 +150,7 @@ class Applied:
     undone_at: float | None = None
     worker: threading.Thread | None = None  #: the undo under way, or the last one
     error: str | None = None  #: why the last undo failed
+    said: str | None = None  #: the last failure reported (the same one is not said again)
 
 
 @dataclass
@@ -416,9 +417,11 @@ class Injector:
                 self.pending.remove(a)
                 self.done.append(a)
                 return
-            self.say(
-                f"nemesis: undo of {a.fault.kind} {a.fault.target} failed, retrying: {a.error}"
-            )
+            if a.error != a.said:  # a restart waiting on a paused NameNode fails every tick
+                self.say(
+                    f"nemesis: undo of {a.fault.kind} {a.fault.target} failed, retrying: {a.error}"
+                )
+                a.said = a.error
         a.error = None
         a.worker = threading.Thread(target=self._undo_in_thread, args=(a,), daemon=True)
         a.worker.start()
