@@ -62,7 +62,7 @@ def test_a_seeded_nemesis_loses_nothing_and_loads_each_file_exactly_once(
         "bad not quarantined": v.bad_not_quarantined,
         "tracker disagrees": v.tracker_disagrees,
         "strangers not set aside": v.strangers_not_set_aside,
-        "exits no fault explains": dict(v.unexplained_exits),
+        "services' exits no fault explains": v.services_exits,
     } == {
         "lost": [],
         "duplicated": [],
@@ -71,7 +71,7 @@ def test_a_seeded_nemesis_loses_nothing_and_loads_each_file_exactly_once(
         "bad not quarantined": [],
         "tracker disagrees": [],
         "strangers not set aside": [],
-        "exits no fault explains": {},
+        "services' exits no fault explains": {},
     }
     assert v.strangers == 4  # one strangers' fault: four records, each set aside
     assert v.rows_in_hive == v.rows_expected

@@ -30,7 +30,9 @@ def _rig(codes: dict[str, int | None]) -> Any:
 
 
 def _injector(pending: list[Applied], done: list[Applied], exited: list[str]) -> Any:
-    return SimpleNamespace(pending=pending, done=done, revive_components=lambda: list(exited))
+    return SimpleNamespace(
+        pending=pending, done=done, revive_components=lambda: list(exited), say=lambda _m: None
+    )
 
 
 def test_a_service_exit_counts_unless_a_kill_holds_it_and_each_is_restarted() -> None:
@@ -93,3 +95,14 @@ def test_a_restart_waits_while_another_fault_holds_what_the_component_requires()
         inj._require_free("hive-metastore", metastore)
     inj.pending.remove(datanode)
     inj._require_free("hive-metastore", metastore)  # nothing held: it may start
+
+
+def test_only_a_services_unexplained_exit_fails_the_run() -> None:
+    from collections import Counter
+
+    from ferry_kit.nemesis.checker import Verdict
+
+    v = Verdict(unexplained_exits=Counter({"spark-master-1": 3}))
+    assert v.ok and v.services_exits == {}
+    v.unexplained_exits["tracker"] += 1
+    assert not v.ok and v.services_exits == {"tracker": 1}

@@ -178,8 +178,9 @@ def _revive(rig: FaultRig, injector: Injector, result: Run) -> None:
     session exits when it resumes, by design)."""
     held = {n for a in injector.pending if a.fault.kind == "kill" for n in a.fault.processes}
     for name, proc in list(rig.group.procs.items()):
-        if name not in held and proc.poll() is not None:
+        if name not in held and (code := proc.poll()) is not None:
             result.unexplained_exits[name] += 1
+            injector.say(f"nemesis: service {name} exited ({code}) with no fault holding it")
             rig.group.start(name)
     if time.monotonic() >= result.next_stack_check:  # a pid file and /proc read per component
         result.next_stack_check = time.monotonic() + 5.0
