@@ -29,7 +29,7 @@ $(PIP_STAMP): pyproject.toml services/kit/pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]' -e services/kit
 	touch $@
 
-$(JARS_STAMP): deploy/local/pom.xml deploy/local/kafka/pom.xml deploy/local/hdfs/pom.xml
+$(JARS_STAMP): deploy/local/pom.xml deploy/local/kafka/pom.xml deploy/local/hdfs/pom.xml deploy/local/yarn/pom.xml
 	mvn -q -B -f deploy/local/pom.xml -Dferry.jars.dir=$(CURDIR)/var/jars package
 	touch $@
 
