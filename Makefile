@@ -15,7 +15,7 @@ APT_LOCK   := $(CURDIR)/var/.apt.lock
 APT_GET    := mkdir -p var && $$( [ "$$(id -u)" = 0 ] || echo sudo ) flock $(APT_LOCK) apt-get
 
 .PHONY: help install up down ps status demo test test-unit test-integration test-e2e test-compose \
-        test-shared test-ha test-secure kerberos-tools kerberos-wheels lint nemesis bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
+        test-shared test-ha test-yarn test-secure kerberos-tools kerberos-wheels lint nemesis bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
         beeline compose-up compose-down compose-test compose-engine compose-context compose-build \
         compose-secrets compose-kerberos-up compose-kerberos-down \
         clean browser
@@ -173,6 +173,12 @@ test-ha: install ## HA tier: cluster A as an HA nameservice (profile ha), NameNo
 	@# Hive metastore (table locations on hdfs://127.0.0.1:28020) never mix with the HA cluster's.
 	mkdir -p var/ha-stack && ln -sfn ../jars var/ha-stack/jars
 	FERRY_PROFILE=ha FERRY_VAR_DIR=$(CURDIR)/var/ha-stack $(PYTEST) -s --durations=5 tests/ha
+
+test-yarn: install ## YARN tier: transform and load on each cluster's own YARN (profile yarn), a ResourceManager failover mid-load
+	@# Its own stack state (var/yarn-stack, sharing var/jars) and ports: it runs beside the other
+	@# tiers' stacks. Not part of `make test` yet.
+	mkdir -p var/yarn-stack && ln -sfn ../jars var/yarn-stack/jars
+	FERRY_PROFILE=yarn FERRY_VAR_DIR=$(CURDIR)/var/yarn-stack $(PYTEST) -s --durations=5 tests/yarn
 
 lint: install ## ruff, mypy, the Avro schema evolution check and the dataset definitions check
 	$(VENV)/bin/ruff check services tests bench

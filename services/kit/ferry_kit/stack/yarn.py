@@ -75,6 +75,19 @@ def active_rm(yarn: StackYarn) -> StackResourceManager | None:
     return next((rm for rm in yarn.resourcemanagers if rm_state(rm) == "ACTIVE"), None)
 
 
+def running_apps(rm: StackResourceManager) -> list[dict[str, Any]]:
+    """The RUNNING applications ``rm`` knows (``GET /ws/v1/cluster/apps?states=RUNNING``: each
+    with ``id``, ``name``, ``queue``, ``allocatedMB`` …); ask the active RM.
+
+    Raises:
+        health.Unhealthy: no answer.
+    """
+    apps = health._get_json(  # noqa: SLF001 - the stack's one JSON getter, with its timeout
+        f"{rm.web_url}/ws/v1/cluster/apps?states=RUNNING"
+    ).get("apps") or {}
+    return list(apps.get("app") or [])
+
+
 def _rm_check(yarn: StackYarn, rm: StackResourceManager) -> str:
     info = rm_info(rm)
     state = str(info.get("haState", ""))
@@ -226,6 +239,7 @@ __all__ = [
     "rm_addresses_ports",
     "rm_info",
     "rm_state",
+    "running_apps",
     "write_daemon_conf",
     "yarn_components",
 ]
