@@ -19,7 +19,7 @@ from ferry.settings import Settings
 @pytest.fixture(scope="module")
 def yarn_stack(stack: Settings) -> Settings:
     """The running stack's settings; fails at once when the stack runs no YARN."""
-    assert getattr(stack, "yarn", None), "tests/yarn needs FERRY_PROFILE=yarn (run `make test-yarn`)"
+    assert getattr(stack, "yarn", None), "tests/yarn needs FERRY_PROFILE=yarn (make test-yarn)"
     return stack
 
 

@@ -94,7 +94,9 @@ def conf_env(settings: Settings, cluster: str) -> dict[str, str]:
     return {"HADOOP_CONF_DIR": d, "YARN_CONF_DIR": d}
 
 
-def session_conf(settings: Settings, cluster: str, archive_version: str | None = None) -> dict[str, str]:
+def session_conf(
+    settings: Settings, cluster: str, archive_version: str | None = None
+) -> dict[str, str]:
     """The Spark keys that put a Ferry application on ``cluster``'s YARN, client mode (Spark's
     "Running Spark on YARN"): executors sized by ``spark.executor_cores`` and
     ``spark.executor_memory_mb``, ``app_cores_max / executor_cores`` of them (at least one), no

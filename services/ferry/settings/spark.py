@@ -136,7 +136,7 @@ class SparkSettings(Frozen):
             "named is ``standalone`` (``master_url``). ``yarn`` runs the session in client mode "
             "on that cluster's ResourceManager, read from ``yarn-site.xml`` in the cluster's "
             "``hadoop_conf_dir`` (required then). Env: "
-            "``FERRY_SPARK__CLUSTER_MANAGERS='{\"a\": \"yarn\", \"b\": \"yarn\"}'``."
+            '``FERRY_SPARK__CLUSTER_MANAGERS=\'{"a": "yarn", "b": "yarn"}\'``.'
         ),
     )
     yarn: YarnSettings = Field(

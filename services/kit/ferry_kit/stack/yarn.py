@@ -82,9 +82,12 @@ def running_apps(rm: StackResourceManager) -> list[dict[str, Any]]:
     Raises:
         health.Unhealthy: no answer.
     """
-    apps = health._get_json(  # noqa: SLF001 - the stack's one JSON getter, with its timeout
-        f"{rm.web_url}/ws/v1/cluster/apps?states=RUNNING"
-    ).get("apps") or {}
+    apps = (
+        health._get_json(  # noqa: SLF001 - the stack's one JSON getter, with its timeout
+            f"{rm.web_url}/ws/v1/cluster/apps?states=RUNNING"
+        ).get("apps")
+        or {}
+    )
     return list(apps.get("app") or [])
 
 
@@ -170,7 +173,9 @@ def yarn_components(settings: KitSettings, lay: Layout) -> list[Component]:
             name = f"yarn-{cluster}-{rm.id}"
             site = resourcemanager_site(settings, cluster, rm)
 
-            def prepare(name: str = name, site: dict[str, str] = site) -> None:
+            def prepare(
+                name: str = name, site: dict[str, str] = site, cluster: str = cluster
+            ) -> None:
                 check_jars(lay)
                 write_daemon_conf(settings, lay, cluster, name, site)
 
@@ -196,7 +201,12 @@ def yarn_components(settings: KitSettings, lay: Layout) -> list[Component]:
         data = lay.data / name
         nm_site = nodemanager_site(settings, cluster, data)
 
-        def prepare_nm(name: str = name, site: dict[str, str] = nm_site, data: Path = data) -> None:
+        def prepare_nm(
+            name: str = name,
+            site: dict[str, str] = nm_site,
+            data: Path = data,
+            cluster: str = cluster,
+        ) -> None:
             check_jars(lay)
             for sub in ("local", "logs"):
                 (data / sub).mkdir(parents=True, exist_ok=True)
