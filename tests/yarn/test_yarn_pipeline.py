@@ -13,6 +13,7 @@ asserted).
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -33,6 +34,9 @@ ROWS = 20  #: rows per file
 SETTLE_S = 600  #: deadline for a test's files to settle (2 shared cores: be generous)
 
 _first_slice = iter(range(0, 100_000, 100))
+
+#: the load service's line at the start of each Spark job (ferry.stages.load.handlers)
+LOAD_JOB_STARTED = re.compile(r"load: Spark job for \d+ \w+ file\(s\) starting")
 
 
 @pytest.fixture(scope="module")
@@ -87,15 +91,19 @@ def test_2_kill9_active_resourcemanager_of_a_mid_load(
     rig: FaultRig, yarn_stack: KitSettings
 ) -> None:
     """SIGKILL of cluster A's ACTIVE ResourceManager while the load service runs a batch (the
-    first file of the drop has reached HDFS A and none is loaded yet): the standby becomes
-    ACTIVE, the batch finishes or is redone, every file is loaded exactly once."""
+    kill follows the load service's log line that starts a Spark job of these files): the
+    standby becomes ACTIVE, the batch finishes or is redone, every file is loaded exactly
+    once, and the load service's YARN application is the same one before and after (the new
+    ACTIVE recovered it from ZooKeeper: work-preserving recovery)."""
     stack = Stack(yarn_stack)
     before = states(yarn_stack)
     assert sorted(before.values()) == ["ACTIVE", "STANDBY"], before
     load_apps_before = {i for i, n in app_names(yarn_stack, "a").items() if n == "ferry-load"}
     files = rig.slices(40, rows=ROWS, first=next(_first_slice))
+    jobs_before = load_jobs_started(rig)
     rig.drop(files)
-    rig.wait_until(lambda: rig.reached(files, "transferred") >= 1, SETTLE_S, "first transfer")
+    # a load job of these files has started (its log line is written just before the job)
+    rig.wait_until(lambda: load_jobs_started(rig) > jobs_before, SETTLE_S, "a load job started")
     loaded_at_kill = rig.reached(files, "loaded")
     old = next(i for i, s in states(yarn_stack).items() if s == "ACTIVE")
     wall, t0 = time.time(), time.monotonic()
@@ -116,6 +124,7 @@ def test_2_kill9_active_resourcemanager_of_a_mid_load(
             **rig.assert_exactly_once(files),
         }
         load_apps_after = {i for i, n in app_names(yarn_stack, "a").items() if n == "ferry-load"}
+        assert load_apps_after, "no ferry-load application RUNNING on A's new ACTIVE RM"
         print(
             f"\nYARN failover, kill -9 of active ResourceManager {old} of cluster A mid-load: "
             f"{figures}; RMs now {states(yarn_stack)}; load's application before "
@@ -123,6 +132,13 @@ def test_2_kill9_active_resourcemanager_of_a_mid_load(
         )
     finally:
         restore(yarn_stack)
+
+
+def load_jobs_started(rig: FaultRig) -> int:
+    """Load jobs started so far: the load service's "Spark job for … starting" log lines."""
+    log = rig.group.log_dir / "load.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return len(LOAD_JOB_STARTED.findall(text))
 
 
 def restore(stack: KitSettings) -> None:
