@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ferry_kit.pipeline import LOCAL_STACK_ENV
 from ferry_kit.settings import KitSettings
+from ferry_kit.stack.client_conf import client_conf_env
 from ferry_kit.supervise.health import Health, group_members, probe
 from ferry_kit.supervise.programs import (
     SCALABLE,
@@ -86,6 +87,11 @@ class Services:
             StackError: supervisord did not start or answer.
         """
         env = ferry_environment({**LOCAL_STACK_ENV, **environ})  # the kit's stack: lineage on
+        if any(self.settings.spark.manager(c) == "yarn" for c in self.settings.clusters):
+            # Spark on YARN finds each ResourceManager in yarn-site.xml of its cluster's client
+            # configuration: the services read the clusters from the directories the stack
+            # wrote, as the test tiers start them (docs/yarn.md)
+            env |= client_conf_env(self.settings, env.get("FERRY_PROFILE", ""))
         text = render_config(self.settings, replicas, env)
         changed = write_config(self.paths.conf, text)
         if not self.supervisor.running():
