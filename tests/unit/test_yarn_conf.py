@@ -24,6 +24,7 @@ from ferry_kit.stack.yarn_conf import (
     nodemanager_site,
     resourcemanager_site,
 )
+from ferry_kit.supervise.control import service_environment
 
 
 def _profile(name: str) -> dict[str, object]:
@@ -327,3 +328,17 @@ def test_stack_yarn_wants_one_or_two_distinct_resourcemanagers() -> None:
     assert StackYarn(resourcemanagers=({"id": "rm1", **rm},), **nm).ha is False  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="distinct ids"):
         StackYarn(resourcemanagers=({"id": "rm1", **rm}, {"id": "rm1", **rm}), **nm)  # type: ignore[arg-type]
+
+
+def test_ferry_up_gives_services_on_yarn_the_clusters_client_configuration() -> None:
+    s = _stack_yarn()
+    env = service_environment(s, {"FERRY_PROFILE": "yarn", "PATH": "/bin"})
+    clients = s.var_dir / "conf" / "clients"
+    assert env["FERRY_CLUSTERS__A__HADOOP_CONF_DIR"] == str(clients / "cluster-a")
+    assert env["FERRY_CLUSTERS__B__HADOOP_CONF_DIR"] == str(clients / "cluster-b")
+    assert env["FERRY_PROFILE"] == "yarn-services"
+    assert "PATH" not in env
+    # the standalone stack's services keep reading the profile, as before
+    plain = service_environment(KitSettings(), {"FERRY_PROFILE": "ha"})
+    assert plain["FERRY_PROFILE"] == "ha"
+    assert not any(k.endswith("HADOOP_CONF_DIR") for k in plain)

@@ -24,6 +24,19 @@ from ferry_kit.supervise.programs import (
 )
 from ferry_kit.supervise.rpc import ProcessInfo, Supervisor
 
+
+def service_environment(settings: KitSettings, environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``FERRY_*`` settings every service gets: the caller's (``environ``) over the kit's
+    stack defaults (lineage on); when a cluster's Spark runs on YARN, also the clusters read from
+    the client configuration directories the stack wrote (:func:`client_conf_env`): Spark finds
+    each ResourceManager in ``yarn-site.xml`` there, as the test tiers start the services
+    (docs/yarn.md)."""
+    env = ferry_environment({**LOCAL_STACK_ENV, **environ})
+    if any(settings.spark.manager(c) == "yarn" for c in settings.clusters):
+        env |= client_conf_env(settings, env.get("FERRY_PROFILE", ""))
+    return env
+
+
 #: States after which supervisord will not start the process again by itself.
 GAVE_UP = ("FATAL", "STOPPED", "EXITED")
 
@@ -86,12 +99,7 @@ class Services:
             ConfigError: a setting supervisord cannot carry.
             StackError: supervisord did not start or answer.
         """
-        env = ferry_environment({**LOCAL_STACK_ENV, **environ})  # the kit's stack: lineage on
-        if any(self.settings.spark.manager(c) == "yarn" for c in self.settings.clusters):
-            # Spark on YARN finds each ResourceManager in yarn-site.xml of its cluster's client
-            # configuration: the services read the clusters from the directories the stack
-            # wrote, as the test tiers start them (docs/yarn.md)
-            env |= client_conf_env(self.settings, env.get("FERRY_PROFILE", ""))
+        env = service_environment(self.settings, environ)
         text = render_config(self.settings, replicas, env)
         changed = write_config(self.paths.conf, text)
         if not self.supervisor.running():
