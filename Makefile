@@ -15,7 +15,7 @@ APT_LOCK   := $(CURDIR)/var/.apt.lock
 APT_GET    := mkdir -p var && $$( [ "$$(id -u)" = 0 ] || echo sudo ) flock $(APT_LOCK) apt-get
 
 .PHONY: help install up down ps status demo test test-unit test-integration test-e2e test-compose \
-        test-shared test-ha test-secure kerberos-tools kerberos-wheels lint nemesis compose-nemesis bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
+        test-shared test-ha test-yarn test-secure kerberos-tools kerberos-wheels lint nemesis compose-nemesis bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
         beeline compose-up compose-down compose-test compose-engine compose-context compose-build \
         compose-secrets compose-kerberos-up compose-kerberos-down \
         clean browser
@@ -29,7 +29,7 @@ $(PIP_STAMP): pyproject.toml services/kit/pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]' -e services/kit
 	touch $@
 
-$(JARS_STAMP): deploy/local/pom.xml deploy/local/kafka/pom.xml deploy/local/hdfs/pom.xml
+$(JARS_STAMP): deploy/local/pom.xml deploy/local/kafka/pom.xml deploy/local/hdfs/pom.xml deploy/local/yarn/pom.xml
 	mvn -q -B -f deploy/local/pom.xml -Dferry.jars.dir=$(CURDIR)/var/jars package
 	touch $@
 
@@ -174,6 +174,12 @@ test-ha: install ## HA tier: cluster A as an HA nameservice (profile ha), NameNo
 	mkdir -p var/ha-stack && ln -sfn ../jars var/ha-stack/jars
 	FERRY_PROFILE=ha FERRY_VAR_DIR=$(CURDIR)/var/ha-stack $(PYTEST) -s --durations=5 tests/ha
 
+test-yarn: install ## YARN tier: transform and load on each cluster's own YARN (profile yarn), a ResourceManager failover mid-load
+	@# Its own stack state (var/yarn-stack, sharing var/jars) and ports: it runs beside the other
+	@# tiers' stacks. Not part of `make test` yet.
+	mkdir -p var/yarn-stack && ln -sfn ../jars var/yarn-stack/jars
+	FERRY_PROFILE=yarn FERRY_VAR_DIR=$(CURDIR)/var/yarn-stack $(PYTEST) -s --durations=5 tests/yarn
+
 lint: install ## ruff, mypy, the Avro schema evolution check and the dataset definitions check
 	$(VENV)/bin/ruff check services tests bench
 	$(VENV)/bin/ruff format --check services tests bench
@@ -216,7 +222,8 @@ compose-context: install $(COMPOSE_CTX)/.wheels $(KRB_WHEELS)/.ferry-built ## Th
 	  ls $(COMPOSE_CTX)/wheels/$$n-*.whl >/dev/null 2>&1 || cp $$w $(COMPOSE_CTX)/wheels/; done
 	rm -rf $(COMPOSE_CTX)/jars $(COMPOSE_CTX)/ca && mkdir -p $(COMPOSE_CTX)/ca
 	cp -rL var/jars $(COMPOSE_CTX)/jars
-	rm -f $(COMPOSE_CTX)/jars/.ferry-installed
+	@# no YARN in the compose deployment (profile yarn is the embedded stack's): 89 MB less
+	rm -rf $(COMPOSE_CTX)/jars/.ferry-installed $(COMPOSE_CTX)/jars/yarn
 	@# Extra CAs (Debian's local CA directory, read by update-ca-certificates): HTTPS from the build.
 	-cp /usr/local/share/ca-certificates/*.crt $(COMPOSE_CTX)/ca/ 2>/dev/null
 

@@ -23,7 +23,6 @@ from ferry_kit.stack.hdfs_ha import namenode_state
 from ferry_kit.stack.health import Unhealthy
 from ferry_kit.stack.manager import Stack
 from ferry_kit.testing.chaos import FaultRig, running_rig
-from ferry_kit.testing.slices import SliceFile
 from ferry_kit.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.stack("all")]
@@ -124,7 +123,7 @@ def run_scenario(
     figures = {
         "fault_to_standby_active_s": None if to_active is None else round(to_active, 1),
         "fault_to_next_loaded_s": _round(rig.first_loaded_after(files, wall)),
-        **_assert_exactly_once(rig, files),
+        **rig.assert_exactly_once(files),
     }
     print(f"\nHA scenario {name}: {figures}; NameNodes now {states(stack)}")
     return figures
@@ -132,21 +131,6 @@ def run_scenario(
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 1)
-
-
-def _assert_exactly_once(rig: FaultRig, files: list[SliceFile]) -> dict[str, int]:
-    assert rig.quarantined(files) == {}
-    out = rig.outcomes
-    lost = sum(f.file_id not in out.loaded for f in files)
-    duplicated = sum(out.loaded_count.get(f.file_id, 0) > 1 for f in files)
-    hive = rig.hive_rows(files)
-    extra_rows = sum(max(0, hive.get(f.file_id, 0) - f.rows) for f in files)
-    assert (lost, duplicated, extra_rows) == (0, 0, 0)
-    assert hive == {f.file_id: f.rows for f in files}
-    for f in files:
-        m = out.loaded[f.file_id].manifest
-        assert (m.rows_in, m.rows_out, m.rows_rejected) == (f.rows, f.rows, 0), f.relative
-    return {"files": len(files), "lost": lost, "duplicated": duplicated}
 
 
 def test_4_graceful_failover_retries_no_file_twice(rig: FaultRig, ha_stack: Settings) -> None:

@@ -1,9 +1,14 @@
 """SparkSession factory: one long-lived session per service process, configured from settings.
 
-A session is expensive (a driver JVM plus executors on the standalone cluster), so a service builds
+A session is expensive (a driver JVM plus executors on the cluster manager), so a service builds
 one at start and keeps it between batches; no JVM starts per file. Clusters are named: the session
 for cluster ``"b"`` has B's NameNode as its default filesystem; the ``"a"`` session with
 ``hive=True`` also talks to the Hive metastore and writes the warehouse on HDFS A.
+
+Each cluster's cluster manager is configuration (``spark.cluster_managers``): the standalone
+master pair (default) or the cluster's own YARN in client mode, whose keys, environment and jars
+archive come from :mod:`ferry.clusters.spark_yarn`. The stages build their sessions the same way
+for both.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from ferry.clusters import spark_kerberos
+from ferry.clusters import spark_kerberos, spark_yarn
 from ferry.settings import Settings
 
 if TYPE_CHECKING:
@@ -36,16 +41,25 @@ def session_conf(
 ) -> dict[str, str]:
     """The Spark configuration of a Ferry application, as a plain dict (tested without a JVM).
 
-    Keys are documented in Spark's "Configuration" and "Spark Standalone Mode" pages; the HDFS
-    client keys in hdfs-default.xml; Hive's in HiveConf.
+    ``master`` (a Spark master URL) replaces the cluster's manager; otherwise a cluster whose
+    ``spark.cluster_managers`` entry is ``yarn`` gets the YARN keys of
+    :func:`ferry.clusters.spark_yarn.session_conf`, any other the standalone ``master_url``.
+
+    Keys are documented in Spark's "Configuration", "Spark Standalone Mode" and "Running Spark on
+    YARN" pages; the HDFS client keys in hdfs-default.xml; Hive's in HiveConf.
+
+    Raises:
+        ConfigError: unknown cluster; YARN with Kerberos (not done yet).
     """
     sp = settings.spark
     cs = settings.cluster(cluster)
+    on_yarn = master is None and sp.manager(cluster) == "yarn"
     conf = {
         "spark.app.name": app_name,
         "spark.master": master or sp.master_url,
         # Share the one worker between transform and load: cap each application's cores.
-        "spark.cores.max": str(sp.app_cores_max),
+        # (YARN sizes an application by its executor count instead: spark_yarn.session_conf.)
+        **({} if on_yarn else {"spark.cores.max": str(sp.app_cores_max)}),
         "spark.executor.cores": str(sp.executor_cores),
         "spark.executor.memory": f"{sp.executor_memory_mb}m",
         "spark.driver.memory": f"{sp.driver_memory_mb}m",
@@ -112,6 +126,8 @@ def session_conf(
             "spark.sql.hive.metastorePartitionPruningFallbackOnException": "true",
             "spark.sql.hive.metastorePartitionPruningFastFallback": "true",
         }
+    if on_yarn:
+        conf |= spark_yarn.session_conf(settings, cluster)
     # Kerberos (docs/security.md): Hadoop's keys, the krb5.conf, the executors' token file
     krb = spark_kerberos.session_conf(settings, cluster, app_name, hive)
     # JVM options (SparkSettings), then the Kerberos one
@@ -135,8 +151,16 @@ def build_session(
 ) -> SparkSession:
     """Create (or return this process's) SparkSession for ``cluster``.
 
+    On YARN (:func:`session_conf` says ``spark.master=yarn``) the driver's environment gets the
+    cluster's ``HADOOP_CONF_DIR``/``YARN_CONF_DIR`` before its JVM starts, and the Spark jars
+    archive is staged on the cluster's HDFS if absent (:func:`ferry.clusters.spark_yarn.
+    ensure_archive`).
+
     Raises:
-        ferry.errors.ConfigError: unknown cluster name.
+        ferry.errors.ConfigError: unknown cluster name; YARN without the cluster's
+            ``yarn-site.xml`` or with Kerberos.
+        ferry.errors.TransientError: YARN: the cluster's HDFS did not answer while the archive
+            was checked or staged.
     """
     import os
 
@@ -145,6 +169,8 @@ def build_session(
     # Without it Spark resolves the hostname and may pick a non-loopback interface for the driver.
     os.environ.setdefault("SPARK_LOCAL_IP", settings.spark.host)
     conf = session_conf(settings, app_name, cluster, hive=hive, master=master)
+    if conf["spark.master"] == "yarn":
+        _yarn_driver(settings, cluster)
     if settings.kerberos.enabled:
         _kerberos_driver(settings, app_name, cluster, conf)
     builder = SparkSession.builder
@@ -153,6 +179,25 @@ def build_session(
     if hive:
         builder = builder.enableHiveSupport()
     return builder.getOrCreate()
+
+
+def _yarn_driver(settings: Settings, cluster: str) -> None:
+    """The driver's side of a YARN session: the cluster's configuration directory in the
+    environment the driver JVM is started with (pyspark starts it with this process's
+    environment), and the jars archive on the cluster's HDFS."""
+    import os
+
+    from ferry.clusters.hdfs.webhdfs import WebHdfs
+
+    os.environ.update(spark_yarn.conf_env(settings, cluster))
+    with WebHdfs.for_cluster(cluster, settings) as hdfs:
+        path, uploaded = spark_yarn.ensure_archive(settings, cluster, hdfs)
+    log.info(
+        "Spark on YARN of cluster %s: jars archive %s (%s)",
+        cluster,
+        path,
+        "uploaded now" if uploaded else "staged before",
+    )
 
 
 def _kerberos_driver(settings: Settings, app_name: str, cluster: str, conf: dict[str, str]) -> None:

@@ -1,9 +1,12 @@
 """The ``spark`` and ``zookeeper`` sections: the Spark standalone cluster (a master pair in
-ZooKeeper recovery mode) and the ZooKeeper it and Ferry's table locks use."""
+ZooKeeper recovery mode) or each cluster's own YARN (``spark.cluster_managers``), and the
+ZooKeeper the masters and Ferry's table locks use."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, field_validator
 
 from ferry.settings.base import Frozen
 
@@ -48,8 +51,61 @@ class ZooKeeperSettings(Frozen):
         return f"{self.host}:{self.port}"
 
 
+#: A cluster's Spark cluster manager: the standalone master pair of ``master_url``, or the
+#: cluster's own YARN (its ResourceManager from ``yarn-site.xml`` in the cluster's
+#: ``hadoop_conf_dir``).
+ClusterManager = Literal["standalone", "yarn"]
+
+
+class YarnSettings(Frozen):
+    """Spark on a cluster's own YARN, client mode (docs/yarn.md). Env:
+    ``FERRY_SPARK__YARN__<FIELD>``. Used for the clusters whose ``spark.cluster_managers`` entry
+    is ``yarn``; executors are sized by the ``spark`` section's ``executor_*`` and
+    ``app_cores_max`` as on the standalone cluster."""
+
+    queue: str = Field(
+        default="default",
+        description="YARN queue of every Ferry application (spark.yarn.queue).",
+    )
+    archive_dir: str = Field(
+        default="/ferry/spark",
+        description=(
+            "HDFS directory, on each YARN cluster's own HDFS, of the Spark jars archive "
+            "(spark.yarn.archive): ``<archive_dir>/spark-<version>-jars.zip``, a zip of the "
+            "installed pyspark's ``jars/``. The first session on a cluster uploads it when it is "
+            "absent; later sessions reuse it (NodeManagers cache it between applications). "
+            "Absolute path."
+        ),
+    )
+    am_memory_mb: int = Field(
+        default=256,
+        ge=128,
+        description=(
+            "Heap of the client-mode application master (spark.yarn.am.memory), MiB: it only "
+            "asks the ResourceManager for executors. YARN adds its overhead (384 MiB at least) "
+            "and rounds the container up to yarn.scheduler.minimum-allocation-mb."
+        ),
+    )
+    max_app_attempts: int = Field(
+        default=2,
+        ge=1,
+        description=(
+            "spark.yarn.maxAppAttempts: how many application masters YARN starts for one "
+            "session before the session fails (the service then builds a new one)."
+        ),
+    )
+
+    @field_validator("archive_dir")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"archive_dir {value!r}: an absolute HDFS path, like /ferry/spark")
+        return value.rstrip("/") or "/"
+
+
 class SparkSettings(Frozen):
-    """Spark standalone cluster (two masters in ZooKeeper recovery mode, one worker)."""
+    """Spark's cluster managers: the standalone cluster (two masters in ZooKeeper recovery mode,
+    one worker), the default for every cluster, or a cluster's own YARN (``cluster_managers``)."""
 
     host: str = Field(default="127.0.0.1", description="Address the masters and worker bind.")
     driver_host_override: str | None = Field(
@@ -65,7 +121,27 @@ class SparkSettings(Frozen):
         default=(17077, 17078), description="RPC ports of master 1 and 2 (``spark://`` URLs)."
     )
     master_url_override: str | None = Field(
-        default=None, description="Any Spark master URL (e.g. yarn, local[2])."
+        default=None,
+        description=(
+            "Any Spark master URL (e.g. local[2]) for the clusters on the standalone manager. "
+            "For YARN set ``cluster_managers`` instead: it also stages the Spark jars and "
+            "points Spark at that cluster's own configuration."
+        ),
+    )
+    cluster_managers: dict[str, ClusterManager] = Field(
+        default_factory=dict,
+        description=(
+            "Cluster name → ``standalone`` or ``yarn``: where the Spark work on that cluster "
+            "runs (transform on ``b``, load and the Hive operations on ``a``). A cluster not "
+            "named is ``standalone`` (``master_url``). ``yarn`` runs the session in client mode "
+            "on that cluster's ResourceManager, read from ``yarn-site.xml`` in the cluster's "
+            "``hadoop_conf_dir`` (required then). Env: "
+            '``FERRY_SPARK__CLUSTER_MANAGERS=\'{"a": "yarn", "b": "yarn"}\'``.'
+        ),
+    )
+    yarn: YarnSettings = Field(
+        default_factory=YarnSettings,
+        description="Spark on YARN: queue, the jars archive, the application master.",
     )
     app_cores_max: int = Field(
         default=4,
@@ -118,6 +194,11 @@ class SparkSettings(Frozen):
     def driver_host(self) -> str:
         """``driver_host_override``, else ``host``."""
         return self.driver_host_override or self.host
+
+    def manager(self, cluster: str) -> ClusterManager:
+        """The cluster manager of cluster ``cluster``: its ``cluster_managers`` entry, else
+        ``standalone``."""
+        return self.cluster_managers.get(cluster, "standalone")
 
     @property
     def master_url(self) -> str:

@@ -225,6 +225,70 @@ class StackKerberos(KerberosSettings):
         return value
 
 
+class StackResourceManager(Frozen):
+    """One YARN ResourceManager of the local stack (profile ``yarn``) and its five ports
+    (yarn-default.xml: ``yarn.resourcemanager.address``, ``.scheduler.address``,
+    ``.resource-tracker.address``, ``.admin.address``, ``.webapp.address``)."""
+
+    id: str = Field(default="rm1", description="RM id (``yarn.resourcemanager.ha.rm-ids``).")
+    host: str = Field(default="127.0.0.1", description="Address the ResourceManager binds.")
+    port: int = Field(description="Client RPC port: applications are submitted here.")
+    scheduler_port: int = Field(description="Scheduler RPC port: application masters ask here.")
+    tracker_port: int = Field(description="Resource tracker RPC port: NodeManagers report here.")
+    admin_port: int = Field(description="Admin RPC port (``yarn rmadmin``).")
+    web_port: int = Field(description="HTTP port: web UI and the REST API (/ws/v1/cluster).")
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{self.host}:{self.web_port}"
+
+
+class StackYarn(Frozen):
+    """The YARN of one cluster on the local stack (profile ``yarn``): one ResourceManager, or an
+    HA pair kept by the stack's ZooKeeper (two ``resourcemanagers``), and one NodeManager.
+    Env: ``FERRY_YARN__<A|B>__<FIELD>``; the profile gives them (``profiles/yarn.yaml``)."""
+
+    resourcemanagers: tuple[StackResourceManager, ...] = Field(
+        description="The ResourceManager(s); two: an HA pair with automatic failover."
+    )
+    nodemanager_port: int = Field(description="NodeManager RPC port (yarn.nodemanager.address).")
+    nodemanager_localizer_port: int = Field(
+        description="NodeManager localizer port (yarn.nodemanager.localizer.address)."
+    )
+    nodemanager_web_port: int = Field(
+        description="NodeManager HTTP port (yarn.nodemanager.webapp.address)."
+    )
+    resourcemanager_heap_mb: int = Field(default=256, description="ResourceManager heap, MiB.")
+    nodemanager_heap_mb: int = Field(default=256, description="NodeManager heap, MiB.")
+    nodemanager_memory_mb: int = Field(
+        default=4096,
+        description=(
+            "Memory the NodeManager offers to containers, MiB (yarn.nodemanager.resource."
+            "memory-mb): an application master (768) and two executors (1024 each) per Ferry "
+            "application. An offer, not a reservation."
+        ),
+    )
+    nodemanager_vcores: int = Field(
+        default=4, description="Virtual cores the NodeManager offers (on a 2-core machine)."
+    )
+    minimum_allocation_mb: int = Field(
+        default=256,
+        description="yarn.scheduler.minimum-allocation-mb: containers are rounded up to it, MiB.",
+    )
+
+    @model_validator(mode="after")
+    def _ids(self) -> StackYarn:
+        ids = [rm.id for rm in self.resourcemanagers]
+        if not 1 <= len(ids) <= 2 or len(set(ids)) != len(ids):
+            raise ValueError(f"one ResourceManager or an HA pair with distinct ids, not {ids}")
+        return self
+
+    @property
+    def ha(self) -> bool:
+        """Two ResourceManagers: an HA pair."""
+        return len(self.resourcemanagers) > 1
+
+
 class SuperviseSettings(Frozen):
     """``ferry up``: Ferry's services under supervisord. Env: ``FERRY_SUPERVISE__<FIELD>``.
 
@@ -298,6 +362,14 @@ class KitSettings(Settings):
     )
     supervise: SuperviseSettings = Field(
         default_factory=SuperviseSettings, description="ferry up: the services under supervisord."
+    )
+    yarn: dict[str, StackYarn] = Field(
+        default_factory=dict,
+        description=(
+            "Cluster name → the YARN the local stack runs for it (profile ``yarn``); none by "
+            "default. Ferry finds it through ``yarn-site.xml`` in the cluster's client "
+            "configuration directory."
+        ),
     )
 
     @model_validator(mode="before")

@@ -87,6 +87,9 @@ def _load_group(
     """
     files = {events[i].file_id: events[i].manifest.uris["incoming"] for i in idx}
     sources = {events[i].file_id: events[i].manifest.source_path for i in idx}
+    # the start of a job: with FileLoaded's "in N s (batch of M)" it dates each batch in the log
+    # (tests/yarn kills a ResourceManager once a job has started)
+    log.info("load: Spark job for %d %s file(s) starting", len(files), spec.name)
     try:
         loaded = deps.load_files(deps.spark(), spec, files, sources=sources)
     except (PermanentError, TransientError) as exc:

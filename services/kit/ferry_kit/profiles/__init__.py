@@ -1,5 +1,6 @@
 """The local stack's settings profiles (``<name>.yaml``, chosen by ``FERRY_PROFILE``): overlays of
-Ferry's settings for the stack's variants (``ha``, ``kerberos``, ``secure-kafka``, ``secure``).
+Ferry's settings for the stack's variants (``ha``, ``kerberos``, ``secure-kafka``, ``secure``,
+``yarn``).
 
 The product finds this directory through the ``ferry.profiles`` entry point group
 (:func:`ferry.settings.sources.profile_dirs`).

@@ -11,7 +11,8 @@ and the Kerberos keys, ``hadoop.rpc.protection`` among them) and ``hdfs-site.xml
 nameservice and its NameNodes' RPC and HTTP addresses, or the one NameNode's; ``dfs.http.policy``
 and the HTTPS addresses of a cluster on HTTPS; client keys). The Hive directory has
 ``hive-site.xml`` (``hive.metastore.uris``, ``hive.metastore.warehouse.dir`` and, on Kerberos,
-the metastore's SASL keys).
+the metastore's SASL keys). A cluster with YARN on the stack (profile ``yarn``) also has
+``yarn-site.xml``: its ResourceManager(s) (:func:`ferry_kit.stack.yarn_conf.client_site`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ferry.clusters.spark_kerberos import metastore_conf
 from ferry.settings.client_conf import write_site_xml
 from ferry_kit.settings import KitSettings, StackCluster, StackKerberos, StackNameNode
 from ferry_kit.stack.hdfs_tls import server_keys
+from ferry_kit.stack.yarn_conf import client_site
 
 #: Hadoop client keys every local cluster's clients get: one DataNode (never look for a
 #: replacement in the write pipeline; one replica).
@@ -81,6 +83,13 @@ def cluster_files(
     return {"core-site.xml": core, "hdfs-site.xml": hdfs}
 
 
+def yarn_files(settings: KitSettings, cluster: str) -> dict[str, dict[str, str]]:
+    """``{"yarn-site.xml": {…}}`` of ``cluster`` when the stack runs a YARN for it, else ``{}``."""
+    if cluster not in settings.yarn:
+        return {}
+    return {"yarn-site.xml": client_site(settings.yarn[cluster], cluster)}
+
+
 def hive_files(settings: KitSettings) -> dict[str, dict[str, str]]:
     """``{"hive-site.xml": {…}}`` of the stack's metastore."""
     ms = settings.metastore
@@ -102,7 +111,7 @@ def write_own_client_conf(settings: KitSettings, component: str) -> Path | None:
     if match and match.group(1) in settings.clusters:
         name = match.group(1)
         files = cluster_files(settings.cluster(name), settings.kerberos)
-        return write_conf_dir(cluster_conf_dir(settings, name), files)
+        return write_conf_dir(cluster_conf_dir(settings, name), files | yarn_files(settings, name))
     if component == "hive-metastore":
         return write_conf_dir(hive_conf_dir(settings), hive_files(settings))
     return None
@@ -120,7 +129,10 @@ def write_client_confs(settings: KitSettings) -> dict[str, Path]:
     """Write every client configuration directory of the stack; returns ``{"a": …, "b": …,
     "hive": …}``."""
     out = {
-        name: write_conf_dir(cluster_conf_dir(settings, name), cluster_files(cs, settings.kerberos))
+        name: write_conf_dir(
+            cluster_conf_dir(settings, name),
+            cluster_files(cs, settings.kerberos) | yarn_files(settings, name),
+        )
         for name, cs in settings.clusters.items()
     }
     out["hive"] = write_conf_dir(hive_conf_dir(settings), hive_files(settings))
@@ -130,8 +142,13 @@ def write_client_confs(settings: KitSettings) -> dict[str, Path]:
 #: Profiles that describe the clusters (and so are not what a service started by
 #: :func:`client_conf_env` reads), each → what of it a service does read: ``kerberos`` nothing;
 #: ``ha`` its stack's other ports (``ha-services``); ``secure`` is ``secure-kafka`` plus
-#: ``kerberos``.
-CLUSTER_PROFILES = {"ha": ("ha-services",), "kerberos": (), "secure": ("secure-kafka",)}
+#: ``kerberos``; ``yarn`` its ports and the clusters' Spark on YARN (``yarn-services``).
+CLUSTER_PROFILES = {
+    "ha": ("ha-services",),
+    "kerberos": (),
+    "secure": ("secure-kafka",),
+    "yarn": ("yarn-services",),
+}
 
 
 def service_profile(profile: str) -> str:

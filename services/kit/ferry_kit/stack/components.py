@@ -32,6 +32,12 @@ With ``clusters.a.nameservice`` set (profile ``ha``), cluster A is an HA pair in
 NameNode: hdfs-a-jn1..3 (JournalNode), hdfs-a-nn1/nn2 (NameNode; health: /jmx HA state, so
 ``ferry stack status`` shows which is active), hdfs-a-zkfc-nn1/nn2 (DFSZKFailoverController) and
 hdfs-a-datanode (:mod:`ferry_kit.stack.hdfs_ha`).
+
+With ``yarn`` set (profile ``yarn``), each cluster named there gets its own YARN, group ``yarn``:
+yarn-a-rm1/rm2 (an HA pair of ResourceManagers on ZooKeeper; health: ``/ws/v1/cluster/info``
+haState ACTIVE or STANDBY), yarn-b-rm1, and yarn-<x>-nodemanager (health: the active RM counts
+an active node) (:mod:`ferry_kit.stack.yarn`). When every cluster's Spark runs on YARN
+(``spark.cluster_managers``), the standalone masters and worker are not started.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from ferry_kit.stack.hiveserver2 import hiveserver2
 from ferry_kit.stack.kdc import kdc
 from ferry_kit.stack.servers import datanode, hive_metastore, kafka, namenode, zookeeper
 from ferry_kit.stack.spark_daemons import spark_cluster
+from ferry_kit.stack.yarn import yarn_components
 
 __all__ = ["build_components", "select"]
 
@@ -63,12 +70,15 @@ def build_components(settings: KitSettings) -> list[Component]:
     else:
         hdfs = [namenode(settings, lay, c) for c in ("b", "a")]
         hdfs += [datanode(settings, lay, c) for c in ("b", "a")]
+    on_yarn = [c for c in settings.clusters if settings.spark.manager(c) == "yarn"]
+    standalone = len(on_yarn) < len(settings.clusters)
     return [
         *([kdc(settings, lay)] if settings.kerberos.enabled else []),
         zookeeper(settings, lay),
         kafka(settings, lay),
         *hdfs,
-        *spark_cluster(settings, lay),
+        *(spark_cluster(settings, lay) if standalone else []),
+        *yarn_components(settings, lay),
         hive_metastore(settings, lay),
         hiveserver2(settings, lay),
     ]

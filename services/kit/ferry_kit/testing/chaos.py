@@ -276,6 +276,26 @@ class FaultRig:
             out |= rows_by_file(self.settings, specs[dataset].hive.full_name, ids)
         return out
 
+    def assert_exactly_once(self, files: list[SliceFile]) -> dict[str, int]:
+        """Every file of ``files`` loaded once, none quarantined, its exact rows in Hive (over
+        HiveServer2) and in its manifest; returns ``{"files", "lost", "duplicated"}``.
+
+        Raises:
+            AssertionError: a file quarantined, lost, loaded twice, or rows that differ.
+        """
+        assert self.quarantined(files) == {}
+        out = self.outcomes
+        lost = sum(f.file_id not in out.loaded for f in files)
+        duplicated = sum(out.loaded_count.get(f.file_id, 0) > 1 for f in files)
+        hive = self.hive_rows(files)
+        extra_rows = sum(max(0, hive.get(f.file_id, 0) - f.rows) for f in files)
+        assert (lost, duplicated, extra_rows) == (0, 0, 0)
+        assert hive == {f.file_id: f.rows for f in files}
+        for f in files:
+            m = out.loaded[f.file_id].manifest
+            assert (m.rows_in, m.rows_out, m.rows_rejected) == (f.rows, f.rows, 0), f.relative
+        return {"files": len(files), "lost": lost, "duplicated": duplicated}
+
     def retries_logged(self) -> int:
         """Failed-and-retried attempts logged by the services so far (all stages)."""
         total = 0

@@ -1,0 +1,156 @@
+"""Issue 48: files through the whole pipeline with Spark on each cluster's own YARN (transform on
+B's, load on A's), exactly once, and across a SIGKILL of cluster A's active ResourceManager in the
+middle of a load batch.
+
+One stack (profile ``yarn``) and one :class:`~ferry_kit.testing.chaos.FaultRig` for the module:
+the four stages run as processes, started with only the clusters' client configuration
+directories (``yarn-site.xml`` among them) and ``spark.cluster_managers`` from the profile. Each
+test drops its own distinct daily flights slices and ends with every file loaded exactly once with
+its exact row count in Hive (over HiveServer2). The failover test prints the seconds from the
+kill to the standby ResourceManager becoming ACTIVE and to the next FileLoaded (figures, not
+asserted).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from ferry.clusters import spark_yarn
+from ferry.clusters.hdfs.webhdfs import WebHdfs
+from ferry_kit.settings import KitSettings
+from ferry_kit.stack.manager import Stack
+from ferry_kit.stack.yarn import active_rm, rm_state, running_apps
+from ferry_kit.testing.chaos import FaultRig, running_rig
+from ferry_kit.testing.waiting import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.stack("all")]
+
+ROWS = 20  #: rows per file
+SETTLE_S = 600  #: deadline for a test's files to settle (2 shared cores: be generous)
+
+_first_slice = iter(range(0, 100_000, 100))
+
+#: the load service's line at the start of each Spark job (ferry.stages.load.handlers)
+LOAD_JOB_STARTED = re.compile(r"load: Spark job for \d+ \w+ file\(s\) starting")
+
+
+@pytest.fixture(scope="module")
+def rig(yarn_stack: KitSettings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultRig]:
+    # min_window_s 60: a transient failure is retried for at least 60 s, longer than a failover
+    extra = {"kafka.session_timeout_ms": 10_000, "retry.min_window_s": 60.0}
+    with running_rig(yarn_stack, tmp_path_factory.mktemp("yarn"), seed=48, extra=extra) as r:
+        yield r
+
+
+def states(stack: KitSettings) -> dict[str, str]:
+    """{RM id: haState or 'down'} of cluster A's pair, from each RM's /ws/v1/cluster/info."""
+    return {rm.id: rm_state(rm) for rm in stack.yarn["a"].resourcemanagers}
+
+
+def app_names(stack: KitSettings, cluster: str) -> dict[str, str]:
+    """{application id: name} of the RUNNING applications on ``cluster``'s active RM."""
+    rm = active_rm(stack.yarn[cluster])
+    assert rm is not None, f"no ACTIVE ResourceManager on cluster {cluster}"
+    return {app["id"]: app["name"] for app in running_apps(rm)}
+
+
+def test_1_files_through_the_pipeline_on_yarn_exactly_once(
+    rig: FaultRig, yarn_stack: KitSettings
+) -> None:
+    files = rig.slices(30, rows=ROWS, first=next(_first_slice))
+    t0 = time.monotonic()
+    rig.drop(files)
+    rig.settle(files, SETTLE_S)
+    took = time.monotonic() - t0
+    figures = rig.assert_exactly_once(files)
+    # the Spark work ran on the clusters' own YARN: transform's application on B's
+    # ResourceManager, load's on A's, in the queue of the settings
+    on_b, on_a = app_names(yarn_stack, "b"), app_names(yarn_stack, "a")
+    assert "ferry-transform" in on_b.values(), on_b
+    assert "ferry-load" in on_a.values(), on_a
+    # the jars archive is on each cluster's HDFS once, and a session found it there or staged it
+    path = spark_yarn.archive_path(yarn_stack)
+    for cluster in ("a", "b"):
+        with WebHdfs.for_cluster(cluster, yarn_stack) as hdfs:
+            assert hdfs.exists(path), f"{path} on cluster {cluster}"
+    logs = {p.name: p.read_text(errors="replace") for p in rig.group.log_dir.glob("*.log")}
+    uploads = sum(text.count("(uploaded now)") for text in logs.values())
+    assert uploads <= 2, f"the archive was uploaded {uploads} times (once per cluster at most)"
+    print(
+        f"\nYARN pipeline: {figures}, {took:.1f} s from drop to the last file settled; "
+        f"applications on B {on_b}, on A {on_a}; archive uploads this run {uploads}"
+    )
+
+
+def test_2_kill9_active_resourcemanager_of_a_mid_load(
+    rig: FaultRig, yarn_stack: KitSettings
+) -> None:
+    """SIGKILL of cluster A's ACTIVE ResourceManager while the load service runs a batch (the
+    kill follows the load service's log line that starts a Spark job of these files): the
+    standby becomes ACTIVE, the batch finishes or is redone, every file is loaded exactly
+    once, and the load service's YARN application is the same one before and after (the new
+    ACTIVE recovered it from ZooKeeper: work-preserving recovery)."""
+    stack = Stack(yarn_stack)
+    before = states(yarn_stack)
+    assert sorted(before.values()) == ["ACTIVE", "STANDBY"], before
+    load_apps_before = {i for i, n in app_names(yarn_stack, "a").items() if n == "ferry-load"}
+    files = rig.slices(40, rows=ROWS, first=next(_first_slice))
+    jobs_before = load_jobs_started(rig)
+    rig.drop(files)
+    # a load job of these files has started (its log line is written just before the job)
+    rig.wait_until(lambda: load_jobs_started(rig) > jobs_before, SETTLE_S, "a load job started")
+    loaded_at_kill = rig.reached(files, "loaded")
+    old = next(i for i, s in states(yarn_stack).items() if s == "ACTIVE")
+    wall, t0 = time.time(), time.monotonic()
+    stack.kill(f"yarn-a-{old}", signal.SIGKILL)
+    try:
+        wait_for(
+            lambda: any(s == "ACTIVE" for i, s in states(yarn_stack).items() if i != old),
+            lambda: f"the standby of {old} ACTIVE (states {states(yarn_stack)})",
+            120,
+            poll_s=0.2,
+        )
+        to_active = time.monotonic() - t0
+        rig.settle(files, SETTLE_S)
+        figures = {
+            "kill_to_standby_active_s": round(to_active, 1),
+            "kill_to_next_loaded_s": _round(rig.first_loaded_after(files, wall)),
+            "loaded_before_kill": loaded_at_kill,
+            **rig.assert_exactly_once(files),
+        }
+        load_apps_after = {i for i, n in app_names(yarn_stack, "a").items() if n == "ferry-load"}
+        assert load_apps_after, "no ferry-load application RUNNING on A's new ACTIVE RM"
+        print(
+            f"\nYARN failover, kill -9 of active ResourceManager {old} of cluster A mid-load: "
+            f"{figures}; RMs now {states(yarn_stack)}; load's application before "
+            f"{sorted(load_apps_before)}, after {sorted(load_apps_after)}"
+        )
+    finally:
+        restore(yarn_stack)
+
+
+def load_jobs_started(rig: FaultRig) -> int:
+    """Load jobs started so far: the load service's "Spark job for … starting" log lines."""
+    log = rig.group.log_dir / "load.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return len(LOAD_JOB_STARTED.findall(text))
+
+
+def restore(stack: KitSettings) -> None:
+    """Restart the killed ResourceManager and wait for one ACTIVE and one STANDBY."""
+    Stack(stack).up(300, ["yarn"])
+    wait_for(
+        lambda: sorted(states(stack).values()) == ["ACTIVE", "STANDBY"],
+        lambda: f"one ACTIVE and one STANDBY ResourceManager (states {states(stack)})",
+        120,
+        poll_s=0.5,
+    )
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
