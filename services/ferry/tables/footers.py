@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ferry.errors import PermanentError
+from ferry.errors import HdfsUnavailable, PermanentError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,11 +37,34 @@ class Footer:
     schema: StructType
 
 
+#: Text of a Java exception (its class or message, anywhere in the trace) that says the file
+#: could not be READ because of the cluster, not that it is not Parquet: a block no live DataNode
+#: holds (``BlockMissingException``, "Could not obtain block"), a NameNode or DataNode refusing,
+#: timing out or resetting, a standby NameNode. Found by the nemesis (seed 693378033): A's
+#: DataNode killed while a load read a compaction file's footer made 94 good files
+#: ``schema_mismatch``.
+OUTAGE_MARKERS = (
+    "BlockMissingException",
+    "Could not obtain block",
+    "No live nodes contain",
+    "ConnectException",
+    "Connection refused",
+    "Connection reset",
+    "SocketTimeoutException",
+    "ConnectTimeoutException",
+    "NoRouteToHostException",
+    "StandbyException",
+    "RetriableException",
+)
+
+
 def read_footer(spark: SparkSession, path: str) -> Footer:
     """Rows and schema of Parquet file ``path`` (any URI the session's Hadoop can read).
 
     Raises:
         PermanentError(reason="hdfs_not_found"): the file does not exist.
+        HdfsUnavailable: the file could not be read for the cluster's sake (an
+            :data:`OUTAGE_MARKERS` text in the Java exception): a later attempt can read it.
         PermanentError(reason="schema_mismatch"): not a Parquet file.
     """
     from pyspark.sql.types import StructType
@@ -59,6 +82,11 @@ def read_footer(spark: SparkSession, path: str) -> Footer:
             raise PermanentError(
                 f"staged data file {path} does not exist (replay transfer for this file)",
                 reason="hdfs_not_found",
+            ) from exc
+        marker = next((m for m in OUTAGE_MARKERS if m in text), None)
+        if marker is not None:
+            raise HdfsUnavailable(
+                f"footer of {path} could not be read ({marker}): {text.splitlines()[0][:300]}"
             ) from exc
         raise PermanentError(
             f"{path} is not a readable Parquet file: {text.splitlines()[0][:300]}",
@@ -84,6 +112,7 @@ def read_footers(spark: SparkSession, paths: Sequence[str]) -> dict[str, Footer]
 
     Raises:
         PermanentError: as :func:`read_footer`, for the first path that failed.
+        HdfsUnavailable: as :func:`read_footer`.
     """
     got = read_footers_or_errors(spark, paths)
     for value in got.values():
@@ -95,7 +124,12 @@ def read_footers(spark: SparkSession, paths: Sequence[str]) -> dict[str, Footer]
 def read_footers_or_errors(
     spark: SparkSession, paths: Sequence[str]
 ) -> dict[str, Footer | PermanentError]:
-    """:func:`read_footers`, with each path's :class:`PermanentError` in place of its footer."""
+    """:func:`read_footers`, with each path's :class:`PermanentError` in place of its footer.
+
+    Raises:
+        HdfsUnavailable: a footer could not be read for the cluster's sake (the whole call is
+            retried: the files are fine).
+    """
 
     def one(path: str) -> Footer | PermanentError:
         try:
