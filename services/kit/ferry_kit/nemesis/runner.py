@@ -30,6 +30,10 @@ from ferry_kit.nemesis.workload import Workload
 from ferry_kit.settings import KitSettings
 from ferry_kit.testing.chaos import FaultRig
 
+#: ``retry.min_window_s`` of the services the nemesis runs (docker-compose.yml's, for the same
+#: reason: faults of minutes delay files, they do not quarantine them).
+MIN_WINDOW_S = 300.0
+
 #: Seconds after its own pause ends within which a stack component's exit is explained by it.
 EXPLAINED_AFTER_PAUSE_S = 60.0
 
@@ -92,7 +96,15 @@ def run(
         say(f"  {f.describe()}")
     token = uuid.uuid4().hex[:8]
     defs = private_definitions(stack, work, token)
-    extra = {"paths.datasets_dir": defs, "kafka.session_timeout_ms": 10_000}
+    # As the compose deployment runs its stages (docker-compose.yml): a transient failure is
+    # retried for 5 minutes before its file is quarantined, longer than any fault of the
+    # schedule (90 s at most) and its recovery; a stage that still quarantines a good file
+    # outlasted that (the default, 0, quarantines after retry.max_attempts: the hour's run).
+    extra = {
+        "paths.datasets_dir": defs,
+        "kafka.session_timeout_ms": 10_000,
+        "retry.min_window_s": MIN_WINDOW_S,
+    }
     rig = FaultRig(stack, work, seed=seed, extra=extra, services=RUN_SERVICES)
     say(f"services ready {rig.ready_s:.0f}s after start; logs in {rig.group.log_dir}")
     injector = Injector(stack, rig, say=say)
