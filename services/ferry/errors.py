@@ -8,6 +8,10 @@ path, topic/partition/offset involved.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
+
 
 class FerryError(Exception):
     """Base of every Ferry error."""
@@ -46,9 +50,20 @@ class SparkJobFailed(TransientError):
 
 class SparkUnavailable(TransientError):
     """No Spark session could be built (the master cannot be reached, the application was
-    refused): says nothing about the files; retried with the next attempt."""
+    refused), or the session's context died under a job (the master pair or the worker lost it:
+    "Cannot call methods on a stopped SparkContext"): says nothing about the files, so every
+    stage holds it as a condition of the cluster (:func:`outage_condition`) and builds a new
+    session for its next attempt.
+
+    Attributes:
+        cluster: the cluster whose Spark it is (``"a"``, ``"b"``), ``""`` if unknown.
+    """
 
     reason = "spark_unavailable"
+
+    def __init__(self, message: str, *, cluster: str = "") -> None:
+        super().__init__(message)
+        self.cluster = cluster
 
 
 class DatasetNotReady(FerryError):
@@ -109,9 +124,15 @@ class InputExpired(PermanentError):
 class HdfsUnavailable(TransientError):
     """A NameNode or DataNode call failed in a way a later attempt can fix: connection reset,
     refused by the NameNode, NameNode in standby, a 5xx answer, a truncated read (safe mode, a
-    quota and no space are :class:`ClusterCondition`)."""
+    quota and no space are :class:`ClusterCondition`). Says nothing about the file: every stage
+    holds it as a condition of the cluster (:func:`outage_condition`).
+
+    Attributes:
+        cluster: the cluster's name when the WebHDFS client that raised it knew it, else ``""``.
+    """
 
     reason = "hdfs_unavailable"
+    cluster: str = ""
 
 
 class HdfsTimeout(HdfsUnavailable):
@@ -164,6 +185,33 @@ class DataNodeUnreachable(PermanentError):
     """
 
     reason = "datanode_unreachable"
+    cluster: str = ""  #: the cluster's name when the WebHDFS client knew it, else ``""``
+
+
+def outage_condition(exc: E, cluster: str = "") -> E | ClusterCondition:
+    """``exc`` itself, or, for a cluster out of reach, the :class:`ClusterCondition` that holds
+    the file until the cluster answers again.
+
+    Out of reach is an :class:`HdfsUnavailable` that is no condition yet (a NameNode refused,
+    reset or timing out past the client's own retries, a standby answering), a
+    :class:`DataNodeUnreachable` (case C06: a DataNode that refuses, or whose advertised address
+    cannot be reached) or a :class:`SparkUnavailable` (no session, or its context died). None
+    says anything about the file, and stages that quarantined the files in flight during a
+    DataNode restart, a NameNode's long pause or the Spark masters' lost good files (issue 47's
+    nemesis: seeds 47 and 4747 in extract; 17835 and the hour's seed 693378033 in transfer and
+    load, 31 of them while load's session's context was stopped). The condition keeps ``exc``'s
+    reason (``hdfs_unavailable``, ``hdfs_timeout``, ``datanode_unreachable``,
+    ``spark_unavailable``), so a file still refused after ``retry.condition_window_s`` is
+    quarantined with it, and its cluster (``exc.cluster``, else ``cluster``); ``exc`` is its
+    ``__cause__``.
+    """
+    if isinstance(exc, ClusterCondition) or not isinstance(
+        exc, (HdfsUnavailable, DataNodeUnreachable, SparkUnavailable)
+    ):
+        return exc
+    held = ClusterCondition(str(exc), reason=exc.reason, cluster=exc.cluster or cluster)
+    held.__cause__ = exc
+    return held
 
 
 class HdfsPathNotFound(PermanentError):

@@ -28,7 +28,13 @@ from ferry.core.runtime.processing import process_batch
 from ferry.core.runtime.stage import RunStats, Stage
 from ferry.core.wire.avro import EventCodec
 from ferry.datasets.spec import DatasetSpec
-from ferry.errors import ClusterCondition, DataNodeUnreachable, HdfsUnavailable
+from ferry.errors import (
+    ClusterCondition,
+    DataNodeUnreachable,
+    HdfsTimeout,
+    HdfsUnavailable,
+    SparkJobFailed,
+)
 from ferry.settings import Settings, get_settings
 from ferry.stages.extract.holds import NasHolds
 from ferry.stages.load.handlers import load_batch
@@ -107,7 +113,7 @@ def test_processing_quarantines_an_ordinary_failure_on_time_beside_a_held_file(
         for ev in events:
             calls[ev.file_id] += 1
             if ev.file_id == a.file_id:
-                out.append(HdfsUnavailable("reset"))
+                out.append(SparkJobFailed("executor lost"))
             else:
                 out.append(QUOTA if calls[ev.file_id] <= 6 else [TRANSFORMED])
         return out
@@ -121,15 +127,116 @@ def test_processing_quarantines_an_ordinary_failure_on_time_beside_a_held_file(
         ("unit.transformed", TRANSFORMED.file_id.encode()),
     ]
     failed = codec.decode(out[0].value)
-    assert (failed.reason, failed.attempt) == ("hdfs_unavailable", 3)
+    assert (failed.reason, failed.attempt) == ("spark_job_failed", 3)
     assert calls == {a.file_id: 3, b.file_id: 7}
+
+
+def outage(kind: type[Exception], message: str, cluster: str) -> Exception:
+    """An outage as the WebHDFS client raises it: ``classify`` names the cluster."""
+    exc = kind(message)
+    exc.cluster = cluster  # type: ignore[attr-defined]
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("error", "reason", "cluster"),
+    [
+        (
+            outage(HdfsUnavailable, "LISTSTATUS via NameNode 127.0.0.1:28070: reset", "a"),
+            "hdfs_unavailable",
+            "a",
+        ),
+        (outage(HdfsTimeout, "no answer within 30s", "a"), "hdfs_timeout", "a"),
+        (
+            outage(DataNodeUnreachable, "datanode unreachable at 127.0.0.1:28075", "a"),
+            "datanode_unreachable",
+            "a",
+        ),
+        (
+            HdfsUnavailable("footer could not be read (BlockMissingException)"),
+            "hdfs_unavailable",
+            "",
+        ),
+    ],
+)
+def test_processing_holds_files_while_a_cluster_is_out_of_reach_then_carries_them_on(
+    tmp_path: Path, codec: EventCodec, error: Exception, reason: str, cluster: str
+) -> None:
+    """Issue 47's hour (seed 693378033): load quarantined a batch of 189 files on one reset
+    NameNode listing and 152 on a DataNode restart, transfer 43 on a refused DataNode (C06),
+    all good files. Out of reach is a condition of the cluster: held past max_attempts (3), on
+    the board by its own reason and cluster, carried on once the cluster answers."""
+    settings = stage_settings(tmp_path)
+    stats = RunStats()
+    seen: list[list[tuple[str, str, int]]] = []
+    a, b = extracted("flights", 1), extracted("flights", 2)
+
+    def batch(events: list[FileExtracted], deps: Any) -> list[Any]:
+        board = stats.conditions
+        seen.append([(h.reason, h.cluster, h.files) for h in board.current()] if board else [])
+        if len(seen) <= 7:
+            return [error for _ in events]
+        return [[TRANSFORMED] for _ in events]
+
+    stage = Stage("load", {FileExtracted: batch}, batch_size=8)
+    recs = [record(codec.encode(e), key=e.file_id.encode(), offset=n) for n, e in enumerate((a, b))]
+    out = process_batch(recs, stage, None, codec, settings, threading.Event(), stats)
+    assert out is not None and [r.topic for r in out] == ["unit.transformed"] * 2
+    assert seen[0] == [] and seen[1:] == [[(reason, cluster, 2)]] * 7
+    assert stats.conditions is not None and stats.conditions.current() == []
+    assert stats.handler_calls == 8
+
+
+def test_processing_holds_a_whole_batch_a_handler_raised_an_outage_for(
+    tmp_path: Path, codec: EventCodec
+) -> None:
+    settings = stage_settings(tmp_path)
+    calls = [0]
+
+    def batch(events: list[FileExtracted], deps: Any) -> list[Any]:
+        calls[0] += 1
+        if calls[0] <= 5:
+            raise outage(HdfsUnavailable, "NameNode 127.0.0.1:28070: connection refused", "a")
+        return [[TRANSFORMED] for _ in events]
+
+    stage = Stage("load", {FileExtracted: batch}, batch_size=8)
+    out = process_batch(
+        [record(codec.encode(EXTRACTED))], stage, None, codec, settings, threading.Event()
+    )
+    assert out is not None and [r.topic for r in out] == ["unit.transformed"]
+    assert calls == [6]
+
+
+def test_processing_quarantines_an_outage_with_its_own_reason_after_the_window(
+    tmp_path: Path, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C06 (a DataNode address this host cannot reach, a configuration fault) is held like any
+    outage, on the board, and quarantined as ``datanode_unreachable`` naming the address once
+    ``retry.condition_window_s`` passed."""
+    settings = stage_settings(tmp_path, condition_window_s=5.5)
+    now = [0.0]  #: processing's clock: each handler call takes 1 s
+    monkeypatch.setattr(processing, "time", SimpleNamespace(monotonic=lambda: now[0]))
+
+    def handler(ev: FileExtracted, deps: Any) -> list[Any]:
+        now[0] += 1.0
+        raise outage(DataNodeUnreachable, "datanode unreachable at 172.18.0.5:9866", "a")
+
+    stage = Stage("transfer", {FileExtracted: handler})
+    out = process_batch(
+        [record(codec.encode(EXTRACTED))], stage, None, codec, settings, threading.Event()
+    )
+    assert out is not None and [r.topic for r in out] == ["unit.failed"]
+    failed = codec.decode(out[0].value)
+    assert isinstance(failed, FileFailed)
+    assert (failed.stage, failed.reason, failed.attempt) == ("transfer", "datanode_unreachable", 6)
+    assert "172.18.0.5:9866" in failed.error
 
 
 def test_processing_counts_ordinary_attempts_after_a_hold_anew(
     tmp_path: Path, codec: EventCodec
 ) -> None:
     settings = stage_settings(tmp_path)
-    answers: list[Any] = [QUOTA] * 10 + [HdfsUnavailable("reset")] * 2 + [[TRANSFORMED]]
+    answers: list[Any] = [QUOTA] * 10 + [SparkJobFailed("executor lost")] * 2 + [[TRANSFORMED]]
 
     def handler(ev: FileExtracted, deps: Any) -> list[Any]:
         answer = answers.pop(0)

@@ -10,7 +10,7 @@ from tests.support.factories import transferred
 
 from ferry.core.events import FileLoaded, FileManifest, FileTransferred
 from ferry.datasets.spec import DatasetSpec
-from ferry.errors import PermanentError, TransientError
+from ferry.errors import PermanentError, SparkUnavailable, TransientError
 from ferry.stages.load.handlers import LoadDeps, load_batch
 
 
@@ -170,3 +170,42 @@ def test_a_file_the_job_refused_alone_gets_its_own_reason(specs: dict[str, Datas
     ra, rb = load_batch([a, b], job.deps(specs))
     assert ra is refused
     assert [type(e) for e in rb] == [FileLoaded]
+
+
+def test_a_job_whose_sessions_context_died_gives_every_file_spark_unavailable(
+    specs: dict[str, DatasetSpec],
+) -> None:
+    """Issue 47's hour: the Spark masters' outage stopped load's SparkContext under a job and 31
+    good files were quarantined as ``transient`` ("Cannot call methods on a stopped
+    SparkContext"). A context that died says nothing about the files: SparkUnavailable of
+    cluster A (held as a condition), the session dropped for a new one, no input checked."""
+    a, b = transferred("flights", 1, 5), transferred("flights", 2, 7)
+    job = Job(error=RuntimeError("Cannot call methods on a stopped SparkContext."))
+    asked: list[str] = []
+    deps = LoadDeps(
+        specs,
+        lambda: "SPARK",
+        lambda: job.reset() or True,  # the context had died
+        job.load_files,
+        missing_input=lambda uri, rows: asked.append(uri),  # type: ignore[func-returns-value]
+    )
+    out = load_batch([a, b], deps)
+    assert [type(r) for r in out] == [SparkUnavailable, SparkUnavailable]
+    assert [(r.reason, r.cluster) for r in out] == [("spark_unavailable", "a")] * 2
+    assert "stopped SparkContext" in str(out[0])
+    assert (job.resets, asked) == (1, [])
+
+
+def test_no_session_gives_every_file_spark_unavailable_and_runs_no_job(
+    specs: dict[str, DatasetSpec],
+) -> None:
+    a = transferred("flights", 1, 5)
+    job = Job({a.file_id: 5})
+
+    def spark() -> str:
+        raise RuntimeError("All masters are unresponsive! Giving up.")
+
+    out = load_batch([a], LoadDeps(specs, spark, job.reset, job.load_files))
+    assert [type(r) for r in out] == [SparkUnavailable]
+    assert str(out[0]) == "load: no Spark session: All masters are unresponsive! Giving up."
+    assert (out[0].cluster, job.calls) == ("a", [])

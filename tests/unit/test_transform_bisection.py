@@ -159,3 +159,20 @@ def test_session_rebuilt_after_failover_runs_the_halves(specs: dict[str, Dataset
     assert [c[0] for c in job.calls] == ["OLD", "NEW", "NEW"]
     assert job.resets == 1
     assert [[e.manifest.rows_out for e in r] for r in (ra, rb)] == [[1], [2]]
+
+
+def test_a_job_whose_sessions_context_died_blames_no_file(specs: dict[str, DatasetSpec]) -> None:
+    """The context stopped under a job (the Spark masters lost the application): no bisection,
+    no ``spark_job_failed`` for a lone file; every file of this dataset and the next gets
+    SparkUnavailable of cluster B (held by the runner as a condition)."""
+    f1, f2, w1 = extracted("flights", 1), extracted("flights", 2), extracted("weather", 3)
+    job = Job(error=RuntimeError("Cannot call methods on a stopped SparkContext."))
+    deps = TransformDeps(
+        specs, lambda: "SPARK", lambda: job.reset() or True, job.run_batch, STAGING, REJECTS
+    )
+    out = transform_batch([f1, w1, f2], deps)
+    assert ids(job) == [[f1.file_id, f2.file_id]]
+    assert job.resets == 1
+    assert [(type(r), r.reason, r.cluster) for r in out] == [
+        (SparkUnavailable, "spark_unavailable", "b")
+    ] * 3

@@ -275,18 +275,28 @@ class SparkHolder:
             spark.catalog.listDatabases()
         return spark
 
-    def reset(self) -> None:
-        """Stop the session if its context died (e.g. the application was removed by a master)."""
-        with self._lock:
-            self._reset()
+    def reset(self) -> bool:
+        """Stop the session if its context died (the application was removed by a master, the
+        masters were unresponsive past Spark's registration retries, the JVM is gone): the next
+        :meth:`get` builds a new one.
 
-    def _reset(self) -> None:
+        Returns:
+            ``True`` when the context had died (a failed job then says nothing about its files:
+            the stages raise :class:`~ferry.errors.SparkUnavailable`), ``False`` when the session
+            is alive or there was none.
+        """
+        with self._lock:
+            return self._reset()
+
+    def _reset(self) -> bool:
         if self._spark is None:
-            return
+            return False
         try:
-            if self._spark.sparkContext._jsc.sc().isStopped():
-                self._spark.stop()
-                self._spark = None
+            if not self._spark.sparkContext._jsc.sc().isStopped():
+                return False
+            log.warning("%s: the SparkContext stopped; a new session is built", self.app_name)
+            self._spark.stop()
         except Exception:  # noqa: BLE001 - the JVM side is gone: drop the handle, rebuild later
             log.warning("%s: dropping a broken SparkSession", self.app_name, exc_info=True)
-            self._spark = None
+        self._spark = None
+        return True

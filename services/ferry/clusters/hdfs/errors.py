@@ -166,8 +166,28 @@ def classify(
         netloc: ``host:port`` the call went to.
         is_datanode: ``netloc`` is a DataNode (a redirect target), not the NameNode.
         timeout: the ``(connect, read)`` timeout of the call in seconds, for the message.
-        cluster: the cluster's name, recorded on a :class:`~ferry.errors.ClusterCondition`.
+        cluster: the cluster's name, recorded on a :class:`~ferry.errors.ClusterCondition`
+            and on an :class:`~ferry.errors.HdfsUnavailable` or
+            :class:`~ferry.errors.DataNodeUnreachable` (a stage holds those as a condition of
+            the cluster: :func:`ferry.errors.outage_condition`).
     """
+    err = _classified(
+        what, exc, netloc=netloc, is_datanode=is_datanode, timeout=timeout, cluster=cluster
+    )
+    if isinstance(err, (HdfsUnavailable, DataNodeUnreachable)) and cluster:
+        err.cluster = cluster  # a stage holds it as a condition of this cluster
+    return err
+
+
+def _classified(
+    what: str,
+    exc: BaseException,
+    *,
+    netloc: str,
+    is_datanode: bool,
+    timeout: tuple[float, float],
+    cluster: str,
+) -> FerryError:
     if isinstance(exc, _CliError):
         return _remote_error(what, exc, cluster)
     gss = gss_failure(exc)

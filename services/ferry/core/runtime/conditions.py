@@ -42,6 +42,14 @@ def conditions_path(settings: Settings, service: str, pid: int | None = None) ->
     return settings.var_dir / "run" / f"{service}.{pid or os.getpid()}.conditions"
 
 
+def place(cluster: str, where: str) -> str:
+    """``b:/ferry/landing``, ``cluster b``, or ``a cluster`` when the error did not name it (a
+    Parquet footer Spark could not read)."""
+    if where:
+        return f"{cluster}:{where}"
+    return f"cluster {cluster}" if cluster else "a cluster"
+
+
 @dataclass(frozen=True)
 class Held:
     """One condition holding files: its reason code, cluster and place (``where``: a quota's
@@ -61,7 +69,7 @@ class Held:
     @property
     def place(self) -> str:
         """``b:/ferry/landing``, or ``cluster b``."""
-        return f"{self.cluster}:{self.where}" if self.where else f"cluster {self.cluster}"
+        return place(self.cluster, self.where)
 
     def line(self) -> str:
         """``quota_exceeded at b:/ferry/landing since 2026-12-06 03:41:02 UTC (5 files)``."""
@@ -116,8 +124,12 @@ class ConditionBoard:
             if cleared:
                 self._write()
         for reason, cluster, where in sorted(cleared):
-            place = f"{cluster}:{where}" if where else f"cluster {cluster}"
-            log.warning("%s: %s at %s cleared: held files go on", self.service, reason, place)
+            log.warning(
+                "%s: %s at %s cleared: held files go on",
+                self.service,
+                reason,
+                place(cluster, where),
+            )
 
     def current(self) -> list[Held]:
         """The conditions holding files now, oldest first."""

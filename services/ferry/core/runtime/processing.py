@@ -33,12 +33,15 @@ Errors, per file (a file is one input record):
 - :class:`DatasetNotReady` (the file's dataset has no valid definition now) neither retries nor
   quarantines: the input record is parked in the waiting room (:mod:`ferry.core.runtime.waiting`).
 - :class:`ClusterCondition` (a quota exceeded, safe mode, no space: the cluster's, not the
-  file's; case C22) holds the file: it is retried whatever ``max_attempts`` says, with backoffs of
-  at most ``retry.condition_backoff_s``, until it goes on or ``retry.condition_window_s`` passed
-  since the batch's first attempt (then it is quarantined with the condition's reason). Its input
-  offset is not stored meanwhile (the runner keeps polling, paused), and the condition is on the
-  stage's board (:mod:`ferry.core.runtime.conditions`: ``ferry ps``, ``ferry status``, the
-  tracker's gauges) while it holds a file.
+  file's; case C22), and a cluster out of reach (an :class:`~ferry.errors.HdfsUnavailable` or
+  :class:`~ferry.errors.DataNodeUnreachable`, made a condition of its own reason by
+  :func:`~ferry.errors.outage_condition`: issue 47's nemesis) hold the file: it is retried
+  whatever ``max_attempts`` says, with backoffs of at most ``retry.condition_backoff_s``, until
+  it goes on or ``retry.condition_window_s`` passed since the batch's first attempt (then it is
+  quarantined with the condition's reason). Its input offset is not stored meanwhile (the runner
+  keeps polling, paused), and the condition is on the stage's board
+  (:mod:`ferry.core.runtime.conditions`: ``ferry ps``, ``ferry status``, the tracker's gauges)
+  while it holds a file.
 """
 
 from __future__ import annotations
@@ -69,10 +72,13 @@ from ferry.core.runtime.waiting import parked
 from ferry.core.wire.avro import EventCodec
 from ferry.errors import (
     ClusterCondition,
+    DataNodeUnreachable,
     DatasetNotReady,
+    HdfsUnavailable,
     PermanentError,
     SerializationError,
     TransientError,
+    outage_condition,
 )
 from ferry.settings import Settings
 
@@ -216,7 +222,7 @@ def _call(
         stats.count("handler_calls")  # from the worker threads of both batches
         try:
             got = list(handler([events[i] for i in pending], deps))
-        except ClusterCondition as exc:  # the whole batch's: held file by file, as below
+        except (HdfsUnavailable, DataNodeUnreachable) as exc:  # the whole batch's: as below
             got = [exc] * len(pending)
         if len(got) != len(pending):
             raise PermanentError(
@@ -225,7 +231,7 @@ def _call(
                 reason="handler_error",
             )
         for i, res in zip(pending, got, strict=True):
-            results[i] = res
+            results[i] = outage_condition(res) if isinstance(res, BaseException) else res
         pending = [i for i in pending if goes_on(i)]
         held = {i for i in pending if isinstance(results[i], ClusterCondition)}
         board.release(*(holders[i] for i in range(len(events)) if i not in held))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.core.runtime.conditions import ConditionBoard
-from ferry.errors import ClusterCondition, DataNodeUnreachable, HdfsUnavailable
+from ferry.errors import ClusterCondition, outage_condition
 from ferry.settings.retry import RetrySettings
 from ferry.stages.extract.scanner import Candidate, display_name
 
@@ -47,14 +47,9 @@ class Hold:
 
 
 def condition_of_outage(exc: BaseException) -> BaseException:
-    """``exc`` itself, or, for cluster B out of reach (:class:`HdfsUnavailable` that is no
-    condition yet, :class:`DataNodeUnreachable`), a :class:`ClusterCondition` of its reason on
-    cluster ``b`` (the only cluster extract writes to)."""
-    if isinstance(exc, ClusterCondition) or not isinstance(
-        exc, (HdfsUnavailable, DataNodeUnreachable)
-    ):
-        return exc
-    return ClusterCondition(str(exc), reason=exc.reason or "hdfs_unavailable", cluster="b")
+    """``exc`` itself, or, for cluster B out of reach, a :class:`ClusterCondition` of its reason
+    on cluster ``b`` (the only cluster extract writes to): :func:`ferry.errors.outage_condition`."""
+    return outage_condition(exc, "b")
 
 
 class NasHolds:

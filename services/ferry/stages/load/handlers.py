@@ -16,7 +16,9 @@ after the copy's retention) is quarantined at once as ``input_expired``, and the
 is loaded without it. A job that fails on a condition of cluster A (the warehouse's quota
 exceeded, safe mode, no space: :func:`ferry.clusters.hdfs.errors.condition_in`, case C22) gives
 its files that :class:`~ferry.errors.ClusterCondition`, which the runner holds until it
-clears.
+clears. No session (the masters, the worker), or a job whose session's context died under it
+(``deps.reset_spark()`` says so), gives every file :class:`~ferry.errors.SparkUnavailable` of
+cluster A, which the runner holds the same way (:func:`ferry.errors.outage_condition`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,13 @@ from ferry.core.runtime.batching import group_by_dataset
 from ferry.core.runtime.stage import BatchResult
 from ferry.datasets.reload import Definitions, snapshot
 from ferry.datasets.spec import DatasetSpec
-from ferry.errors import InputExpired, PermanentError, TransientError
+from ferry.errors import (
+    ConfigError,
+    InputExpired,
+    PermanentError,
+    SparkUnavailable,
+    TransientError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +52,8 @@ class LoadDeps:
 
     datasets: Definitions | Mapping[str, DatasetSpec]
     spark: Callable[[], Any]
-    reset_spark: Callable[[], None]
+    #: stop the session if its context died; ``True`` if it had (:meth:`SparkHolder.reset`)
+    reset_spark: Callable[[], bool | None]
     #: (spark, spec, {file_id: incoming dir URI}, sources={file_id: NAS source_path})
     #: → {file_id: rows now in the table, or the PermanentError of that file}
     load_files: Callable[..., Mapping[str, int | PermanentError]]
@@ -91,7 +100,20 @@ def _load_group(
     # (tests/yarn kills a ResourceManager once a job has started)
     log.info("load: Spark job for %d %s file(s) starting", len(files), spec.name)
     try:
-        loaded = deps.load_files(deps.spark(), spec, files, sources=sources)
+        spark = deps.spark()
+    except ConfigError:
+        raise
+    except (PermanentError, TransientError) as exc:
+        for i in idx:
+            results[i] = exc
+        return
+    except Exception as exc:  # noqa: BLE001 - py4j/pyspark: no session (the masters, the worker)
+        log.warning("load: no Spark session for %d %s file(s): %s", len(files), spec.name, exc)
+        for i in idx:
+            results[i] = SparkUnavailable(f"load: no Spark session: {exc}", cluster="a")
+        return
+    try:
+        loaded = deps.load_files(spark, spec, files, sources=sources)
     except (PermanentError, TransientError) as exc:
         for i in idx:
             results[i] = exc
@@ -104,7 +126,14 @@ def _load_group(
                 results[i] = condition
             return
         log.warning("load: Spark job for %d %s file(s) failed: %s", len(files), spec.name, exc)
-        deps.reset_spark()
+        if deps.reset_spark():  # the context died under the job (issue 47's hour: 31 files)
+            for i in idx:
+                results[i] = SparkUnavailable(
+                    f"Spark load of {len(files)} {spec.name} file(s): the session's context "
+                    f"stopped: {exc}",
+                    cluster="a",
+                )
+            return
         gone = _expired(events, idx, deps)
         if gone:
             rest = [i for i in idx if i not in gone]

@@ -58,7 +58,8 @@ class TransformDeps:
 
     datasets: Definitions | Mapping[str, DatasetSpec]
     spark: Callable[[], Any]
-    reset_spark: Callable[[], None]
+    #: stop the session if its context died; ``True`` if it had (:meth:`SparkHolder.reset`)
+    reset_spark: Callable[[], bool | None]
     run_batch: RunBatch
     staging_root: str  #: full URI, e.g. hdfs://127.0.0.1:18020/ferry/staging
     rejects_root: str
@@ -121,8 +122,10 @@ def _run_isolating(
     attempt, which bisects that smaller set again, so more bad files are isolated over attempts.
     Breadth-first order spends the budget on large groups first: when everything fails, few
     single files are reached (so few are blamed with ``spark_job_failed``), none for big groups.
-    If ``deps.spark()`` itself fails, the cluster is unavailable: nothing more is run (this
-    dataset or the next ones) and every unresolved file gets :class:`SparkUnavailable`.
+    If ``deps.spark()`` itself fails, or a job failed because the session's context died
+    (``deps.reset_spark()`` says so), Spark is unavailable: nothing more is run (this dataset or
+    the next ones) and every unresolved file gets :class:`SparkUnavailable` (held by the runner
+    as a condition of cluster B, not blamed on a file).
 
     A :class:`TransientError` raised by the job (a failed rename: HDFS, not the data) is given to
     the files of that group without splitting or resetting the session.
@@ -174,7 +177,10 @@ def _run_isolating(
                 continue
             line = first_line(exc)
             log.warning("transform: Spark job for %d %s file(s) failed: %s", len(part), name, line)
-            deps.reset_spark()  # cheap unless the context died; deps.spark() then rebuilds it
+            if deps.reset_spark():  # the context died under the job: no file is to blame
+                for ev in [e for p in (part, *queue) for e in p]:
+                    out[ev.file_id] = _unavailable(ev, exc)
+                return out, exc
             if len(part) == 1:
                 [ev] = part
                 out[ev.file_id] = SparkJobFailed(
@@ -200,7 +206,8 @@ def _run_isolating(
 
 def _unavailable(ev: FileExtracted, exc: BaseException) -> SparkUnavailable:
     return SparkUnavailable(
-        f"{ev.manifest.source_path} ({ev.file_id}): no Spark session: {first_line(exc)}"
+        f"{ev.manifest.source_path} ({ev.file_id}): no Spark session: {first_line(exc)}",
+        cluster="b",
     )
 
 

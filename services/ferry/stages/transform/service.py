@@ -41,7 +41,7 @@ def build(settings: Settings | None = None) -> StageRunner:
 
     def compile_spec(spec: DatasetSpec) -> list[str]:
         if not holder.built:  # the warm-up builds it; until then, compiled at the next reload
-            raise SparkUnavailable("no Spark session yet")
+            raise SparkUnavailable("no Spark session yet", cluster="b")
         return definition_problems(holder.get(), spec)
 
     sweep_dead(datasets_status_path(settings, "transform").parent)  # files of killed processes
