@@ -3,23 +3,27 @@ handlers rely on to tell a dead session (SparkUnavailable, held) from a failed j
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ferry.clusters import spark as spark_module
 from ferry.clusters.spark import SparkHolder
+from ferry.core.runtime.heartbeat import spark_application, spark_status_path
 from ferry.settings import get_settings
 
 
 class FakeSession:
-    """A SparkSession as far as SparkHolder sees it: ``sparkContext._jsc.sc().isStopped()``."""
+    """A SparkSession as far as SparkHolder sees it: ``sparkContext._jsc.sc().isStopped()``,
+    its ``applicationId`` and ``master``."""
 
     def __init__(self, n: int) -> None:
         self.n, self.stopped, self.stop_calls = n, False, 0
         sc = type("SC", (), {"isStopped": lambda _s: self.stopped})()
         jsc = type("JSC", (), {"sc": lambda _s: sc})()
-        self.sparkContext = type("Ctx", (), {"_jsc": jsc})()
+        ctx = {"_jsc": jsc, "applicationId": f"app-20261207-000{n}", "master": "spark://m:1"}
+        self.sparkContext = type("Ctx", (), ctx)()
 
     def stop(self) -> None:
         self.stop_calls += 1
@@ -68,3 +72,44 @@ def test_reset_drops_a_session_whose_stop_fails(built: list[FakeSession]) -> Non
     first.stop = broken  # type: ignore[method-assign]
     assert holder.reset() is True
     assert holder.built is False and holder.get().n == 2
+
+
+class AppSession(FakeSession):
+    """A session on YARN."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.sparkContext.applicationId = f"application_1765000000000_000{n}"
+        self.sparkContext.master = "yarn"
+
+
+def test_each_session_built_names_its_application_for_ferry_ps(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 48: ``ferry ps`` names the YARN (or standalone) application of each stage's
+    session; a session rebuilt after its context died names the new one."""
+    from ferry.core.kafka.admin import Member
+    from ferry_kit.supervise.health import probe
+    from ferry_kit.supervise.rpc import ProcessInfo
+
+    sessions: list[AppSession] = []
+
+    def build(*args: Any, **kwargs: Any) -> AppSession:
+        sessions.append(AppSession(len(sessions) + 1))
+        return sessions[-1]
+
+    monkeypatch.setattr(spark_module, "build_session", build)
+    settings = get_settings().model_copy(update={"var_dir": tmp_path})
+    status = spark_status_path(settings, "load", 4242)
+    holder = SparkHolder(settings, "ferry-load", "a", hive=True, status=status)
+    holder.get()
+    assert spark_application(status) == ("application_1765000000000_0001", "yarn")
+    sessions[0].stopped = True
+    holder.get()
+    assert spark_application(status) == ("application_1765000000000_0002", "yarn")
+
+    info = ProcessInfo("load", "load", "RUNNING", 4242, 0.0, 0.0, "", 0, "")
+    member = Member("m1", "ferry-load-4242", "127.0.0.1", (("ferry.transferred", 0),))
+    health = probe(settings, info, {"load": [member]})
+    assert health.ok
+    assert health.detail.endswith("; Spark application application_1765000000000_0002 on yarn")

@@ -241,6 +241,7 @@ def test_files_of_processes_that_no_longer_run_are_swept(tmp_path):
     names = [
         f"extract.{dead}.alive",
         f"load.{dead}.datasets",
+        f"load.{dead}.spark",
         f"gc.{me}.alive",
         f"transform.{me}.datasets",
         "kafka.pid",
@@ -256,6 +257,7 @@ def test_files_of_processes_that_no_longer_run_are_swept(tmp_path):
         f"extract.{dead}.alive",
         f"krb5cc_ferry-{dead}",
         f"load.{dead}.datasets",
+        f"load.{dead}.spark",
     ]
-    assert sorted(p.name for p in run.iterdir()) == sorted(names[2:-1])
+    assert sorted(p.name for p in run.iterdir()) == sorted(names[3:-1])
     assert sweep_dead(tmp_path / "missing") == []

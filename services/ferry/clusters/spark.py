@@ -16,9 +16,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ferry.clusters import spark_kerberos, spark_yarn
+from ferry.core.runtime.heartbeat import write_spark_status
 from ferry.settings import Settings
 
 if TYPE_CHECKING:
@@ -227,8 +229,18 @@ class SparkHolder:
     Thread-safe: a stage's takeover batch (ferry.core.runtime.runner) runs its jobs from a second
     thread on the same session (Spark schedules jobs of several threads in one application)."""
 
-    def __init__(self, settings: Settings, app_name: str, cluster: str, hive: bool = False) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        app_name: str,
+        cluster: str,
+        hive: bool = False,
+        status: Path | None = None,
+    ) -> None:
+        """``status``: where to name each session's Spark application for ``ferry ps``
+        (:func:`ferry.core.runtime.heartbeat.spark_status_path`); ``None``: nowhere."""
         self.settings, self.app_name, self.cluster, self.hive = settings, app_name, cluster, hive
+        self.status = status
         self._spark: Any = None
         self._built_at = 0.0
         self._lock = threading.RLock()
@@ -258,6 +270,10 @@ class SparkHolder:
         if self._spark is None:
             self._spark = build_session(self.settings, self.app_name, self.cluster, hive=self.hive)
             self._built_at = time.monotonic()
+            sc = self._spark.sparkContext
+            log.info("%s: Spark application %s on %s", self.app_name, sc.applicationId, sc.master)
+            if self.status is not None:
+                write_spark_status(self.status, sc.applicationId, sc.master)
         return self._spark
 
     def warm(self) -> Any:

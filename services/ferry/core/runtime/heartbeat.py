@@ -6,7 +6,9 @@ file less than a few intervals ago is working. The file is ``<var_dir>/run/<serv
 
 Beside it, ``<service>.<pid>.datasets`` says which datasets that instance does not run and why
 (:func:`datasets_status_path`, written by :class:`ferry.datasets.reload.Definitions`), read by
-``ferry ps`` and ``ferry datasets list`` (:func:`not_run_anywhere`).
+``ferry ps`` and ``ferry datasets list`` (:func:`not_run_anywhere`); and ``<service>.<pid>.spark``
+names the Spark application of its session (:func:`spark_status_path`, written by
+:class:`ferry.clusters.spark.SparkHolder` each time it builds one), read by ``ferry ps``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,33 @@ def datasets_status_path(settings: Settings, service: str, pid: int | None = Non
     does not run, and why (:class:`ferry.datasets.reload.Definitions`; ``ferry ps`` reads
     it): ``<var_dir>/run/<service>.<pid>.datasets``."""
     return settings.var_dir / "run" / f"{service}.{pid or os.getpid()}.datasets"
+
+
+def spark_status_path(settings: Settings, service: str, pid: int | None = None) -> Path:
+    """Where ``service``'s instance ``pid`` (default: this process) names the Spark application
+    of its session: ``<var_dir>/run/<service>.<pid>.spark`` (:func:`write_spark_status`)."""
+    return settings.var_dir / "run" / f"{service}.{pid or os.getpid()}.spark"
+
+
+def write_spark_status(path: Path, application_id: str, master: str) -> None:
+    """Write ``{"application": application_id, "master": master}`` to ``path`` (a YARN session:
+    ``application_1765…_0001`` on ``yarn``; standalone: ``app-2026…-0000`` on
+    ``spark://h1:p1,h2:p2``). An OSError is not raised (a status file only)."""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"application": application_id, "master": master}), "utf-8")
+        tmp.replace(path)
+
+
+def spark_application(path: Path) -> tuple[str, str] | None:
+    """``(application id, master)`` of a status file (:func:`write_spark_status`), or ``None``
+    when it is missing or unreadable."""
+    try:
+        body = json.loads(path.read_text("utf-8"))
+        return str(body["application"]), str(body["master"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def not_run(path: Path) -> dict[str, str]:
@@ -87,20 +116,22 @@ def remove(path: Path) -> None:
 #: ``<service>.<pid>.datasets``: (service, pid) of a datasets status file
 _STATUS = re.compile(r"^([A-Za-z0-9_-]+)\.(\d+)\.datasets$")
 
-#: ``<service>.<pid>.alive``, ``.datasets`` and ``.conditions`` in ``<var_dir>/run``, and the
+#: ``<service>.<pid>.alive``, ``.datasets``, ``.conditions`` and ``.spark`` in ``<var_dir>/run``,
+#: and the
 #: Kerberos ticket caches ``krb5cc_<name>-<pid>`` (``kerberos.ccache`` + ``-<pid>``, by default
 #: in ``<var_dir>/run``: a killed process's tickets would otherwise stay until the disk is wiped).
 _PER_PROCESS = re.compile(
-    r"^(?:[A-Za-z0-9_-]+\.(\d+)\.(?:alive|datasets|conditions)|krb5cc_[\w.]+-(\d+))$"
+    r"^(?:[A-Za-z0-9_-]+\.(\d+)\.(?:alive|datasets|conditions|spark)|krb5cc_[\w.]+-(\d+))$"
 )
 
 
 def sweep_dead(run_dir: Path) -> list[Path]:
-    """Remove the per-process files (liveness, datasets status, cluster conditions, Kerberos
-    ticket caches) in ``run_dir`` (``<var_dir>/run``) of processes that no longer run: a killed
-    service never removes its own, and every restart has a new pid, so without this
-    ``<var_dir>/run`` would grow for the life of the install. A pid that runs again (reused by
-    another process) keeps its files until that process ends: they are only small and stale.
+    """Remove the per-process files (liveness, datasets status, cluster conditions, Spark
+    application, Kerberos ticket caches) in ``run_dir`` (``<var_dir>/run``) of processes that no
+    longer run: a killed service never removes its own, and every restart has a new pid, so
+    without this ``<var_dir>/run`` would grow for the life of the install. A pid that runs again
+    (reused by another process) keeps its files until that process ends: they are only small and
+    stale.
 
     Returns the files removed. OSError while listing or removing is not raised.
     """

@@ -15,7 +15,7 @@ from ferry.clusters.hdfs.port import HdfsPort
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.clusters.spark import SparkHolder
 from ferry.core.events import FileTransferred
-from ferry.core.runtime.heartbeat import datasets_status_path, sweep_dead
+from ferry.core.runtime.heartbeat import datasets_status_path, spark_status_path, sweep_dead
 from ferry.core.runtime.runner import StageRunner, build_runner
 from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import Stage
@@ -37,7 +37,9 @@ def build(settings: Settings | None = None) -> StageRunner:
     from ferry.stages.load.job import KnownTables, load_files
 
     settings = settings or get_settings()
-    holder = SparkHolder(settings, "ferry-load", "a", hive=True)
+    holder = SparkHolder(
+        settings, "ferry-load", "a", hive=True, status=spark_status_path(settings, "load")
+    )
     # Several load instances (and the maintenance commands) may change one table: one at a time.
     locks = TableLocks(settings)
     ld = settings.load

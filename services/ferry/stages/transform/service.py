@@ -13,7 +13,7 @@ from functools import partial
 
 from ferry.clusters.spark import SparkHolder
 from ferry.core.events import FileExtracted
-from ferry.core.runtime.heartbeat import datasets_status_path, sweep_dead
+from ferry.core.runtime.heartbeat import datasets_status_path, spark_status_path, sweep_dead
 from ferry.core.runtime.runner import StageRunner, build_runner
 from ferry.core.runtime.service import service_main
 from ferry.core.runtime.stage import Stage
@@ -37,7 +37,9 @@ def build(settings: Settings | None = None) -> StageRunner:
 
     settings = settings or get_settings()
     b = settings.cluster("b")
-    holder = SparkHolder(settings, "ferry-transform", "b")
+    holder = SparkHolder(
+        settings, "ferry-transform", "b", status=spark_status_path(settings, "transform")
+    )
 
     def compile_spec(spec: DatasetSpec) -> list[str]:
         if not holder.built:  # the warm-up builds it; until then, compiled at the next reload

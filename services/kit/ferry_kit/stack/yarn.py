@@ -12,8 +12,9 @@ clients find the RMs through ``yarn-site.xml`` in the cluster's client configura
 
 Health (the RM's REST API, ``/ws/v1/cluster``): a ResourceManager answers ``info`` with
 ``haState`` ACTIVE or STANDBY (the second of a pair: one of the two ACTIVE and the other
-STANDBY); the NodeManager is healthy once the active RM counts at least one active node
-(``metrics``).
+STANDBY), and the ACTIVE one's detail lists its RUNNING applications (``ferry status``: each
+Spark session of transform and load is one, named ``ferry-transform``/``ferry-load``); the
+NodeManager is healthy once the active RM counts at least one active node (``metrics``).
 """
 
 from __future__ import annotations
@@ -100,7 +101,16 @@ def _rm_check(yarn: StackYarn, rm: StackResourceManager) -> str:
         pair = sorted(rm_state(r) for r in yarn.resourcemanagers)
         if pair != ["ACTIVE", "STANDBY"]:
             raise health.Unhealthy(f"HA pair not one ACTIVE and one STANDBY: {pair}")
-    return f"{rm.id} {state}"
+    if state != "ACTIVE":
+        return f"{rm.id} {state}"
+    return f"{rm.id} {state}; running: {apps_line(running_apps(rm))}"
+
+
+def apps_line(apps: list[dict[str, Any]]) -> str:
+    """``application_…_0001 ferry-load (queue default), …``, or ``none``: what ``ferry status``
+    says an ACTIVE ResourceManager runs (issue 48: the application of each Spark session)."""
+    named = [f"{a.get('id')} {a.get('name')} (queue {a.get('queue')})" for a in apps]
+    return ", ".join(sorted(named)) or "none"
 
 
 def _nodemanager_check(yarn: StackYarn) -> str:
@@ -246,6 +256,7 @@ __all__ = [
     "NODEMANAGER_MAIN",
     "RESOURCEMANAGER_MAIN",
     "active_rm",
+    "apps_line",
     "rm_addresses_ports",
     "rm_info",
     "rm_state",

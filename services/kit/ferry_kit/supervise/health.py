@@ -16,6 +16,11 @@ with ``; not run: orders`` and :attr:`Health.invalid` holds each one's error. Th
 service unhealthy (it runs every other dataset); ``ferry ps`` and ``ferry up`` print the errors.
 - gc: its loop touched its liveness file after each step of a turn (copy, each sweep) recently.
 
+transform and load name the Spark application of their session (its id, and ``yarn`` or the
+standalone masters: :func:`ferry.core.runtime.heartbeat.spark_status_path`): the detail ends
+with ``; Spark application application_1765…_0001 on yarn`` (issue 48: the application to look
+for in the ResourceManager's UI, ``yarn application -status``, or a master's UI).
+
 A stage instance holding files because of a cluster condition (case C22: a quota exceeded, safe
 mode, no space; :mod:`ferry.core.runtime.conditions`) says so: the detail ends with
 ``; HOLDING quota_exceeded at b:/ferry/landing since … (5 file(s) held)`` and
@@ -34,7 +39,13 @@ from ferry.core.kafka.admin import Member, active_members
 from ferry.core.kafka.clients import build_admin, group_id
 from ferry.core.runtime import heartbeat
 from ferry.core.runtime.conditions import Held, conditions_path, read_conditions_file
-from ferry.core.runtime.heartbeat import age_s, datasets_status_path, heartbeat_path
+from ferry.core.runtime.heartbeat import (
+    age_s,
+    datasets_status_path,
+    heartbeat_path,
+    spark_application,
+    spark_status_path,
+)
 from ferry.errors import FerryError
 from ferry_kit.settings import KitSettings
 from ferry_kit.supervise.rpc import ProcessInfo
@@ -137,6 +148,9 @@ def probe(
     if invalid:
         detail = f"{health.detail}; not run: {', '.join(sorted(invalid))}"
         health = replace(health, detail=detail, invalid=invalid)
+    app = spark_application(spark_status_path(settings, info.group, info.pid))
+    if app is not None:
+        health = replace(health, detail=f"{health.detail}; Spark application {app[0]} on {app[1]}")
     held = tuple(read_conditions_file(conditions_path(settings, info.group, info.pid)))
     if held:
         detail = "; ".join([health.detail, *(f"HOLDING {h.line()}" for h in held)])
