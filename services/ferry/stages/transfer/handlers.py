@@ -27,9 +27,11 @@ brought back by a replay of transform, not of transfer: its shared files may be 
 A directory without a marker (staged by an earlier Ferry: flat ``part-*`` files) is copied flat
 as before, with its stale parts on A deleted last.
 
-Errors come from the HDFS ports, already classified: connection resets, timeouts and refused
-connections are :class:`TransientError` (retried by the runner up to the ceiling); a DataNode
-address that cannot be reached (C06) is permanent. A staging copy that is gone (no directory, no
+Errors come from the HDFS ports, already classified: connection resets, timeouts, refused
+connections and a DataNode address that cannot be reached (C06) say that cluster B or A is out of
+reach, and the runner holds the file as a condition of that cluster, quarantining it only after
+``retry.condition_window_s`` (:func:`ferry.errors.outage_condition`); a checksum mismatch is
+retried up to the ceiling. A staging copy that is gone (no directory, no
 data file though the manifest counts rows, or a part removed mid-copy: its retention expired
 before a replay or a release) is :class:`~ferry.errors.InputExpired`: quarantined at once.
 """
