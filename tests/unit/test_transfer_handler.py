@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -18,7 +19,7 @@ from ferry.errors import (
     PermanentError,
 )
 from ferry.settings.retry import RetrySettings
-from ferry.stages.transfer.handlers import TransferDeps, transfer_file
+from ferry.stages.transfer.handlers import StagedAnew, TransferDeps, transfer_file
 from ferry.tables.model import StagedMarker
 
 SHA = "ab" * 32
@@ -160,7 +161,7 @@ def test_reset_while_reading_b_is_retried() -> None:
     assert a_files(a) == {f"{INCOMING}/{n}": d for n, d in PARTS.items()}
 
 
-def test_unreachable_datanode_is_permanent_and_not_retried() -> None:
+def test_an_unreachable_datanode_is_raised_at_once_for_the_runner_to_hold() -> None:
     b, a, deps = clusters()
     a.fail("create", DataNodeUnreachable("datanode 172.18.0.5:9866 unreachable"), times=99)
     with pytest.raises(DataNodeUnreachable, match="172.18.0.5:9866"):
@@ -368,3 +369,51 @@ def test_a_batch_directory_removed_on_a_is_copied_again_for_the_next_file() -> N
         [*(f"{SHARED_A}/{rel}" for rel in SHARED), f"{SHARED_A}/_ferry.json"]
         + [f"/ferry/incoming/flights/{FID2}/_ferry.json"]
     )
+
+
+class RestagedWhileCopied(FakeHdfs):
+    """Cluster B where transform writes the file's staged tree anew (generation GEN2) just as
+    the copy of GEN's first data file starts: a redelivered FileTransformed re-transformed it."""
+
+    def __init__(self) -> None:
+        super().__init__("b")
+        self.armed = self.restaged = False
+
+    def open_stream(
+        self, path: str, chunk_size: int = 65536, *, offset: int = 0
+    ) -> Iterator[bytes]:
+        if self.armed and not self.restaged and f"-{GEN}-" in path:
+            self.restaged = True
+            self.delete(STAGED, recursive=True)
+            new = {f"note=x/ferry-{FID}-{GEN2}-00000.parquet": b"PAR1 new PAR1"}
+            self.mkdirs(f"{STAGED}/note=x")
+            for rel, data in new.items():
+                self.upload_stream(f"{STAGED}/{rel}", [data])
+            marker = StagedMarker(FID, GEN2, tuple(new)).to_json()
+            self.upload_stream(f"{STAGED}/_ferry.json", [marker])
+        return super().open_stream(path, chunk_size, offset=offset)
+
+
+def test_a_tree_staged_anew_while_it_is_copied_is_retried_not_expired() -> None:
+    """Compose nemesis seed 4711: transform's offset was not committed before a partition of
+    the broker, its second replica transformed the file again (a new generation) while transfer
+    copied the first: the vanished data file is not an expired input but a newer one to copy."""
+    b, a = RestagedWhileCopied(), FakeHdfs("a")
+    b.mkdirs(STAGED)
+    for rel, data in TREE.items():
+        b.mkdirs(f"{STAGED}/{rel.rsplit('/', 1)[0]}")
+        b.upload_stream(f"{STAGED}/{rel}", [data])
+    b.upload_stream(f"{STAGED}/_ferry.json", [StagedMarker(FID, GEN, tuple(TREE)).to_json()])
+    b.armed = True
+    deps = TransferDeps(b, a, "/ferry/incoming/", FS_A, RETRY, threads=1)
+    with pytest.raises(StagedAnew, match=f"generation {GEN} -> {GEN2}") as info:
+        transfer_file(event(), deps)
+    assert info.value.reason == "staged_anew" and not isinstance(info.value, PermanentError)
+    [ev] = transfer_file(event(), deps)  # the runner's next attempt: the new generation
+    assert a_files(a) == {
+        f"{INCOMING}/note=x/ferry-{FID}-{GEN2}-00000.parquet": b"PAR1 new PAR1",
+        f"{INCOMING}/_ferry.json": StagedMarker(
+            FID, GEN2, (f"note=x/ferry-{FID}-{GEN2}-00000.parquet",)
+        ).to_json(),
+    }
+    assert ev.manifest.uris["incoming"] == FS_A + INCOMING

@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 
 from ferry.clusters.hdfs.port import HdfsPort
 from ferry.core.events import FileTransferred, FileTransformed
-from ferry.errors import HdfsPathNotFound, InputExpired, PermanentError
+from ferry.errors import HdfsPathNotFound, InputExpired, PermanentError, TransientError
 from ferry.settings.retry import RetrySettings
 from ferry.stages.transfer.copy import copy_between
 from ferry.tables.model import IndexFormatError, StagedMarker
@@ -100,6 +100,16 @@ class SharedCopies:
                 self._locks.pop(path, None)
 
 
+class StagedAnew(TransientError):
+    """The file was transformed again while its staged tree was being copied: a redelivered
+    FileTransformed (transform's offset not committed before a rebalance or a crash) made a new
+    generation, which replaced the one this copy had read. Not an expired input: the next
+    attempt copies the new generation (compose nemesis seed 4711: quarantined as
+    ``input_expired``, then loaded from the newer event)."""
+
+    reason = "staged_anew"
+
+
 @dataclass(frozen=True)
 class TransferDeps:
     hdfs_b: HdfsPort
@@ -139,6 +149,8 @@ def transfer_file(event: FileTransformed, deps: TransferDeps) -> list[FileTransf
         PermanentError(reason="bad_manifest"): no staging URI in the manifest, or its marker is
             unreadable or names another file.
         InputExpired: the staged copy is gone (reason ``input_expired``).
+        StagedAnew: a data file vanished because the file was staged anew meanwhile (a newer
+            generation's marker is there now): retried, and the next attempt copies that one.
         TransientError / PermanentError subclasses from the HDFS ports and copy_between.
     """
     m = event.manifest
@@ -168,7 +180,16 @@ def transfer_file(event: FileTransformed, deps: TransferDeps) -> list[FileTransf
                 f"{src_dir}/{MARKER_NAME} names file {marker.file_id}, not {m.file_id}",
                 reason="bad_manifest",
             )
-        _copy_tree(deps, src_dir, dst_dir, marker, data, expired)
+        try:
+            _copy_tree(deps, src_dir, dst_dir, marker, data, expired)
+        except InputExpired as exc:
+            now = _marker(deps.hdfs_b, src_dir)
+            if now is None or now[0].generation == marker.generation:
+                raise
+            raise StagedAnew(
+                f"{src_dir}: staged anew while it was copied (generation {marker.generation} -> "
+                f"{now[0].generation}: the file was transformed again); copied again: {exc}"
+            ) from exc
     return [FileTransferred(m.advance(uris={"incoming": f"{deps.fs_url_a}{dst_dir}"}))]
 
 
