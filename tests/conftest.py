@@ -30,6 +30,31 @@ def settings() -> Settings:
     return get_kit_settings()
 
 
+#: Seconds the longest modules of the shared integration and e2e run took (a fresh-clone `make
+#: test`, 2026-12-07: pytest's slowest durations summed per module, setup included). They are
+#: collected first and, with ``--dist loadfile --no-loadscope-reorder`` (the Makefile's
+#: SHARED_PARALLEL), handed to the pytest-xdist workers first: longest-processing-time-first
+#: scheduling, so no worker is left alone with a long module at the end while the others idle.
+#: Modules not listed keep their collection order after these.
+LONG_MODULES = {
+    "tests/e2e/test_load_layout.py": 523,
+    "tests/e2e/test_pipeline.py": 448,
+    "tests/e2e/test_supervision.py": 415,
+    "tests/e2e/test_retention.py": 308,
+    "tests/e2e/test_datasets.py": 195,
+    "tests/e2e/test_wheel_install.py": 122,
+    "tests/e2e/test_recovery.py": 104,
+    "tests/e2e/test_quarantine_loop.py": 93,
+    "tests/e2e/test_compressed.py": 88,
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The modules of :data:`LONG_MODULES` first, longest first (a stable sort: the tests of a
+    module keep their order, and so do the other modules)."""
+    items.sort(key=lambda item: -LONG_MODULES.get(item.nodeid.split("::", 1)[0], 0))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
