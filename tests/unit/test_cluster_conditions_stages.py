@@ -187,26 +187,6 @@ def test_processing_holds_files_while_a_cluster_is_out_of_reach_then_carries_the
     assert stats.handler_calls == 8
 
 
-def test_processing_holds_a_whole_batch_a_handler_raised_an_outage_for(
-    tmp_path: Path, codec: EventCodec
-) -> None:
-    settings = stage_settings(tmp_path)
-    calls = [0]
-
-    def batch(events: list[FileExtracted], deps: Any) -> list[Any]:
-        calls[0] += 1
-        if calls[0] <= 5:
-            raise outage(HdfsUnavailable, "NameNode 127.0.0.1:28070: connection refused", "a")
-        return [[TRANSFORMED] for _ in events]
-
-    stage = Stage("load", {FileExtracted: batch}, batch_size=8)
-    out = process_batch(
-        [record(codec.encode(EXTRACTED))], stage, None, codec, settings, threading.Event()
-    )
-    assert out is not None and [r.topic for r in out] == ["unit.transformed"]
-    assert calls == [6]
-
-
 def test_processing_quarantines_an_outage_with_its_own_reason_after_the_window(
     tmp_path: Path, codec: EventCodec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -252,8 +232,13 @@ def test_processing_counts_ordinary_attempts_after_a_hold_anew(
     assert answers == []
 
 
+@pytest.mark.parametrize(
+    "error",
+    [QUOTA, outage(HdfsUnavailable, "NameNode 127.0.0.1:28070: connection refused", "a")],
+    ids=["quota", "namenode-refused"],
+)
 def test_processing_holds_a_whole_batch_a_handler_raised_a_condition_for(
-    tmp_path: Path, codec: EventCodec
+    tmp_path: Path, codec: EventCodec, error: Exception
 ) -> None:
     settings = stage_settings(tmp_path)
     calls = [0]
@@ -261,7 +246,7 @@ def test_processing_holds_a_whole_batch_a_handler_raised_a_condition_for(
     def batch(events: list[FileExtracted], deps: Any) -> list[Any]:
         calls[0] += 1
         if calls[0] <= 5:
-            raise QUOTA
+            raise error
         return [[TRANSFORMED] for _ in events]
 
     stage = Stage("transform", {FileExtracted: batch}, batch_size=8)
