@@ -14,10 +14,12 @@ class TransferSettings(Frozen):
 
     Cluster A is a separate cluster behind a network path Ferry does not own: NameNode restarts,
     failovers and gateway blips of a minute or two are routine there, and every file in flight
-    would fail the same way, so transfer retries a transient failure for at least
-    ``outage_window_s`` before quarantining the file (``retry.max_attempts`` alone gives up
-    after ~15 s of backoff). The consumer stays in its group meanwhile (the runner pauses and
-    polls).
+    would fail the same way. A cluster out of reach (a NameNode or DataNode refusing, resetting or
+    silent) is held as a condition of that cluster for ``retry.condition_window_s``, as in every
+    stage (:func:`ferry.errors.outage_condition`); any other transient failure (a checksum
+    mismatch, a tree staged anew meanwhile) is retried for at least ``outage_window_s`` before
+    the file is quarantined (``retry.max_attempts`` alone gives up after ~15 s of backoff). The
+    consumer stays in its group meanwhile (the runner pauses and polls).
     """
 
     outage_window_s: float = Field(

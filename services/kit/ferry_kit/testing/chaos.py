@@ -58,7 +58,15 @@ from ferry_kit.testing.waiting import wait_for
 READY_DEADLINE_S = 420
 
 #: Log lines of a failed attempt that is retried (runner and copy_between policies).
-RETRY_LINE = re.compile(r"attempt \d+/\d+ failed")
+#: A stage's log line of a failed attempt it retries: an ordinary transient error
+#: (ferry.core.retry: "attempt 2/6 failed"), or an attempt a cluster condition held, an outage of a
+#: cluster included (ferry.core.retry: "held by a cluster condition for 12s of at most 3600s,
+#: attempt 3"; extract: "held on the NAS (attempt 3; …)").
+RETRY_LINE = re.compile(
+    r"attempt \d+/\d+ failed"
+    r"|held by a cluster condition for \S+ of at most \S+, attempt \d+"
+    r"|held on the NAS \(attempt \d+"
+)
 
 
 @dataclass
@@ -297,7 +305,8 @@ class FaultRig:
         return {"files": len(files), "lost": lost, "duplicated": duplicated}
 
     def retries_logged(self) -> int:
-        """Failed-and-retried attempts logged by the services so far (all stages)."""
+        """Failed-and-retried attempts logged by the services so far (all stages), those a
+        cluster condition or outage held included (:data:`RETRY_LINE`)."""
         total = 0
         for log in self.group.log_dir.glob("*.log"):
             total += len(RETRY_LINE.findall(log.read_text(errors="replace")))
