@@ -118,6 +118,9 @@ def test_a_killed_service_is_restarted_and_consuming_again(sup: Supervised):
         print(f"\n{name}: SIGKILL → new pid in its group in {time.monotonic() - t0:.1f} s")
         assert (after.state, after.restarts) == ("RUNNING", 1)
         assert after.health.detail.startswith("in group, partitions ")
+        if name == "load":  # issue 48: the new process's own Spark application, on the masters
+            app = after.health.detail.split("; Spark application ", 1)[1]
+            assert app.startswith("app-") and " on spark://" in app, after.health.detail
         ps = sup.ferry("ps")
         line = next(ln for ln in ps.stdout.splitlines() if f"│ {name} " in ln)
         cells = [c.strip() for c in line.split("│")[1:-1]]
@@ -251,7 +254,10 @@ class Stamps:
 
 
 def partitions_of(row: PsRow) -> set[int]:
-    detail = row.health.detail
+    """The partitions ``ferry ps`` lists for a stage instance: its detail's first part
+    (``in group, partitions 0, 2``), before what follows ``; `` (its Spark application, the
+    conditions it holds, the datasets it does not run)."""
+    detail = row.health.detail.split("; ", 1)[0]
     if "partitions " not in detail:
         return set()
     return {int(p) for p in detail.split("partitions ", 1)[1].split(", ")}
