@@ -188,6 +188,10 @@ class DataNodeUnreachable(PermanentError):
     cluster: str = ""  #: the cluster's name when the WebHDFS client knew it, else ``""``
 
 
+#: The errors that say a cluster is out of reach, not that a file is bad (:func:`outage_condition`).
+OUTAGES = (HdfsUnavailable, DataNodeUnreachable, SparkUnavailable)
+
+
 def outage_condition(exc: E, cluster: str = "") -> E | ClusterCondition:
     """``exc`` itself, or, for a cluster out of reach, the :class:`ClusterCondition` that holds
     the file until the cluster answers again.
@@ -205,9 +209,7 @@ def outage_condition(exc: E, cluster: str = "") -> E | ClusterCondition:
     quarantined with it, and its cluster (``exc.cluster``, else ``cluster``); ``exc`` is its
     ``__cause__``.
     """
-    if isinstance(exc, ClusterCondition) or not isinstance(
-        exc, (HdfsUnavailable, DataNodeUnreachable, SparkUnavailable)
-    ):
+    if isinstance(exc, ClusterCondition) or not isinstance(exc, OUTAGES):
         return exc
     held = ClusterCondition(str(exc), reason=exc.reason, cluster=exc.cluster or cluster)
     held.__cause__ = exc

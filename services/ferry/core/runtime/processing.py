@@ -33,9 +33,10 @@ Errors, per file (a file is one input record):
 - :class:`DatasetNotReady` (the file's dataset has no valid definition now) neither retries nor
   quarantines: the input record is parked in the waiting room (:mod:`ferry.core.runtime.waiting`).
 - :class:`ClusterCondition` (a quota exceeded, safe mode, no space: the cluster's, not the
-  file's; case C22), and a cluster out of reach (an :class:`~ferry.errors.HdfsUnavailable` or
-  :class:`~ferry.errors.DataNodeUnreachable`, made a condition of its own reason by
-  :func:`~ferry.errors.outage_condition`: issue 47's nemesis) hold the file: it is retried
+  file's; case C22), and a cluster out of reach (an :class:`~ferry.errors.HdfsUnavailable`,
+  :class:`~ferry.errors.DataNodeUnreachable` or :class:`~ferry.errors.SparkUnavailable`, made a
+  condition of its own reason by :func:`~ferry.errors.outage_condition`: issue 47's nemesis)
+  hold the file: it is retried
   whatever ``max_attempts`` says, with backoffs of at most ``retry.condition_backoff_s``, until
   it goes on or ``retry.condition_window_s`` passed since the batch's first attempt (then it is
   quarantined with the condition's reason). Its input offset is not stored meanwhile (the runner
@@ -71,10 +72,9 @@ from ferry.core.runtime.stage import (
 from ferry.core.runtime.waiting import parked
 from ferry.core.wire.avro import EventCodec
 from ferry.errors import (
+    OUTAGES,
     ClusterCondition,
-    DataNodeUnreachable,
     DatasetNotReady,
-    HdfsUnavailable,
     PermanentError,
     SerializationError,
     TransientError,
@@ -222,7 +222,7 @@ def _call(
         stats.count("handler_calls")  # from the worker threads of both batches
         try:
             got = list(handler([events[i] for i in pending], deps))
-        except (HdfsUnavailable, DataNodeUnreachable) as exc:  # the whole batch's: as below
+        except OUTAGES as exc:  # the whole batch's: held file by file, as below
             got = [exc] * len(pending)
         if len(got) != len(pending):
             raise PermanentError(

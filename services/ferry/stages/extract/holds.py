@@ -46,12 +46,6 @@ class Hold:
     next_at: float
 
 
-def condition_of_outage(exc: BaseException) -> BaseException:
-    """``exc`` itself, or, for cluster B out of reach, a :class:`ClusterCondition` of its reason
-    on cluster ``b`` (the only cluster extract writes to): :func:`ferry.errors.outage_condition`."""
-    return outage_condition(exc, "b")
-
-
 class NasHolds:
     """The held NAS files of one extract process; thread-safe (extract's workers share it).
 
@@ -79,13 +73,14 @@ class NasHolds:
 
     def hold(self, cand: Candidate, exc: BaseException) -> int | None:
         """Hold ``cand`` if ``exc`` is a :class:`ClusterCondition` or cluster B out of reach
-        (:func:`condition_of_outage`) within its window.
+        (:func:`ferry.errors.outage_condition` on cluster ``b``, the only cluster extract writes
+        to) within its window.
 
         Returns:
             ``None``: held (leave the file on the NAS); else the attempt count to quarantine it
             with: its attempts once the window passed, 0 when ``exc`` is no condition.
         """
-        exc = condition_of_outage(exc)
+        exc = outage_condition(exc, "b")
         if not isinstance(exc, ClusterCondition):
             return 0
         now = time.monotonic()
@@ -116,4 +111,4 @@ class NasHolds:
                 self.board.release(cand.path)
 
 
-__all__ = ["Hold", "NasHolds", "condition_of_outage"]
+__all__ = ["Hold", "NasHolds"]
