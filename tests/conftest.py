@@ -46,6 +46,9 @@ LONG_MODULES = {
     "tests/e2e/test_recovery.py": 104,
     "tests/e2e/test_quarantine_loop.py": 93,
     "tests/e2e/test_compressed.py": 88,
+    # the secure tier (make test-secure, two workers): the ticket renewal test waits 300 s
+    "tests/secure/test_kerberos_hdfs.py": 310,
+    "tests/secure/test_kerberos_pipeline.py": 141,
 }
 
 

@@ -76,7 +76,8 @@ class Ledger:
         return f"ferry.{name}_{self.token}"
 
     def define(self, *, ranges: str = "{}", book_date: str = "txn_date") -> None:
-        """Change the ``ledger`` definition (restart transform and load to use it)."""
+        """Change the ``ledger`` definition: transform and load read it again before their next
+        batch (``ferry.datasets.reload``), as an operator's edit is picked up, with no restart."""
         write_definition(self.defs, self.token, "ledger", ranges=ranges, book_date=book_date)
 
     def restart(self, *stages: str, env: dict[str, str] | None = None) -> None:
@@ -164,7 +165,6 @@ def test_a_replay_whose_new_output_is_empty_leaves_no_row_of_the_file(ledger):  
     assert ledger.rows([f, g]) == {(f, "2016-01-01"): 4, (g, "2016-01-01"): 2}
 
     ledger.define(ranges="{acct_id: {min: 100, max: 200}}")
-    ledger.restart("transform", "load")
     ledger.replay_transform(f)
     ledger.wait_loaded(f, 2, "the replay")
     m = ledger.outcomes.loaded[f].manifest
@@ -182,7 +182,6 @@ def test_a_replay_after_a_definition_change_moves_the_files_rows_to_their_new_pa
     ledger.wait_loaded(h, 1, "first load")
     assert ledger.rows([h]) == {(h, "2016-01-05"): 3}
     ledger.define(ranges="{acct_id: {min: 100, max: 200}}", book_date="date_add(txn_date, 1)")
-    ledger.restart("transform", "load")
     ledger.replay_transform(h)
     ledger.wait_loaded(h, 2, "the replay")
     assert ledger.rows([h]) == {(h, "2016-01-06"): 3}
@@ -196,7 +195,6 @@ def test_a_crash_between_removing_a_files_old_data_files_and_adding_its_new_ones
     rows stay; the restarted service gets the batch again (its offset was not committed) and
     leaves K's rows exactly once."""
     ledger.define(ranges="{acct_id: {min: 100, max: 200}}")
-    ledger.restart("transform", "load")
     k = ledger.drop("k", "ledger", [f"2016-02-01,{130 + i},1.00,1,k{i}" for i in range(4)])
     n = ledger.drop("n", "ledger", ["2016-02-01,140,1.00,1,n0"])
     ledger.wait_loaded(k, 1, "first load")
