@@ -24,7 +24,7 @@ from ferry.settings.hdfs import HdfsClusterSettings, NameNodeSettings
 from ferry.settings.hive import HiveServer2Settings, MetastoreSettings
 from ferry.settings.kafka import KafkaSettings
 from ferry.settings.kerberos import REALM_NAME, KerberosSettings
-from ferry.settings.spark import SparkSettings, ZooKeeperSettings
+from ferry.settings.spark import EXECUTOR_JAVA_OPTIONS, SparkSettings, ZooKeeperSettings
 
 #: The ports of each cluster's DataNode on the local stack (the NameNodes' are Ferry's
 #: :data:`~ferry.settings.DEFAULT_CLUSTERS`).
@@ -328,6 +328,18 @@ class SuperviseSettings(Frozen):
     )
 
 
+#: The stack's servers: what Ferry's executors run with (``EXECUTOR_JAVA_OPTIONS``: the serial
+#: collector, C2 only for code about ten times hotter than HotSpot's thresholds ask). A development
+#: stack's servers start often and serve little: C2's compiles and G1's threads were most of their
+#: CPU. Measured on the 2-core machine (2026-12-07; `ferry stack up`, then
+#: tests/e2e/test_compressed.py and test_quarantine_loop.py; CPU seconds per process sampled every
+#: 3 s from /proc), JVM defaults → these → C1 only: the servers 151 → 87 → 64 CPU s (NameNodes
+#: 31 → 17 → 13, HiveServer2 31 → 18 → 14, broker 30 → 16 → 11), `stack up` 57 → 39 → 29 s, the
+#: whole run 242 → 177 → 170 s. C2 stays for a long run's hot loops (a big file through the
+#: DataNodes). Real clusters keep their own JVM options.
+SERVER_JAVA_OPTIONS = EXECUTOR_JAVA_OPTIONS
+
+
 class KitSettings(Settings):
     """Ferry's settings and the kit's: build with :func:`get_kit_settings`.
 
@@ -362,6 +374,15 @@ class KitSettings(Settings):
     )
     supervise: SuperviseSettings = Field(
         default_factory=SuperviseSettings, description="ferry up: the services under supervisord."
+    )
+    server_java_options: str = Field(
+        default=SERVER_JAVA_OPTIONS,
+        description=(
+            "JVM options of every server the stack launches (NameNodes, DataNodes, JournalNodes, "
+            "ZKFCs, the broker, ZooKeeper, the Spark masters and worker, the metastore, "
+            "HiveServer2, the ResourceManagers and NodeManagers), before each one's own; "
+            "whitespace-separated; empty: the JVM's defaults. Env: FERRY_SERVER_JAVA_OPTIONS."
+        ),
     )
     yarn: dict[str, StackYarn] = Field(
         default_factory=dict,

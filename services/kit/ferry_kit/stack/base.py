@@ -72,9 +72,11 @@ class Component:
 @dataclass(frozen=True)
 class Layout:
     """Where the stack keeps its files under ``var``: logs, pid files, rendered config, server data
-    and the Maven-fetched jars."""
+    and the Maven-fetched jars; ``java_options`` go into every server JVM it launches
+    (``KitSettings.server_java_options``)."""
 
     var: Path
+    java_options: tuple[str, ...] = ()
 
     @property
     def logs(self) -> Path:
@@ -97,7 +99,11 @@ class Layout:
         return self.var / "jars"
 
     def launch(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Launch:
-        """How to run component ``name``: log ``log/<name>.log``, pid file ``run/<name>.pid``."""
+        """How to run component ``name``: log ``log/<name>.log``, pid file ``run/<name>.pid``;
+        when ``argv`` runs ``java``, :attr:`java_options` follow the executable (before the
+        component's own options, which win where they set the same flag)."""
+        if self.java_options and argv and Path(argv[0]).name == "java":
+            argv = [argv[0], *self.java_options, *argv[1:]]
         return Launch(
             name, argv, env or {}, self.logs / f"{name}.log", self.run / f"{name}.pid", self.var
         )

@@ -63,7 +63,7 @@ def build_components(settings: KitSettings) -> list[Component]:
     Raises:
         StackError: no ``java`` executable (the command lines are built here).
     """
-    lay = Layout(settings.var_dir)
+    lay = Layout(settings.var_dir, tuple(settings.server_java_options.split()))
     if settings.cluster("a").ha:
         hdfs = [namenode(settings, lay, "b"), datanode(settings, lay, "b")]
         hdfs += ha_components(settings, lay, "a")
