@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from ferry.core.kafka.admin import OpsError, admin_result
-from ferry.core.kafka.topics import ensure_topics
+from ferry.core.kafka.topics import TRACKER_CHANGELOGS, ensure_topics
 from ferry.errors import ConfigError, TransientError
 from ferry.gc.copier import ensure_gc_topic
 from ferry.settings.kafka import KafkaSettings
@@ -55,16 +55,28 @@ class _Config:
 
 
 class FakeAdmin:
-    """create_topics answers each topic with the error code ``answers`` holds (None: created)."""
+    """create_topics answers each topic with the error code ``answers`` holds (None: created); a
+    topic created is listed by the ``lag + 1``-th list_topics after it (a broker's metadata
+    cache learns of it after the controller), never when ``lag`` is None."""
 
-    def __init__(self, known: set[str], answers: dict[str, int | None]) -> None:
+    def __init__(
+        self, known: set[str], answers: dict[str, int | None], lag: int | None = 0
+    ) -> None:
         self.known, self.answers, self.created = known, answers, []  # type: ignore[var-annotated]
+        self.lag, self.listings = lag, 0
+        self.pending: dict[str, int] = {}
 
     def list_topics(self, timeout: float) -> _Metadata:
+        self.listings += 1
+        for topic, at in list(self.pending.items()):
+            if self.lag is not None and self.listings > at + self.lag:
+                self.known.add(topic)
+                del self.pending[topic]
         return _Metadata(self.known)
 
     def create_topics(self, specs: list[Any], **_: Any) -> dict[str, concurrent.futures.Future]:
         self.created += [(s.topic, s.config) for s in specs]
+        self.pending |= {s.topic: self.listings for s in specs if not self.answers.get(s.topic)}
         return {s.topic: _done(error=self.answers.get(s.topic)) for s in specs}
 
     def describe_configs(self, resources: list[Any], **_: Any) -> dict[Any, Any]:
@@ -89,3 +101,21 @@ def test_the_gc_topic_is_created_by_the_topic_plan_with_its_own_retention():
     admin = FakeAdmin(set(), {})
     assert ensure_gc_topic(admin, k, 999) == "t.gc"  # type: ignore[arg-type]
     assert admin.created == [("t.gc", {"retention.ms": "999", "cleanup.policy": "delete"})]
+
+
+def test_ensure_topics_returns_once_the_brokers_metadata_lists_what_it_created():
+    """The tracker's changelogs (faust's names) are in the plan, compacted; ensure_topics returns
+    only when list_topics shows them (here on the third listing after the create), and says so
+    when they never show up."""
+    k = KafkaSettings(topic_prefix="t")
+    admin = FakeAdmin(set(), {}, lag=2)
+    got = ensure_topics(admin, k, TRACKER_CHANGELOGS)  # type: ignore[arg-type]
+    assert got == {"t.tracker-files-changelog": "created", "t.tracker-pruned-changelog": "created"}
+    assert admin.listings == 4  # the plan's listing, then three while waiting
+    assert admin.created == [
+        ("t.tracker-files-changelog", {"cleanup.policy": "compact"}),
+        ("t.tracker-pruned-changelog", {"cleanup.policy": "compact"}),
+    ]
+    never = FakeAdmin(set(), {}, lag=None)
+    with pytest.raises(TransientError, match=r"not in its metadata after 0.5 s"):
+        ensure_topics(never, KafkaSettings(topic_prefix="t", request_timeout_s=0.5), ("loaded",))  # type: ignore[arg-type]

@@ -166,11 +166,11 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
     kafka, tcfg = settings.kafka, settings.tracker
     if create_topics:
         from ferry.core.kafka.clients import build_admin
-        from ferry.core.kafka.topics import ensure_topics
+        from ferry.core.kafka.topics import TRACKER_CHANGELOGS, ensure_topics
 
         admin = build_admin(kafka)
         ensure_topics(admin, kafka)
-        ensure_topics(admin, kafka, (WAITING,))
+        ensure_topics(admin, kafka, (WAITING, *TRACKER_CHANGELOGS))
     codec = default_codec(settings.paths.schemas_dir)
     sla = dict(tcfg.sla_s)
     datadir = tcfg.data_dir / kafka.topic_prefix

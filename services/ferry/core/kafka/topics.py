@@ -8,6 +8,7 @@ share work), ``replication_factor`` replicas and ``retention_ms`` retention; rec
 from __future__ import annotations
 
 import logging
+import time
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -21,9 +22,19 @@ from ferry.settings.kafka import KafkaSettings
 log = logging.getLogger(__name__)
 
 
+#: The changelog topics of the tracker's faust tables (``files``, ``pruned``), as faust names them
+#: (``<app id>-<table>-changelog``, the app id being the tracker's group ``<prefix>.tracker``):
+#: created by :func:`ensure_topics` before faust starts. When faust created them itself, its
+#: consumer could ask the broker's metadata before the new topics were in it; its assignor then
+#: ignored them and the table's agent crashed with ``PartitionsMismatch`` (changelog of 0
+#: partitions) every 5 s until the next rebalance, 5 minutes later, and the tracker lost the
+#: events it was given meanwhile (the CI nemesis, seed 20707, 2026-12-07).
+TRACKER_CHANGELOGS: tuple[str, ...] = ("tracker-files-changelog", "tracker-pruned-changelog")
+
 #: Topics kept by key, not by time (``cleanup.policy=compact``): the waiting room
-#: (:mod:`ferry.core.runtime.waiting`), whose files may wait longer than any retention.
-COMPACTED: frozenset[str] = frozenset({"waiting"})
+#: (:mod:`ferry.core.runtime.waiting`), whose files may wait longer than any retention, and the
+#: tracker's changelogs (faust's tables are kept by key).
+COMPACTED: frozenset[str] = frozenset({"waiting", *TRACKER_CHANGELOGS})
 
 
 class _Exists(Exception):
@@ -134,5 +145,30 @@ def ensure_topics(
                 f"(ACL: CREATE on topic {topic}); create it as the operator: "
                 "`ferry kafka topics`"
             ) from exc
+    _wait_listed(admin, kafka, [t for t, how in outcome.items() if how == "created"])
     log.info("topic plan on %s: %s", kafka.bootstrap_servers, outcome)
     return outcome
+
+
+def _wait_listed(admin: AdminClient, kafka: KafkaSettings, topics: list[str]) -> None:
+    """Return once the broker's metadata lists every one of ``topics`` (just created: the
+    controller has them before the broker's metadata cache does), polled every 0.2 s.
+
+    Raises:
+        TransientError: some are still not listed after ``kafka.request_timeout_s``.
+    """
+    deadline = time.monotonic() + kafka.request_timeout_s
+    while True:
+        try:
+            listed = set(admin.list_topics(timeout=kafka.request_timeout_s).topics)
+        except KafkaException as exc:
+            raise TransientError(f"metadata of {kafka.bootstrap_servers} failed: {exc}") from exc
+        absent = sorted(set(topics) - listed)
+        if not absent:
+            return
+        if time.monotonic() >= deadline:
+            raise TransientError(
+                f"topics {absent} created on {kafka.bootstrap_servers} but not in its metadata "
+                f"after {kafka.request_timeout_s:g} s"
+            )
+        time.sleep(0.2)
