@@ -50,6 +50,10 @@ class Run:
     start: float = 0.0
     faults_end: float = 0.0
     applied: list[tuple[Fault, float, float | None]] = field(default_factory=list)
+    #: faults that could not be applied, with why (e.g. a quota while its NameNode was down)
+    skipped: list[tuple[Fault, str]] = field(default_factory=list)
+    #: faults never applied: their process was held by an earlier fault to the end
+    never_applied: list[Fault] = field(default_factory=list)
     loaded_at: list[float] = field(default_factory=list)
     unexplained_exits: Counter[str] = field(default_factory=Counter)
     explained_exits: Counter[str] = field(default_factory=Counter)  #: exits after their own pause
@@ -152,6 +156,8 @@ def run(
         codes = rig.close()
         say(f"service exit codes {codes}; logs in {rig.group.log_dir}")
     result.applied = [(a.fault, a.applied_at, a.undone_at) for a in injector.done]
+    result.skipped = list(injector.skipped)
+    result.never_applied = list(todo)
     result.loaded_at = sorted(
         s["loaded"] / 1000
         for fid, s in rig.outcomes.stamps.items()
