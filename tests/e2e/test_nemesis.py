@@ -95,9 +95,13 @@ def test_a_seeded_nemesis_loses_nothing_and_loads_each_file_exactly_once(
         "strangers not set aside": [],
         "services' exits no fault explains": {},
     }
-    # each strangers' fault produces the same number of records, each set aside
+    # each strangers' fault applied produces the same number of records, each set aside; one
+    # skipped (not all its records acknowledged: seed 686632's, the broker paused) produced
+    # fewer, those acknowledged set aside too (exact when none was skipped: the fixed seed)
     per_fault = len(stranger_records(0, b"\0" * 8))
-    assert v.strangers == per_fault * sum(f.kind == "strangers" for f in faults)
+    applied = sum(f.kind == "strangers" for f, _, _ in result.applied)
+    skipped = sum(f.kind == "strangers" for f, _ in result.skipped)
+    assert per_fault * applied <= v.strangers <= per_fault * (applied + skipped)
     assert v.rows_in_hive == v.rows_expected
     assert v.replayed == v.replayed_exact
     assert v.heal_s is not None and v.heal_s <= HEAL_S

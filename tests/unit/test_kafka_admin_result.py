@@ -14,6 +14,7 @@ from ferry.core.kafka.topics import TRACKER_CHANGELOGS, ensure_topics
 from ferry.errors import ConfigError, TransientError
 from ferry.gc.copier import ensure_gc_topic
 from ferry.settings.kafka import KafkaSettings
+from ferry.settings.retry import RetrySettings
 
 
 def _done(value: Any = None, error: int | None = None) -> concurrent.futures.Future[Any]:
@@ -119,3 +120,33 @@ def test_ensure_topics_returns_once_the_brokers_metadata_lists_what_it_created()
     never = FakeAdmin(set(), {}, lag=None)
     with pytest.raises(TransientError, match=r"not in its metadata after 0.5 s"):
         ensure_topics(never, KafkaSettings(topic_prefix="t", request_timeout_s=0.5), ("loaded",))  # type: ignore[arg-type]
+
+
+class _OutFor(FakeAdmin):
+    """A broker out for its first ``out`` metadata requests (a pause, a restart)."""
+
+    def __init__(self, out: int) -> None:
+        super().__init__({"t.loaded"}, {})
+        self.out = out
+
+    def list_topics(self, timeout: float) -> _Metadata:
+        if self.out > 0:
+            self.out -= 1
+            self.listings += 1
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return super().list_topics(timeout)
+
+
+def test_a_service_start_waits_for_the_broker_under_its_retry_policy():
+    """Seed 686632: extract, restarted while the broker was paused, exited on the first metadata
+    timeout. With the service's retry policy the topic plan waits for the broker, up to the
+    policy's ceiling; an operator's command (no policy) still gets the first error."""
+    k = KafkaSettings(topic_prefix="t")
+    policy = RetrySettings(max_attempts=4, initial_backoff_s=0.001, max_backoff_s=0.001)
+    admin = _OutFor(3)
+    assert ensure_topics(admin, k, ("loaded",), retry=policy) == {"t.loaded": "exists"}  # type: ignore[arg-type]
+    assert admin.listings == 4
+    with pytest.raises(TransientError, match="metadata of .* failed"):
+        ensure_topics(_OutFor(4), k, ("loaded",), retry=policy)  # type: ignore[arg-type]
+    with pytest.raises(TransientError, match="metadata of .* failed"):
+        ensure_topics(_OutFor(1), k, ("loaded",))  # type: ignore[arg-type]

@@ -281,7 +281,7 @@ def build(settings: Settings | None = None) -> GcService:
         raise ConfigError(f"no valid dataset definitions in {settings.paths.datasets_dir}")
     kafka, r = settings.kafka, settings.retention
     admin = build_admin(kafka)
-    ensure_topics(admin, kafka)
+    ensure_topics(admin, kafka, retry=settings.retry)
     keep_ms = int((longest(r) + r.grace).total_seconds() * 1000)
     topic = ensure_gc_topic(admin, kafka, keep_ms)
     metrics = GcMetrics()

@@ -78,7 +78,9 @@ def build_transport(settings: Settings, service: str) -> Transport | None:
         if lin.http_api_key is not None:
             params["auth"] = {"type": "api_key", "apiKey": lin.http_api_key.get_secret_value()}
         return HttpTransport(HttpConfig.from_dict(params))
-    ensure_topics(build_admin(settings.kafka), settings.kafka, (lin.kafka_topic,))
+    ensure_topics(
+        build_admin(settings.kafka), settings.kafka, (lin.kafka_topic,), retry=settings.retry
+    )
     return KafkaTransport(kafka_config(settings, service))
 
 

@@ -5,8 +5,8 @@ A :class:`~ferry.tables.model.Journal` record is written (whole, by rename) befo
 anything of the change is done, and deleted after all of it is. :func:`apply` does, in order:
 
 1. register the new partitions in the metastore (one ``ADD IF NOT EXISTS`` call);
-2. per group: delete its old data files, then move its new ones in (a rename each, their
-   partition directories made first);
+2. per group: delete its old data files, then move its new ones in (a rename each, into the
+   directory the metastore made when it registered the partition; one missing is made then);
 3. write and remove the index records;
 4. drop the partitions the change left without a data file (one call);
 5. delete the scratch and staged directories the change emptied, then the record.
@@ -61,7 +61,13 @@ class Applied:
 
 
 def _move(index: TableIndex, src: str, dst_rel: str) -> bool:
-    """One move, idempotent; ``False`` when source and target are both gone."""
+    """One move, idempotent; ``False`` when source and target are both gone.
+
+    One NameNode call when the target's directory exists, as it does for a partition the
+    metastore knows (it makes a partition's directory when it registers the partition, which
+    :func:`apply` does first); a directory missing all the same (removed by hand) is made when the
+    move fails for it, instead of a ``mkdirs`` before every move (issue 45: one call per
+    partition a batch touches, on every batch)."""
     fs, dst = index.fs, index.abs(dst_rel)
     try:
         fs.move(src, dst)
@@ -76,7 +82,9 @@ def _move(index: TableIndex, src: str, dst_rel: str) -> bool:
             return True
         if not src_there and not dst_there:
             return False
-        raise
+        fs.mkdirs(index.abs(parent(dst_rel)))  # the target's directory is missing
+        fs.move(src, dst)
+        return True
 
 
 def _replace(index: TableIndex, src: str, dst_rel: str) -> bool:
@@ -109,8 +117,6 @@ def apply(index: TableIndex, journal: Journal, name: str, catalog: Catalog) -> A
     done = Applied()
     if journal.add_partitions and catalog.columns:
         catalog.add(list(journal.add_partitions))
-    dirs = sorted({parent(dst) for g in journal.groups for _, dst in g.moves} - {""})
-    parallel(lambda d: index.fs.mkdirs(index.abs(d)), dirs)
     removed = False  # old rows of the change are out (deleted, or replaced without them)
     for group in journal.groups:
         done.deleted += sum(

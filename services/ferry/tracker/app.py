@@ -169,8 +169,8 @@ def build_app(settings: Settings | None = None, *, create_topics: bool = True) -
         from ferry.core.kafka.topics import TRACKER_CHANGELOGS, ensure_topics
 
         admin = build_admin(kafka)
-        ensure_topics(admin, kafka)
-        ensure_topics(admin, kafka, (WAITING, *TRACKER_CHANGELOGS))
+        ensure_topics(admin, kafka, retry=settings.retry)
+        ensure_topics(admin, kafka, (WAITING, *TRACKER_CHANGELOGS), retry=settings.retry)
     codec = default_codec(settings.paths.schemas_dir)
     sla = dict(tcfg.sla_s)
     datadir = tcfg.data_dir / kafka.topic_prefix

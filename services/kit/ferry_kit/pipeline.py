@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ferry.core.events import FileFailed, FileLoaded
-from ferry.core.kafka.clients import client_config
+from ferry.core.kafka.clients import build_admin, client_config
+from ferry.core.kafka.topics import ensure_topics
 from ferry.core.services import STAGES, service_argv
 from ferry.core.wire.avro import default_codec
 from ferry.errors import FerryError, SerializationError
@@ -165,16 +166,21 @@ class ServiceGroup:
 
 
 class Outcomes:
-    """Reads ``<prefix>.loaded`` and ``<prefix>.failed`` from the beginning with a private
-    consumer group and keeps, per ``file_id``, the last FileLoaded and every FileFailed, plus the
-    Kafka timestamp (ms) of every event seen on every stage topic (for latencies)."""
+    """Reads the stage topics (``<prefix>.extracted`` … ``<prefix>.failed``) from the beginning
+    and keeps, per ``file_id``, the last FileLoaded and every FileFailed, plus the Kafka timestamp
+    (ms) of every event seen on every stage topic (for latencies).
+
+    The consumer is assigned every partition of those topics (the topic plan, made first if
+    missing): no consumer group, so no rebalance to rejoin. A group-subscribed reader stopped
+    receiving for good after the broker was killed for 24 s then paused for 47 s (nemesis seed
+    686632, 2026-12-07: the pipeline loaded all 42 files, this reader saw none of them)."""
 
     TOPICS = ("extracted", "transformed", "transferred", "loaded", "failed")
 
     def __init__(self, settings: KitSettings, since_ms: int = 0) -> None:
         """``since_ms``: ignore events the broker stamped before this time (ms since the epoch),
         e.g. outcomes of an earlier run of the same files."""
-        from confluent_kafka import Consumer
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
         self.settings = settings
         self.since_ms = since_ms
@@ -187,16 +193,22 @@ class Outcomes:
         self.set_aside: set[tuple[str, int, int]] = set()
         self.stamps: dict[str, dict[str, int]] = {}
         self.events: dict[str, int] = {t: 0 for t in self.TOPICS}
+        kafka = settings.kafka
         self._consumer = Consumer(
             {
-                **client_config(settings.kafka),
-                # under the prefix: the operator's ACLs cover it (docs/security.md)
-                "group.id": f"{settings.kafka.topic_prefix}.outcomes-{uuid.uuid4().hex[:8]}",
+                **client_config(kafka),
+                # never joined (assign below) nor committed; under the prefix for the ACLs
+                "group.id": f"{kafka.topic_prefix}.outcomes-{uuid.uuid4().hex[:8]}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
             }
         )
-        self._consumer.subscribe([settings.kafka.topic(t) for t in self.TOPICS])
+        ensure_topics(build_admin(kafka), kafka, self.TOPICS, retry=settings.retry)
+        topics = [kafka.topic(t) for t in self.TOPICS]
+        meta = self._consumer.list_topics(timeout=kafka.request_timeout_s).topics
+        self._consumer.assign(
+            [TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in meta[t].partitions]
+        )
 
     def poll(self, seconds: float = 1.0) -> None:
         """Read what arrived within ``seconds``."""

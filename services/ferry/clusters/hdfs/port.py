@@ -235,7 +235,8 @@ class HdfsPort(abc.ABC):
         (docs/field-cases.md, C02).
 
         ``temp_paths``, if given, gets the temporary path appended before it is created, so a
-        caller can sweep it later if the clean-up itself failed (e.g. the NameNode was cut off).
+        caller can sweep it later if the clean-up itself failed (e.g. the NameNode was cut off);
+        it is taken out again once renamed onto ``path`` (no sweep call for a file that made it).
 
         Returns:
             :class:`Written` with the final path, size and sha256 of the bytes.
@@ -304,6 +305,8 @@ class HdfsPort(abc.ABC):
             if started:  # else the NameNode never got as far as creating it
                 self._discard(temp)
             raise
+        if created and temp_paths is not None:  # renamed onto ``path``: nothing left to sweep
+            temp_paths.remove(temp)
         return Written(final, size, digest, created=created)
 
     def _verify(self, temp: str, final: str, size: int, digest: str) -> None:

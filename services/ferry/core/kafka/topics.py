@@ -16,8 +16,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ferry.core.events import TOPIC_NAMES
 from ferry.core.kafka.admin import admin_result
 from ferry.core.kafka.clients import login_failure
+from ferry.core.retry import retrying
 from ferry.errors import ConfigError, TransientError
 from ferry.settings.kafka import KafkaSettings
+from ferry.settings.retry import RetrySettings
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,8 @@ def ensure_topics(
     kafka: KafkaSettings,
     names: tuple[str, ...] = TOPIC_NAMES,
     retention_ms: int | None = None,
+    *,
+    retry: RetrySettings | None = None,
 ) -> dict[str, str]:
     """Create the plan's topics that do not exist yet (``retention_ms`` as in
     :func:`topic_plan`); existing ones are left as they are.
@@ -95,17 +99,36 @@ def ensure_topics(
     DESCRIBE the topics but not CREATE them (:mod:`ferry.core.kafka.acls`) starts once the
     operator made them.
 
+    ``retry``: a service's start passes its ``settings.retry``, so a start while the broker is out
+    waits for it (a :class:`TransientError` retried under that policy, to its ceiling) instead of
+    exiting: the CI nemesis (seed 686632, 2026-12-07) restarted extract during a 47 s pause of the
+    broker and it exited at once on the metadata timeout. Without it (an operator's command) the
+    first error is raised.
+
     Returns:
         full topic name → ``"created"`` or ``"exists"``.
 
     Raises:
         TransientError: the broker did not answer within ``kafka.request_timeout_s`` or
-            returned a retriable error.
+            returned a retriable error (after ``retry``'s last attempt, when given).
         ConfigError: the broker refused a topic for good (e.g. replication factor larger than
             the number of brokers, invalid config; a missing topic this user may not create,
             naming the ACL), or refused this client's login or TLS handshake
             (:func:`refused_login`): retrying cannot fix a wrong password.
     """
+    if retry is not None:
+        return retrying(retry, what=f"topic plan on {kafka.bootstrap_servers}")(
+            _ensure_topics, admin, kafka, names, retention_ms
+        )
+    return _ensure_topics(admin, kafka, names, retention_ms)
+
+
+def _ensure_topics(
+    admin: AdminClient,
+    kafka: KafkaSettings,
+    names: tuple[str, ...],
+    retention_ms: int | None,
+) -> dict[str, str]:
     timeout = kafka.request_timeout_s
     try:
         known = set(admin.list_topics(timeout=timeout).topics)

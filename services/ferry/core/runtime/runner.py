@@ -404,7 +404,7 @@ def build_runner(
         ConfigError: bad settings or schemas, or the broker refused a topic.
     """
     kafka = settings.kafka
-    ensure_topics(build_admin(kafka), kafka)
+    ensure_topics(build_admin(kafka), kafka, retry=settings.retry)
     cid = client_id or f"ferry-{stage.name}-{os.getpid()}"
     return StageRunner(
         stage,

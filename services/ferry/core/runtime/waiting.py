@@ -72,7 +72,7 @@ class WaitingRoom:
         self.input = input_topic(settings, stage)
         self._admin = admin or build_admin(settings.kafka)
         self._producer = producer or build_producer(settings.kafka, f"ferry-{stage}-waiting")
-        ensure_topics(self._admin, settings.kafka, (WAITING,))
+        ensure_topics(self._admin, settings.kafka, (WAITING,), retry=settings.retry)
         self._last_tick = self._last_release = float("-inf")
         self.released = 0
 

@@ -354,7 +354,7 @@ def build(settings: Settings | None = None) -> ExtractService:
     datasets = prepare_dirs(settings, definitions.current().specs)
     if not definitions.current().entries:
         log.warning("extract: no dataset definitions in %s yet", settings.paths.datasets_dir)
-    ensure_topics(build_admin(settings.kafka), settings.kafka)
+    ensure_topics(build_admin(settings.kafka), settings.kafka, retry=settings.retry)
     b = settings.cluster("b")
     deps = ExtractDeps(
         WebHdfs.for_cluster("b", settings),

@@ -215,12 +215,13 @@ def _copy_tree(
     expired: Callable[[str], InputExpired],
 ) -> None:
     a = deps.hdfs_a
-    there = _marker(a, dst_dir) if a.status_or_none(dst_dir) is not None else None
-    if there is None or there[0].generation != marker.generation:
-        a.delete(dst_dir, recursive=True)  # another output of this file (or none): start clean
-    a.mkdirs(dst_dir)
-    for d in sorted({parent(rel) for rel in marker.files} - {""}):
-        a.mkdirs(f"{dst_dir}/{d}")
+    # No mkdirs: WebHDFS CREATE makes a file's missing parents (``createparent`` defaults to
+    # true), and each copy's temporary file sits beside its target (issue 45's cost table: a
+    # NameNode call per partition directory per file, and a delete of nothing per new file).
+    if a.status_or_none(dst_dir) is not None:
+        there = _marker(a, dst_dir)
+        if there is None or there[0].generation != marker.generation:
+            a.delete(dst_dir, recursive=True)  # another output of this file: start clean
 
     def one(rel: str) -> None:
         _copy_one(deps, f"{src_dir}/{rel}", f"{dst_dir}/{rel}", expired)
@@ -254,22 +255,14 @@ def _copy_shared(
         if deps.hdfs_a.status_or_none(batch_marker) is not None:
             return
         deps.shared.forget(dst_batch)
-    made: set[str] = set()
-    made_lock = threading.Lock()
 
-    def one(rel: str) -> None:
+    def one(rel: str) -> None:  # its directories are made by the copy's CREATE
         dst = f"{dst_batch}/{rel}"
         if deps.shared.done(dst):
             return
         with deps.shared.holding(dst):
             if deps.shared.done(dst):  # copied by another thread meanwhile
                 return
-            d = parent(dst)
-            with made_lock:
-                new = d not in made
-                made.add(d)
-            if new:
-                deps.hdfs_a.mkdirs(d)
             _copy_one(deps, f"{src_batch}/{rel}", dst, expired)
             deps.shared.mark(dst)
 

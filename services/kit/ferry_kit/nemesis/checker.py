@@ -138,7 +138,9 @@ def hive_rows(settings: KitSettings, dropped: Iterable[Dropped]) -> dict[str, in
 
 
 def tracker_state(settings: KitSettings, file_id: str) -> str:
-    """The tracker's state of ``file_id`` (``loaded``, ``failed``, …; ``unknown`` on a 404).
+    """The tracker's state of ``file_id`` (``loaded``, ``failed``, …; ``unknown`` on a 404;
+    ``recovering`` on a 503: a tracker restarted late in the schedule is still reading its
+    changelogs, which the verdict waits out like any lag of the tracker, seed 686632).
 
     Raises:
         requests.RequestException: the tracker did not answer within TRACKER_TIMEOUT_S.
@@ -147,6 +149,8 @@ def tracker_state(settings: KitSettings, file_id: str) -> str:
     r = requests.get(url, timeout=TRACKER_TIMEOUT_S)
     if r.status_code == 404:
         return "unknown"
+    if r.status_code == 503:
+        return "recovering"
     r.raise_for_status()
     body: dict[str, Any] = r.json()
     return str(body.get("state"))
