@@ -293,3 +293,20 @@ def test_own_temp_file_not_found_after_create_is_retried(
     assert a.files["/incoming/f.parquet"] == DATA
     assert len(misses) == 1 and len(sleeps) == 1  # one stale answer, one retry
     assert _temps(a) == []
+
+
+def test_a_target_known_absent_is_not_asked_for_until_a_retry(
+    clusters: tuple[FakeHdfs, FakeHdfs],
+) -> None:
+    """Issue 45: a copy into a directory the caller found absent skips the target's status on
+    its first attempt; an attempt after a failure asks it again (its rename may have landed)."""
+    b, a = clusters
+    assert _copy(b, a, target_absent=True) == (len(DATA), SHA)
+    assert [p for op, p in a.calls if op == "status"] == []  # nor a sweep of the renamed temp
+    a.files.pop("/incoming/f.parquet")
+    a.calls.clear()
+    a.fail("rename", HdfsUnavailable("connection reset (injected)"))
+    assert _copy(b, a, target_absent=True) == (len(DATA), SHA)
+    statuses = [p for op, p in a.calls if op == "status"]
+    assert statuses[0] == "/incoming/f.parquet"  # the second attempt's question
+    assert a.files == {"/incoming/neighbour": b"keep me", "/incoming/f.parquet": DATA}

@@ -36,6 +36,7 @@ def copy_between(
     *,
     expected_sha256: str | None = None,
     overwrite: bool = False,
+    target_absent: bool = False,
     retry: RetrySettings,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     sleep: Callable[[float], None] = time.sleep,
@@ -60,6 +61,10 @@ def copy_between(
         expected_sha256: sha256 the source must have (e.g. from the manifest); checked on the
             streamed bytes, and used for the idempotency check without re-reading the source.
         overwrite: replace a ``dst_path`` that holds other bytes; otherwise that is an error.
+        target_absent: the caller knows nothing was at ``dst_path`` when the call began (its
+            directory was just found absent, or deleted): the first attempt does not ask the
+            target's status (one NameNode call a file, issue 45); a retry does (the attempt
+            before may have renamed its file there and lost the answer).
         retry: the retry policy of one call (attempts, backoff in seconds, ``min_window_s``).
         chunk_size: bytes per chunk streamed from ``src`` to ``dst``.
         sleep: the backoff sleep, in seconds (tests pass a fake clock).
@@ -74,18 +79,16 @@ def copy_between(
     what = f"copy {src.name}:{src_path} -> {dst.name}:{dst_path}"
     started = time.monotonic()
     temps: list[str] = []
-    try:
-        size, digest = retrying(retry, sleep=sleep, what=what)(
-            _copy_once,
-            src,
-            src_path,
-            dst,
-            dst_path,
-            expected_sha256,
-            overwrite,
-            chunk_size,
-            temps,
+    known_absent = [target_absent]  # for the first attempt only
+
+    def attempt() -> tuple[int, str]:
+        absent, known_absent[0] = known_absent[0], False
+        return _copy_once(
+            src, src_path, dst, dst_path, expected_sha256, overwrite, chunk_size, temps, absent
         )
+
+    try:
+        size, digest = retrying(retry, sleep=sleep, what=what)(attempt)
     finally:
         _sweep(dst, temps, retry, sleep)
     elapsed = time.monotonic() - started
@@ -102,13 +105,14 @@ def _copy_once(
     overwrite: bool,
     chunk_size: int,
     temps: list[str],
+    target_absent: bool = False,
 ) -> tuple[int, str]:
     source = src.status(src_path)
     if not source.is_file:
         raise HdfsRequestRejected(
             f"copy source {src.name}:{source.path!r} is a {source.kind.lower()}, not a file"
         )
-    existing = dst.status_or_none(dst_path)
+    existing = None if target_absent else dst.status_or_none(dst_path)
     if existing is not None:
         if existing.is_file and existing.size == source.size:
             want = expected_sha256 or src.sha256(src_path, chunk_size)[1]

@@ -194,11 +194,25 @@ def transfer_file(event: FileTransformed, deps: TransferDeps) -> list[FileTransf
 
 
 def _copy_one(
-    deps: TransferDeps, src: str, dst: str, expired: Callable[[str], InputExpired]
+    deps: TransferDeps,
+    src: str,
+    dst: str,
+    expired: Callable[[str], InputExpired],
+    *,
+    target_absent: bool = False,
 ) -> int:
-    """Copy one data file B → A; its size. Its disappearance from B mid-copy is ``expired``."""
+    """Copy one data file B → A; its size. Its disappearance from B mid-copy is ``expired``.
+    ``target_absent``: see :func:`~ferry.stages.transfer.copy.copy_between`."""
     try:
-        size, _ = copy_between(deps.hdfs_b, src, deps.hdfs_a, dst, overwrite=True, retry=deps.retry)
+        size, _ = copy_between(
+            deps.hdfs_b,
+            src,
+            deps.hdfs_a,
+            dst,
+            overwrite=True,
+            target_absent=target_absent,
+            retry=deps.retry,
+        )
         return size
     except HdfsPathNotFound:
         if deps.hdfs_b.exists(src):
@@ -218,13 +232,15 @@ def _copy_tree(
     # No mkdirs: WebHDFS CREATE makes a file's missing parents (``createparent`` defaults to
     # true), and each copy's temporary file sits beside its target (issue 45's cost table: a
     # NameNode call per partition directory per file, and a delete of nothing per new file).
-    if a.status_or_none(dst_dir) is not None:
+    fresh = a.status_or_none(dst_dir) is None  # then no target of it is asked for first
+    if not fresh:
         there = _marker(a, dst_dir)
         if there is None or there[0].generation != marker.generation:
             a.delete(dst_dir, recursive=True)  # another output of this file: start clean
+            fresh = True
 
     def one(rel: str) -> None:
-        _copy_one(deps, f"{src_dir}/{rel}", f"{dst_dir}/{rel}", expired)
+        _copy_one(deps, f"{src_dir}/{rel}", f"{dst_dir}/{rel}", expired, target_absent=fresh)
 
     _each(deps, one, sorted(marker.files))
     if marker.shared:
@@ -255,6 +271,10 @@ def _copy_shared(
         if deps.hdfs_a.status_or_none(batch_marker) is not None:
             return
         deps.shared.forget(dst_batch)
+    # A batch directory not on A yet (the usual case: the first of the batch's files here) holds
+    # no target to ask for before each copy: one call instead of one per shared file. Only a copy
+    # holding the file's lock writes it, and overwrites whatever another process put there.
+    fresh = deps.hdfs_a.status_or_none(dst_batch) is None
 
     def one(rel: str) -> None:  # its directories are made by the copy's CREATE
         dst = f"{dst_batch}/{rel}"
@@ -263,7 +283,7 @@ def _copy_shared(
         with deps.shared.holding(dst):
             if deps.shared.done(dst):  # copied by another thread meanwhile
                 return
-            _copy_one(deps, f"{src_batch}/{rel}", dst, expired)
+            _copy_one(deps, f"{src_batch}/{rel}", dst, expired, target_absent=fresh)
             deps.shared.mark(dst)
 
     _each(deps, one, names)
