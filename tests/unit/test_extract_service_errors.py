@@ -108,7 +108,7 @@ def test_build_skips_a_dataset_whose_directory_is_a_plain_file(
 ) -> None:
     import ferry.stages.extract.service as service_mod
 
-    monkeypatch.setattr(service_mod, "ensure_topics", lambda *a: None)
+    monkeypatch.setattr(service_mod, "ensure_topics", lambda *a, **kw: None)
     monkeypatch.setattr(service_mod, "build_admin", lambda *a: None)
     monkeypatch.setattr(service_mod, "build_producer", lambda *a: FakeProducer())
     nas = tmp_path / "nas"
