@@ -18,8 +18,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
-from ferry.errors import FerryError
+from confluent_kafka import KafkaException
+
+from ferry.core.kafka.admin import active_members
+from ferry.core.kafka.clients import build_admin
+from ferry.errors import FerryError, TransientError
+from ferry.settings.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +57,26 @@ class GroupWatch:
         self._next: float = 0.0
         #: how many times the consumer was told to subscribe again
         self.rejoins = 0
+
+    @classmethod
+    def for_group(cls, consumer: Any, kafka: KafkaSettings, group: str) -> GroupWatch:
+        """The watch of ``consumer`` in consumer group ``group``: it asks after three session
+        timeouts (at least 30 s), through an admin client made on the first question."""
+        admin: list[Any] = []
+
+        def members() -> list[str]:
+            if not admin:
+                admin.append(build_admin(kafka))
+            try:
+                return [m.member_id for m in active_members(admin[0], kafka, group)]
+            except KafkaException as exc:
+                raise TransientError(f"describe group {group}: {exc}") from exc
+
+        return cls(
+            lambda: getattr(consumer, "memberid", lambda: None)(),
+            members,
+            after_s=max(30.0, 3 * kafka.session_timeout_ms / 1000),
+        )
 
     def should_rejoin(self, holding: bool) -> bool:
         """``holding``: the consumer has partitions or a batch runs. True when the consumer held

@@ -58,7 +58,6 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from ferry.core.kafka.admin import active_members
 from ferry.core.kafka.clients import (
     OutboundRecord,
     build_admin,
@@ -75,7 +74,6 @@ from ferry.core.runtime.processing import process_batch
 from ferry.core.runtime.rebalance import Partitions, RunningBatch
 from ferry.core.runtime.stage import Record, RunStats, Stage
 from ferry.core.wire.avro import EventCodec, default_codec
-from ferry.errors import TransientError
 from ferry.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -125,12 +123,9 @@ class StageRunner:
             settle=self._settle,
         )
         #: a consumer out of its group for good subscribes again (:mod:`.membership`)
-        self.group_watch = GroupWatch(
-            lambda: getattr(self._consumer, "memberid", lambda: None)(),
-            self._group_member_ids,
-            after_s=max(30.0, 3 * settings.kafka.session_timeout_ms / 1000),
+        self.group_watch = GroupWatch.for_group(
+            consumer, settings.kafka, group_id(settings.kafka, stage.name)
         )
-        self._admin: Any = None
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -151,9 +146,7 @@ class StageRunner:
         self._warm_up()
         topics = self.stage.input_topics(self._settings)
         parts = self.partitions
-        self._consumer.subscribe(
-            topics, on_assign=parts.on_assign, on_revoke=parts.on_revoke, on_lost=parts.on_lost
-        )
+        self._subscribe(topics)
         log.info("stage %s consuming %s", self.stage.name, topics)
         try:
             while not self._stop.is_set():
@@ -164,12 +157,7 @@ class StageRunner:
                     self._run_batches(msgs)
                 if self.group_watch.should_rejoin(bool(self.stats.assigned or parts.running)):
                     self._consumer.unsubscribe()
-                    self._consumer.subscribe(
-                        topics,
-                        on_assign=parts.on_assign,
-                        on_revoke=parts.on_revoke,
-                        on_lost=parts.on_lost,
-                    )
+                    self._subscribe(topics)
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -178,20 +166,11 @@ class StageRunner:
             notify("close", getattr(self.observer, "close", None))
         return self.stats
 
-    def _group_member_ids(self) -> list[str]:
-        """The member ids of this stage's consumer group, from the broker.
-
-        Raises:
-            TransientError: the broker did not answer within ``kafka.request_timeout_s``.
-        """
-        kafka = self._settings.kafka
-        if self._admin is None:
-            self._admin = build_admin(kafka)
-        try:
-            group = group_id(kafka, self.stage.name)
-            return [m.member_id for m in active_members(self._admin, kafka, group)]
-        except KafkaException as exc:
-            raise TransientError(f"describe group of stage {self.stage.name}: {exc}") from exc
+    def _subscribe(self, topics: list[str]) -> None:
+        parts = self.partitions
+        self._consumer.subscribe(
+            topics, on_assign=parts.on_assign, on_revoke=parts.on_revoke, on_lost=parts.on_lost
+        )
 
     def _warm_up(self) -> None:
         """Run the stage's ``warm_up`` before joining the group. A failure is logged with its
