@@ -1,23 +1,25 @@
 """Issue 48: files through the whole pipeline with Spark on each cluster's own YARN (transform on
-B's, load on A's), exactly once, and across a SIGKILL of cluster A's active ResourceManager in the
-middle of a load batch.
+B's, load on A's), exactly once, and across a SIGKILL in the middle of a load batch of cluster A's
+active ResourceManager, then of its NodeManager with its containers.
 
 One stack (profile ``yarn``) and one :class:`~ferry_kit.testing.chaos.FaultRig` for the module:
 the four stages run as processes, started with only the clusters' client configuration
 directories (``yarn-site.xml`` among them) and ``spark.cluster_managers`` from the profile. Each
 test drops its own distinct daily flights slices and ends with every file loaded exactly once with
-its exact row count in Hive (over HiveServer2). The failover test prints the seconds from the
-kill to the standby ResourceManager becoming ACTIVE and to the next FileLoaded (figures, not
-asserted).
+its exact row count in Hive (over HiveServer2). The fault tests print the seconds from the kill
+to the standby ResourceManager becoming ACTIVE (or the NodeManager back) and to the next
+FileLoaded (figures, not asserted).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from ferry.clusters import spark_yarn
@@ -132,6 +134,67 @@ def test_2_kill9_active_resourcemanager_of_a_mid_load(
         )
     finally:
         restore(yarn_stack)
+
+
+def test_3_kill9_nodemanager_of_a_with_its_containers_mid_load(
+    rig: FaultRig, yarn_stack: KitSettings
+) -> None:
+    """SIGKILL of cluster A's only NodeManager and every process it started (the load
+    application's master and executors: a node lost, not only its daemon) while the load service
+    runs a batch; the NodeManager is started again 5 s later. Its containers' work is redone
+    (a new attempt of the application's master and new executors, or a new application when
+    Spark stops the session): every file is loaded exactly once. Prints the seconds from the
+    kill to the next file loaded and load's application before and after (figures, not
+    asserted)."""
+    stack = Stack(yarn_stack)
+    name = "yarn-a-nodemanager"
+    load_apps_before = {i for i, n in app_names(yarn_stack, "a").items() if n == "ferry-load"}
+    files = rig.slices(40, rows=ROWS, first=next(_first_slice))
+    jobs_before = load_jobs_started(rig)
+    rig.drop(files)
+    rig.wait_until(lambda: load_jobs_started(rig) > jobs_before, SETTLE_S, "a load job started")
+    loaded_at_kill = rig.reached(files, "loaded")
+    pid = stack.pid(stack.component(name))
+    assert pid is not None, f"{name} is not running"
+    node = psutil.Process(pid)
+    tree = [node, *node.children(recursive=True)]
+    # the containers run in their own sessions (YARN's DefaultContainerExecutor starts each
+    # with setsid), so a signal to the NodeManager's process group would leave them running
+    # (each container's JVM runs in its working directory .../appcache/<application>/<container>)
+    containers = sum(_container_jvm(p) for p in tree[1:])
+    assert containers >= 1, f"no container under {name} (load's executors should be there)"
+    wall, t0 = time.time(), time.monotonic()
+    for proc in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(tree, timeout=30)
+    time.sleep(5)
+    stack.up(300, [name])
+    back = time.monotonic() - t0
+    rig.settle(files, SETTLE_S)
+    figures = {
+        "processes_killed": len(tree),
+        "containers_killed": containers,
+        "kill_to_nodemanager_back_s": round(back, 1),
+        "kill_to_next_loaded_s": _round(rig.first_loaded_after(files, wall)),
+        "loaded_before_kill": loaded_at_kill,
+        **rig.assert_exactly_once(files),
+    }
+    load_apps_after = {i for i, n in app_names(yarn_stack, "a").items() if n == "ferry-load"}
+    assert load_apps_after, "no ferry-load application RUNNING on A after the NodeManager's loss"
+    print(
+        f"\nYARN NodeManager loss, kill -9 of {name} and its containers mid-load: {figures}; "
+        f"load's application before {sorted(load_apps_before)}, after {sorted(load_apps_after)}"
+    )
+
+
+def _container_jvm(proc: psutil.Process) -> bool:
+    """A JVM started in a YARN container's working directory (an executor or a master)."""
+    try:
+        argv = proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+    return bool(argv) and argv[0].endswith("java") and any("/container_" in a for a in argv)
 
 
 def load_jobs_started(rig: FaultRig) -> int:
