@@ -114,16 +114,32 @@ def apps_line(apps: list[dict[str, Any]]) -> str:
 
 
 def _nodemanager_check(yarn: StackYarn) -> str:
+    """The NodeManager answers (``/ws/v1/node/info``) and the ACTIVE ResourceManager lists it
+    RUNNING with a health report from this process (``lastHealthUpdate`` ≥ its
+    ``nmStartupTime``, ms): a NodeManager started again after a kill is healthy only once it has
+    registered anew. The RM keeps the lost process's registration for
+    ``yarn.nm.liveness-monitor.expiry-interval-ms`` (10 min): counting its active nodes passed
+    while the new process had not even opened its port (tests/yarn, 2026-12-07)."""
     rm = active_rm(yarn)
     if rm is None:
         raise health.Unhealthy("no ResourceManager is ACTIVE")
-    metrics = health._get_json(  # noqa: SLF001 - the stack's one JSON getter, with its timeout
-        f"{rm.web_url}/ws/v1/cluster/metrics"
-    ).get("clusterMetrics", {})
-    nodes = int(metrics.get("activeNodes", 0))
-    if nodes < 1:
-        raise health.Unhealthy(f"{rm.id} counts no active NodeManager")
-    return f"{nodes} active node at {rm.id}, {metrics.get('totalMB')} MB"
+    host = yarn.resourcemanagers[0].host
+    info = health._get_json(  # noqa: SLF001 - the stack's one JSON getter, with its timeout
+        f"http://{host}:{yarn.nodemanager_web_port}/ws/v1/node/info"
+    ).get("nodeInfo", {})
+    node_id, started = info.get("id"), int(info.get("nmStartupTime", 0))
+    node = (
+        health._get_json(f"{rm.web_url}/ws/v1/cluster/nodes/{node_id}").get("node", {})  # noqa: SLF001
+        if node_id
+        else {}
+    )
+    if node.get("state") != "RUNNING" or int(node.get("lastHealthUpdate", 0)) < started:
+        raise health.Unhealthy(
+            f"{rm.id} has not heard from NodeManager {node_id} since it started "
+            f"(state {node.get('state')}, last health report {node.get('lastHealthUpdate')}, "
+            f"started {started})"
+        )
+    return f"{node_id} RUNNING at {rm.id}, {node.get('availMemoryMB')} MB free"
 
 
 def check_jars(lay: Layout) -> None:
