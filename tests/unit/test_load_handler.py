@@ -10,7 +10,7 @@ from tests.support.factories import transferred
 
 from ferry.core.events import FileLoaded, FileManifest, FileTransferred
 from ferry.datasets.spec import DatasetSpec
-from ferry.errors import PermanentError, SparkUnavailable, TransientError
+from ferry.errors import HdfsUnavailable, PermanentError, SparkUnavailable, TransientError
 from ferry.stages.load.handlers import LoadDeps, load_batch
 
 
@@ -194,6 +194,42 @@ def test_a_job_whose_sessions_context_died_gives_every_file_spark_unavailable(
     assert [(r.reason, r.cluster) for r in out] == [("spark_unavailable", "a")] * 2
     assert "stopped SparkContext" in str(out[0])
     assert (job.resets, asked) == (1, [])
+
+
+def test_a_job_that_met_cluster_a_out_of_reach_holds_every_file_and_asks_no_input(
+    specs: dict[str, DatasetSpec],
+) -> None:
+    """Issue 47's second hour (seed 693378033, 2026-12-07): a replayed file that was loaded had
+    its index record read while A's DataNode was killed; the job failed on
+    ``BlockMissingException``, its incoming copy was gone (consumed by its first load), and it was
+    quarantined ``input_expired`` though its rows were in the table. An outage of cluster A says
+    nothing about the files: HdfsUnavailable of cluster A for each (held as a condition), no
+    input asked, one job only."""
+    a, b = transferred("weather", 1, 24), transferred("weather", 2, 24)
+    job = Job(
+        error=RuntimeError(
+            "An error occurred while calling o621.readAllBytes.\n: "
+            "org.apache.hadoop.hdfs.BlockMissingException: Could not obtain block: "
+            "BP-1:blk_1073742603_1779 file=/warehouse/ferry.db/weather/_ferry/files/ff/x.json"
+        )
+    )
+    asked: list[str] = []
+    deps = LoadDeps(
+        specs,
+        lambda: "SPARK",
+        lambda: False,  # the context is alive
+        job.load_files,
+        # the incoming copies are gone (consumed by the files' first load)
+        missing_input=lambda uri, rows: asked.append(uri) or "no such directory",  # type: ignore[func-returns-value]
+    )
+    out = load_batch([a, b], deps)
+    assert [type(r) for r in out] == [HdfsUnavailable, HdfsUnavailable]
+    assert [(r.reason, r.cluster) for r in out] == [("hdfs_unavailable", "a")] * 2
+    assert str(out[0]) == (
+        "load of 2 weather file(s): cluster 'a' out of reach (BlockMissingException): "
+        "RuntimeError: An error occurred while calling o621.readAllBytes."
+    )
+    assert (len(job.calls), asked) == (1, [])
 
 
 def test_no_session_gives_every_file_spark_unavailable_and_runs_no_job(

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ferry.clusters.hdfs.errors import outage_marker
 from ferry.errors import HdfsUnavailable, PermanentError
 
 if TYPE_CHECKING:
@@ -37,34 +38,14 @@ class Footer:
     schema: StructType
 
 
-#: Text of a Java exception (its class or message, anywhere in the trace) that says the file
-#: could not be READ because of the cluster, not that it is not Parquet: a block no live DataNode
-#: holds (``BlockMissingException``, "Could not obtain block"), a NameNode or DataNode refusing,
-#: timing out or resetting, a standby NameNode. Found by the nemesis (seed 693378033): A's
-#: DataNode killed while a load read a compaction file's footer made 94 good files
-#: ``schema_mismatch``.
-OUTAGE_MARKERS = (
-    "BlockMissingException",
-    "Could not obtain block",
-    "No live nodes contain",
-    "ConnectException",
-    "Connection refused",
-    "Connection reset",
-    "SocketTimeoutException",
-    "ConnectTimeoutException",
-    "NoRouteToHostException",
-    "StandbyException",
-    "RetriableException",
-)
-
-
 def read_footer(spark: SparkSession, path: str) -> Footer:
     """Rows and schema of Parquet file ``path`` (any URI the session's Hadoop can read).
 
     Raises:
         PermanentError(reason="hdfs_not_found"): the file does not exist.
         HdfsUnavailable: the file could not be read for the cluster's sake (an
-            :data:`OUTAGE_MARKERS` text in the Java exception): a later attempt can read it.
+            :data:`ferry.clusters.hdfs.errors.OUTAGE_MARKERS` text in the Java exception): a
+            later attempt can read it.
         PermanentError(reason="schema_mismatch"): not a Parquet file.
     """
     from pyspark.sql.types import StructType
@@ -83,7 +64,7 @@ def read_footer(spark: SparkSession, path: str) -> Footer:
                 f"staged data file {path} does not exist (replay transfer for this file)",
                 reason="hdfs_not_found",
             ) from exc
-        marker = next((m for m in OUTAGE_MARKERS if m in text), None)
+        marker = outage_marker(text)
         if marker is not None:
             raise HdfsUnavailable(
                 f"footer of {path} could not be read ({marker}): {text.splitlines()[0][:300]}"

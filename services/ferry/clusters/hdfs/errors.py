@@ -148,6 +148,53 @@ def condition_in(exc: BaseException, *, cluster: str, what: str = "") -> Cluster
     return condition_of("\n".join(texts), cluster=cluster, what=what)
 
 
+#: Text of a Java exception (its class or message, anywhere in the trace) that says a file
+#: could not be READ or WRITTEN because of the cluster, not because of the file: a block no live
+#: DataNode holds (``BlockMissingException``, "Could not obtain block"), a NameNode or DataNode
+#: refusing, timing out or resetting, a standby NameNode. Found by the nemesis (seed
+#: 693378033): A's DataNode killed while a load read a compaction file's footer made 94 good
+#: files ``schema_mismatch``; in its second hour, while a replayed file's index record was read,
+#: one loaded file ``input_expired``.
+OUTAGE_MARKERS = (
+    "BlockMissingException",
+    "Could not obtain block",
+    "No live nodes contain",
+    "ConnectException",
+    "Connection refused",
+    "Connection reset",
+    "SocketTimeoutException",
+    "ConnectTimeoutException",
+    "NoRouteToHostException",
+    "StandbyException",
+    "RetriableException",
+)
+
+
+def outage_marker(text: str) -> str | None:
+    """The first :data:`OUTAGE_MARKERS` text found in ``text``, or ``None``."""
+    return next((m for m in OUTAGE_MARKERS if m in text), None)
+
+
+def outage_in(exc: BaseException, *, cluster: str, what: str = "") -> HdfsUnavailable | None:
+    """An :class:`~ferry.errors.HdfsUnavailable` of ``cluster`` when the text of ``exc`` or of
+    what it wraps (a py4j ``Py4JJavaError``: the Java stack trace) holds an
+    :data:`OUTAGE_MARKERS` text, else ``None``: a Spark job or a driver read that failed because
+    the cluster was out of reach says nothing about its files (a stage holds them:
+    :func:`ferry.errors.outage_condition`). Never raises."""
+    for e in _exception_chain(exc):
+        try:
+            text = f"{type(e).__name__}: {e}"
+        except Exception:  # noqa: BLE001 - str() of a py4j error asks the JVM, which may be gone
+            continue
+        marker = outage_marker(text)
+        if marker is not None:
+            first = text.splitlines()[0][:300] if text else ""
+            err = HdfsUnavailable(f"{what}: cluster {cluster!r} out of reach ({marker}): {first}")
+            err.cluster = cluster
+            return err
+    return None
+
+
 def classify(
     what: str,
     exc: BaseException,

@@ -18,7 +18,10 @@ exceeded, safe mode, no space: :func:`ferry.clusters.hdfs.errors.condition_in`, 
 its files that :class:`~ferry.errors.ClusterCondition`, which the runner holds until it
 clears. No session (the masters, the worker), or a job whose session's context died under it
 (``deps.reset_spark()`` says so), gives every file :class:`~ferry.errors.SparkUnavailable` of
-cluster A, which the runner holds the same way (:func:`ferry.errors.outage_condition`).
+cluster A, and a job that failed because cluster A was out of reach (a block no live DataNode
+holds, a NameNode refusing: :func:`ferry.clusters.hdfs.errors.outage_in`) gives every file
+:class:`~ferry.errors.HdfsUnavailable` of cluster A, before any file is judged; the runner
+holds both the same way (:func:`ferry.errors.outage_condition`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.clusters.hdfs.errors import condition_in
+from ferry.clusters.hdfs.errors import condition_in, outage_in
 from ferry.core.events import FileLoaded, FileTransferred
 from ferry.core.runtime.batching import group_by_dataset
 from ferry.core.runtime.stage import BatchResult
@@ -133,6 +136,14 @@ def _load_group(
                     f"stopped: {exc}",
                     cluster="a",
                 )
+            return
+        outage = outage_in(exc, cluster="a", what=f"load of {len(files)} {spec.name} file(s)")
+        if outage is not None:
+            # cluster A out of reach (a DataNode down under a read): nothing is known of the
+            # files, not even whether their input is gone (issue 47's second hour: a replayed
+            # loaded file, its index record unreadable, was quarantined input_expired): held
+            for i in idx:
+                results[i] = outage
             return
         gone = _expired(events, idx, deps)
         if gone:

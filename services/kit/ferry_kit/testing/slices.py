@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ferry.core.identity import derive_file_id, sha256_file
-from ferry.datasets.spec import load_datasets
+from ferry.datasets.spec import DatasetSpec, load_datasets
 from ferry_kit.demo_data import csv_lines, daily_frames, write_csv
 from ferry_kit.settings import KitSettings
 
@@ -36,6 +37,10 @@ def dataset_slices(
     ``flights``, ``weather``), cut from its daily files in calendar order, skipping the first
     ``first`` slices (so callers can take disjoint sets). Named ``<dataset>_slice_<n>.csv``.
 
+    Every row of a slice passes the dataset's own rules, so all of them load: a slice holding a
+    row the transform rejects by design (:func:`rule_breaking_rows`; weather's slice 124 holds
+    the source's wind speed of 1,048.36 mph) is left out, its number not reused.
+
     Raises:
         ValueError: the data has fewer slices than asked (flights: 5,612 of 60 rows; weather:
             about 26,000 rows in all).
@@ -45,7 +50,7 @@ def dataset_slices(
     index = 0
     for _day, frame in daily_frames(dataset):
         for start in range(0, len(frame) - rows + 1, rows):
-            if index >= first:
+            if index >= first and not rule_breaking_rows(spec, frame.iloc[start : start + rows]):
                 name = f"{dataset}_slice_{index:05d}.csv"
                 path = work / "slices" / name
                 n = write_csv(path, csv_lines(spec, frame.iloc[start : start + rows]), spec)
@@ -57,4 +62,29 @@ def dataset_slices(
     raise ValueError(f"the {dataset} data has fewer than {first + count} slices of {rows} rows")
 
 
-__all__ = ["SliceFile", "dataset_slices"]
+def rule_breaking_rows(spec: DatasetSpec, frame: Any) -> int:
+    """Rows of ``frame`` (source rows, a pandas frame) that break one of ``spec``'s validation
+    rules on a source column: NULL in a ``not_null`` column, a number outside a ``ranges``
+    rule, a value not in ``allowed_values`` (NULL passes the last two, as in
+    :mod:`ferry.stages.transform.rows`). Rules on derived columns are not checked here."""
+    import pandas as pd
+
+    rules = spec.validation
+    bad = pd.Series(False, index=frame.index)
+    for col in rules.not_null:
+        if col in frame:
+            bad |= frame[col].isna()
+    for col, rule in rules.ranges.items():
+        if col in frame:
+            values = pd.to_numeric(frame[col], errors="coerce")
+            if rule.min is not None:
+                bad |= values < rule.min
+            if rule.max is not None:
+                bad |= values > rule.max
+    for col, allowed in rules.allowed_values.items():
+        if col in frame:
+            bad |= frame[col].notna() & ~frame[col].isin(list(allowed))
+    return int(bad.sum())
+
+
+__all__ = ["SliceFile", "dataset_slices", "rule_breaking_rows"]
