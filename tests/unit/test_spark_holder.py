@@ -113,3 +113,68 @@ def test_each_session_built_names_its_application_for_ferry_ps(
     health = probe(settings, info, {"load": [member]})
     assert health.ok
     assert health.detail.endswith("; Spark application application_1765000000000_0002 on yarn")
+
+
+class StoppedContext:
+    """pyspark's active SparkContext whose JVM side stopped while its session was built."""
+
+    def __init__(self, stop_fails: bool = False) -> None:
+        sc = type("SC", (), {"isStopped": lambda _s: True})()
+        self._jsc = type("JSC", (), {"sc": lambda _s: sc})()
+        self.stop_calls, self.stop_fails = 0, stop_fails
+
+    def stop(self) -> None:
+        self.stop_calls += 1
+        if self.stop_fails:
+            raise RuntimeError("py4j: the gateway is gone")
+
+
+@pytest.mark.parametrize("stop_fails", [False, True])
+def test_a_build_that_failed_on_a_stopped_context_forgets_it_so_the_next_build_can_work(
+    monkeypatch: pytest.MonkeyPatch, stop_fails: bool
+) -> None:
+    """Issue 47's second hour (seed 693378033): load started while both Spark masters were
+    killed; the SparkContext stopped itself inside the build ("All masters are unresponsive!
+    Giving up."), the session around it failed, and pyspark kept that context as its active one:
+    every later build returned it ("Cannot call methods on a stopped SparkContext") for 9
+    minutes, until the process was killed. A failed build now drops it (whether its stop
+    succeeds or fails)."""
+    from pyspark import SparkContext
+
+    dead = StoppedContext(stop_fails)
+    monkeypatch.setattr(SparkContext, "_active_spark_context", dead)
+    builds: list[Any] = []
+
+    def build(*args: Any, **kwargs: Any) -> FakeSession:
+        builds.append(SparkContext._active_spark_context)
+        if SparkContext._active_spark_context is dead:
+            raise RuntimeError("Cannot call methods on a stopped SparkContext.")
+        return FakeSession(len(builds))
+
+    monkeypatch.setattr(spark_module, "build_session", build)
+    holder = SparkHolder(get_settings(), "ferry-load", "a")
+    with pytest.raises(RuntimeError, match="stopped SparkContext"):
+        holder.get()
+    assert (dead.stop_calls, SparkContext._active_spark_context) == (1, None)
+    assert holder.get().n == 2
+    assert builds == [dead, None]
+
+
+def test_a_failed_build_leaves_a_live_active_context_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pyspark import SparkContext
+
+    live = StoppedContext()
+    live._jsc = type(
+        "JSC", (), {"sc": lambda _s: type("SC", (), {"isStopped": lambda _s: False})()}
+    )()
+    monkeypatch.setattr(SparkContext, "_active_spark_context", live)
+
+    def build(*args: Any, **kwargs: Any) -> FakeSession:
+        raise RuntimeError("the metastore did not answer")
+
+    monkeypatch.setattr(spark_module, "build_session", build)
+    with pytest.raises(RuntimeError, match="metastore"):
+        SparkHolder(get_settings(), "ferry-load", "a").get()
+    assert (live.stop_calls, SparkContext._active_spark_context) == (0, live)

@@ -224,6 +224,40 @@ def _kerberos_driver(settings: Settings, app_name: str, cluster: str, conf: dict
     spark_kerberos.prepare_driver(SparkContext._jvm, settings, cluster, app_name)
 
 
+def drop_stopped_context() -> bool:
+    """Stop and forget pyspark's active SparkContext if its JVM side has stopped; returns whether
+    one was dropped.
+
+    A session build can fail after the context was made: on the standalone cluster the
+    SparkContext's constructor waits for the application's registration, and when every master
+    stays unresponsive past Spark's registration retries (3 × 20 s) the context stops itself
+    and the SparkSession around it fails ("Cannot call methods on a stopped SparkContext").
+    pyspark still holds that context as the active one, and every later ``getOrCreate`` returns
+    it: the stage never got a session again until its process was restarted (issue 47's second
+    hour, seed 693378033: load held its files for 9 minutes after its start met both masters
+    killed). Never raises."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None:
+        return False
+    try:
+        stopped = sc._jsc is None or bool(sc._jsc.sc().isStopped())
+    except Exception:  # noqa: BLE001 - the JVM side is gone: as good as stopped
+        stopped = True
+    if not stopped:
+        return False
+    log.warning("dropping a SparkContext that stopped while its session was built")
+    try:
+        sc.stop()
+    except Exception:  # noqa: BLE001 - stopping a dead context may fail; forget it anyway
+        log.warning("stopping the dead SparkContext failed", exc_info=True)
+    with SparkContext._lock:
+        if SparkContext._active_spark_context is sc:
+            SparkContext._active_spark_context = None
+    return True
+
+
 class SparkHolder:
     """Lazily builds the stage's SparkSession and rebuilds it after a failure stopped it.
     Thread-safe: a stage's takeover batch (ferry.core.runtime.runner) runs its jobs from a second
@@ -268,7 +302,13 @@ class SparkHolder:
             self._spark.stop()
             self._spark = None
         if self._spark is None:
-            self._spark = build_session(self.settings, self.app_name, self.cluster, hive=self.hive)
+            try:
+                self._spark = build_session(
+                    self.settings, self.app_name, self.cluster, hive=self.hive
+                )
+            except Exception:
+                drop_stopped_context()
+                raise
             self._built_at = time.monotonic()
             sc = self._spark.sparkContext
             log.info("%s: Spark application %s on %s", self.app_name, sc.applicationId, sc.master)
