@@ -60,6 +60,21 @@ log = logging.getLogger(__name__)
 _MAX_REDIRECTS = 3
 
 
+def upload_timeout(timeout: tuple[float, float]) -> tuple[float, float]:
+    """The ``(connect, read)`` timeout of a request that carries a body (a CREATE or APPEND's
+    bytes to a DataNode): ``(max(connect, read), read)``, seconds.
+
+    urllib3 sends a request's body while the socket still has the *connect* timeout (it sets
+    the read timeout only before reading the answer), so a DataNode that takes longer than the
+    connect timeout to start reading the bytes (its SASL handshake and first block pipeline on a
+    loaded machine: B's DataNode logged a PUT 10 s after its NameNode's redirect in the secure
+    tier of a CI run, 2026-12-07) failed the upload with "The write operation timed out" after
+    5 s although the read timeout allows 30. The body's writes are thus bounded by the read
+    timeout; a refused connect still fails at once (case C06)."""
+    connect, read = timeout
+    return (max(connect, read), read)
+
+
 class _DataNodeHopError(Exception):
     """A failure after a redirect (on the DataNode), carried past HdfsCLI's NameNode failover
     (which retries the next NameNode on any ``requests`` connection error or timeout)."""
@@ -113,13 +128,14 @@ class _Client(_CliClient):
         if params is not None and self._user is not None:
             params = {**params, "user.name": self._user}
         url = self.rewrite(url)
+        timeout = upload_timeout(self._timeout) if kwargs.get("data") is not None else self._timeout
         for hop in range(_MAX_REDIRECTS + 1):
             try:
                 res = self._session.request(
                     method=method,
                     url=url,
                     params=params,
-                    timeout=self._timeout,
+                    timeout=timeout,
                     # per request: a Session's own verify loses to REQUESTS_CA_BUNDLE (requests
                     # merges the environment over it)
                     verify=self._verify,
