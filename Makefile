@@ -157,8 +157,9 @@ test-secure: install kerberos-tools ## Security tier: Kafka on SASL_SSL and Kerb
 	@# the other modules (tests/conftest.py LONG_MODULES hands it out first); the workers leave the
 	@# stack up (tests/conftest.py StackRun.close), so it is stopped here unless it was up before.
 	@# A read timeout of 90 s instead of 30: in `make test` the HA and YARN tiers share the 2 cores
-	@# with it, and a first 3 MB WebHDFS CREATE on B's DataNode once took over 30 s there; no test
-	@# of this tier is about a hang (tests/e2e/test_faults.py and tests/unit hold those).
+	@# with it, and B's DataNode, busy with its SASL handshake, once took 10 s to start reading a
+	@# CREATE's body (sent under the read timeout: ferry.clusters.hdfs.webhdfs.upload_timeout); no
+	@# test of this tier is about a hang (tests/e2e/test_faults.py and tests/unit hold those).
 	@pre=$$(FERRY_PROFILE=secure $(FERRY) stack status >/dev/null 2>&1 && echo up); \
 	FERRY_PROFILE=secure FERRY_KERBEROS__TICKET_LIFETIME_S=120 FERRY_RETRY__READ_TIMEOUT_S=90 \
 	  FERRY_KERBEROS__HTTP_TOKEN_VALIDITY_S=30 $(PYTEST) -n 2 --dist loadfile --no-loadscope-reorder \
