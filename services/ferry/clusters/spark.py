@@ -306,7 +306,7 @@ class SparkHolder:
                 self._spark = build_session(
                     self.settings, self.app_name, self.cluster, hive=self.hive
                 )
-            except Exception:
+            except Exception:  # any failure (py4j, a ConfigError): forget a dead context, re-raise
                 drop_stopped_context()
                 raise
             self._built_at = time.monotonic()

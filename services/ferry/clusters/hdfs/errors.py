@@ -139,13 +139,19 @@ def condition_in(exc: BaseException, *, cluster: str, what: str = "") -> Cluster
     """:func:`condition_of` the text of ``exc`` and of what it wraps (a py4j
     ``Py4JJavaError``'s text is the Java exception's stack trace, ``Caused by`` lines included),
     or ``None``. Never raises (a dead py4j gateway has no text: ``None`` then)."""
+    return condition_of(_chain_text(exc), cluster=cluster, what=what)
+
+
+def _chain_text(exc: BaseException) -> str:
+    """``Type: message`` of ``exc`` and of each exception it wraps, one per line (a py4j error
+    whose JVM is gone has no text and is left out)."""
     texts = []
     for e in _exception_chain(exc):
         try:
             texts.append(f"{type(e).__name__}: {e}")
         except Exception:  # noqa: BLE001 - str() of a py4j error asks the JVM, which may be gone
             continue
-    return condition_of("\n".join(texts), cluster=cluster, what=what)
+    return "\n".join(texts)
 
 
 #: Text of a Java exception (its class or message, anywhere in the trace) that says a file
@@ -181,18 +187,14 @@ def outage_in(exc: BaseException, *, cluster: str, what: str = "") -> HdfsUnavai
     :data:`OUTAGE_MARKERS` text, else ``None``: a Spark job or a driver read that failed because
     the cluster was out of reach says nothing about its files (a stage holds them:
     :func:`ferry.errors.outage_condition`). Never raises."""
-    for e in _exception_chain(exc):
-        try:
-            text = f"{type(e).__name__}: {e}"
-        except Exception:  # noqa: BLE001 - str() of a py4j error asks the JVM, which may be gone
-            continue
-        marker = outage_marker(text)
-        if marker is not None:
-            first = text.splitlines()[0][:300] if text else ""
-            err = HdfsUnavailable(f"{what}: cluster {cluster!r} out of reach ({marker}): {first}")
-            err.cluster = cluster
-            return err
-    return None
+    text = _chain_text(exc)
+    marker = outage_marker(text)
+    if marker is None:
+        return None
+    first = text.splitlines()[0][:300]
+    err = HdfsUnavailable(f"{what}: cluster {cluster!r} out of reach ({marker}): {first}")
+    err.cluster = cluster
+    return err
 
 
 def classify(
