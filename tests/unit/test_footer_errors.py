@@ -14,22 +14,32 @@ from ferry.tables.footers import read_footer, read_footers_or_errors
 PATH = "hdfs://a/warehouse/t/_ferry/scratch/x/part-00002.c000.snappy.parquet"
 
 
+@pytest.fixture(autouse=True)
+def _classes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JVM classes the reader uses, each looked up by name (``java_class``), faked."""
+
+    def java_class(spark: Any, fqn: str) -> Any:
+        return spark.classes[fqn]
+
+    monkeypatch.setattr("ferry.tables.footers.java_class", java_class)
+
+
 def _spark(java_error: str) -> Any:
-    def open_(_input: object) -> None:
+    def open_(_input: object, _options: object) -> None:
         raise RuntimeError(
             f"An error occurred while calling z:...ParquetFileReader.open.\n{java_error}"
         )
 
-    parquet_hadoop = SimpleNamespace(
-        ParquetFileReader=SimpleNamespace(open=open_),
-        util=SimpleNamespace(HadoopInputFile=SimpleNamespace(fromPath=lambda p, _conf: p)),
-    )
-    apache = SimpleNamespace(
-        hadoop=SimpleNamespace(fs=SimpleNamespace(Path=lambda p: p)),
-        parquet=SimpleNamespace(hadoop=parquet_hadoop),
-    )
-    jvm = SimpleNamespace(org=SimpleNamespace(apache=apache))
-    return SimpleNamespace(_jvm=jvm, _jsc=SimpleNamespace(hadoopConfiguration=lambda: None))
+    builder = SimpleNamespace(build=lambda: "options")
+    classes = {
+        "org.apache.hadoop.fs.Path": lambda p: p,
+        "org.apache.parquet.hadoop.util.HadoopInputFile": SimpleNamespace(
+            fromPath=lambda p, _conf: p
+        ),
+        "org.apache.parquet.hadoop.ParquetFileReader": SimpleNamespace(open=open_),
+        "org.apache.parquet.HadoopReadOptions": SimpleNamespace(builder=lambda _conf: builder),
+    }
+    return SimpleNamespace(classes=classes, _jsc=SimpleNamespace(hadoopConfiguration=lambda: None))
 
 
 def test_a_block_no_datanode_holds_is_transient_and_retried_whole() -> None:
