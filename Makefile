@@ -219,8 +219,8 @@ bench-hdfs: install ## Copy throughput B -> A over WebHDFS, direct and through t
 bench-load: install ## The load, copy-on-write layout beside per-file: growth of one partition, the 300 MB file on the demo year, a replay (starts hive, spark)
 	$(PY) bench/bench_load.py
 
-bench-pipeline: install ## Ferry vs one spark-submit per file, the year, big files, the floor, RSS: one table (starts the stack; PARTS=ferry,big …)
-	$(PY) bench/bench_pipeline.py $(if $(PARTS),--parts $(PARTS))
+bench-pipeline: install ## Ferry vs one spark-submit per file, the year, big files, the floor, RSS: one table (starts the stack; PARTS=ferry,big … ARGS='--rates 1 --minutes 5')
+	$(PY) bench/bench_pipeline.py $(if $(PARTS),--parts $(PARTS)) $(ARGS)
 
 # --- Docker Compose: both clusters in containers from one image (docs/compose.md) -----------------
 COMPOSE_CTX := var/compose-context
