@@ -16,6 +16,7 @@ from tests.support.factories import dataset_spec, put
 from ferry.clusters.spark_jobs import HadoopFileSystem
 from ferry.datasets.spec import DatasetSpec
 from ferry.stages.load.job import load_files
+from ferry.stages.load.shared import LoadedFiles
 from ferry.stages.transform.job import run_batch
 from ferry.tables.hive import table_location
 from ferry.tables.index import TableIndex
@@ -152,7 +153,11 @@ def test_a_batch_shares_one_file_per_partition_and_replay_stays_per_file(
     )
 
 
-def test_files_of_a_batch_loaded_apart_take_only_their_rows(spark, unique_db, tmp_path):
+@pytest.mark.parametrize("remember", [False, True], ids=["index", "remembered"])
+def test_files_of_a_batch_loaded_apart_take_only_their_rows(spark, unique_db, tmp_path, remember):
+    """The second load finds the batch complete by the index, or (``remember``) by what the
+    same service loaded itself (``LoadedFiles``: f1 and f3 are not read again)."""
+    loaded = LoadedFiles() if remember else None
     spec = spec_of(unique_db)
     staged = transform(spark, tmp_path, spec, ["f1", "f2", "f3"])
     gen = StagedMarker.from_json(
@@ -160,10 +165,12 @@ def test_files_of_a_batch_loaded_apart_take_only_their_rows(spark, unique_db, tm
     ).generation
     batch_dir = tmp_path / "staging" / "tiny" / "_shared" / gen
     first = {f: staged[f] for f in ("f1", "f3")}
-    assert load_files(spark, spec, first) == {"f1": 2, "f3": 1}
+    assert load_files(spark, spec, first, loaded=loaded) == {"f1": 2, "f3": 1}
     assertDataFrameEqual(table_rows(spark, spec), [r for r in ALL if r.ferry_file_id != "f2"])
     assert batch_dir.exists()  # f2's rows are still to come from it
-    assert load_files(spark, spec, {"f2": staged["f2"]}) == {"f2": 2}
+    if loaded is not None:
+        assert [loaded.get(spec.hive.full_name, f) for f in ("f1", "f2", "f3")] == [gen, None, gen]
+    assert load_files(spark, spec, {"f2": staged["f2"]}, loaded=loaded) == {"f2": 2}
     assertDataFrameEqual(table_rows(spark, spec), ALL)
     assert not batch_dir.exists()  # every member is loaded with this generation now
 

@@ -41,7 +41,7 @@ from ferry.clusters.spark_jobs import HadoopFileSystem, struct_for
 from ferry.datasets.registry import definition_version
 from ferry.datasets.spec import FILE_ID_COLUMN, DatasetSpec
 from ferry.errors import PermanentError
-from ferry.stages.load.shared import plan_shared
+from ferry.stages.load.shared import LoadedFiles, other_generations, plan_shared
 from ferry.stages.load.staged import (
     Staged,
     check_schema,
@@ -226,6 +226,7 @@ def load_files(
     files: Mapping[str, str],
     *,
     known: KnownTables | None = None,
+    loaded: LoadedFiles | None = None,
     locks: TableLocks | None = None,
     sources: Mapping[str, str] | None = None,
     target_file_mb: float = DEFAULT_TARGET_FILE_MB,
@@ -235,10 +236,12 @@ def load_files(
     Hive table, holding the table's lock (``locks``) while it changes; the load service's one
     call. With ``known`` (:class:`KnownTables`), a table already created and checked for this
     definition version, and unchanged in the metastore since, is not created, checked and
-    adopted again (one metastore call instead of about 30). ``sources`` (``{file_id: the
-    manifest's source_path}``) fills ``ferry_source_path`` of files staged by an earlier Ferry
-    (transform writes it into the data files now); ``target_file_mb`` sizes the files of an
-    adopted table's unfinished rewrite.
+    adopted again (one metastore call instead of about 30); with ``loaded``
+    (:class:`LoadedFiles`), the files it loads are remembered and the other members of their
+    transform batches are read from the index only when not remembered
+    (:func:`other_generations`). ``sources`` (``{file_id: the manifest's source_path}``) fills
+    ``ferry_source_path`` of files staged by an earlier Ferry (transform writes it into the data
+    files now); ``target_file_mb`` sizes the files of an adopted table's unfinished rewrite.
 
     Returns ``{file_id: rows of the file now in the table}`` (from the footers of the data files
     it moved, or of its entry when it was loaded already), or the file's
@@ -309,9 +312,7 @@ def load_files(
         }
         shared = None
         if sharing:
-            others = {f for s in sharing.values() if s.batch for f in s.batch.file_ids()}
-            others -= set(sharing)
-            known_gen = {f: (e.generation if e else None) for f, e in index.entries(others).items()}
+            known_gen = other_generations(index, sharing, loaded, table)
             sp = plan_shared(spark, index, StructType(data), sharing, generation_of=known_gen)
             shared = sp.shared
             for fid, held in sp.compacted.items():
@@ -326,6 +327,8 @@ def load_files(
         p = plan(spark, index, pcols, StructType(data), changes, entries, op="load", shared=shared)
         journal = dataclasses.replace(p.journal, cleanup=(*p.journal.cleanup, *extra))
         applied = commit(index, journal, cat)
+    if loaded is not None:
+        loaded.note(table, {fid: new.generation for fid, new in changes.items()})
     lost = set(applied.lost)
     for fid, new in changes.items():
         gone = [n for rel, n in (*new.files.items(), *new.compacted.items()) if rel in lost]

@@ -34,7 +34,7 @@ from ferry.tables.paths import MARKER_NAME, shared_dir
 
 def build(settings: Settings | None = None) -> StageRunner:
     """Wire the load stage (consumer group ``<prefix>.load``, Spark on A with the metastore)."""
-    from ferry.stages.load.job import KnownTables, load_files
+    from ferry.stages.load.job import KnownTables, LoadedFiles, load_files
 
     settings = settings or get_settings()
     holder = SparkHolder(
@@ -56,6 +56,7 @@ def build(settings: Settings | None = None) -> StageRunner:
     job = partial(
         load_files,
         known=KnownTables(),
+        loaded=LoadedFiles(),
         target_file_mb=ld.target_file_mb,
         locks=locks,
         on_loaded=compactor.submit if compactor is not None else None,

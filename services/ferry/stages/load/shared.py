@@ -21,12 +21,14 @@ for gc, by the incoming retention).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ferry.stages.load.staged import Staged
-from ferry.tables.index import TableIndex
+from ferry.tables.index import IO_THREADS, TableIndex
 from ferry.tables.merge import Merged, merge_groups
 from ferry.tables.model import CompactedFile
 from ferry.tables.paths import compacted_file_name, join, new_generation, parent
@@ -132,3 +134,67 @@ def plan_shared(
             for f, n in mine.items():
                 compacted[f][new] = n
     return SharedPlan(Shared(tuple(moves), sidecars, tuple(cleanup)), compacted, len(rewrite))
+
+
+class LoadedFiles:
+    """The generation each file was loaded with by this process, newest ``capacity`` files
+    (a bounded LRU: the service stays flat). Thread-safe.
+
+    A load of part of a transform batch (its shared files, :mod:`ferry.stages.load.shared`)
+    deletes the batch's incoming directory once every member is loaded with the batch's
+    generation; it used to read the index entry of every other member for that (issue 45: six
+    NameNode calls a file of the year on A, where a transform batch of 167 files reached load in
+    rounds of 32). What this process loaded itself is known without a read; the rest is read
+    (:func:`other_generations`). A file replayed or removed since keeps its remembered
+    generation: its rows no longer need this batch directory either way."""
+
+    def __init__(self, capacity: int = 65536) -> None:
+        self.capacity = capacity
+        self._gen: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def note(self, table: str, generations: Mapping[str, str]) -> None:
+        """Remember ``{file_id: generation}`` as loaded into ``table`` now."""
+        with self._lock:
+            for fid, gen in generations.items():
+                self._gen[(table, fid)] = gen
+                self._gen.move_to_end((table, fid))
+            while len(self._gen) > self.capacity:
+                self._gen.popitem(last=False)
+
+    def get(self, table: str, file_id: str) -> str | None:
+        """The generation ``file_id`` was loaded with, ``None`` when not remembered."""
+        with self._lock:
+            return self._gen.get((table, file_id))
+
+
+def other_generations(
+    index: TableIndex,
+    sharing: Mapping[str, Staged],
+    loaded: LoadedFiles | None = None,
+    table: str = "",
+) -> dict[str, str | None]:
+    """``{file_id: generation of its index entry}`` of the members of the batches in
+    ``sharing`` that are not being loaded now (what :func:`~ferry.stages.load.shared.
+    plan_shared` takes as ``generation_of``). Per batch: members ``loaded`` remembers with the
+    batch's generation are not read; the rest are read :data:`~ferry.tables.index.IO_THREADS`
+    at a time, and the reading stops at the first member not loaded with the batch's
+    generation (the batch is not complete: the members not read are left out, which says the
+    same). A file read as loaded with another generation counts as not loaded, as before."""
+    out: dict[str, str | None] = {}
+    batches = {s.batch_dir: s.batch for s in sharing.values() if s.batch is not None}
+    for _, batch in sorted(batches.items()):
+        assert batch is not None
+        todo = []
+        for fid in sorted(batch.file_ids() - set(sharing)):
+            gen = loaded.get(table, fid) if loaded is not None else None
+            if gen == batch.generation:
+                out[fid] = gen
+            else:
+                todo.append(fid)
+        for k in range(0, len(todo), IO_THREADS):
+            got = index.entries(todo[k : k + IO_THREADS])
+            out |= {f: (e.generation if e else None) for f, e in got.items()}
+            if any(out[f] != batch.generation for f in got):
+                break
+    return out
