@@ -12,7 +12,7 @@ from tests.support.factories import dataset_spec
 
 from ferry.stages.transform.job import run_batch
 from ferry.stages.transform.warmup import (
-    WARM_FILE_ID,
+    WARM_FILE_IDS,
     synthetic_csv,
     warm_dataset,
     warm_transform,
@@ -44,32 +44,39 @@ def test_synthetic_csv_has_an_allowed_record_and_a_null_one() -> None:
     assert synthetic_csv(SPEC) == (b"id;kind;y;m;d;amt\n1;b;1;1;31;1\nNA;NA;NA;NA;NA;NA\n")
 
 
-def _recording(calls: list[dict[str, Any]]) -> Any:
+def _recording(calls: list[dict[str, Any]], share: bool) -> Any:
+    """``run_batch`` with ``share`` (as the service binds it), recording each call, its results
+    and the batch directories of shared data files it left in its staging root."""
+
     def run(*args: Any, **kwargs: Any) -> Any:
-        out = run_batch(*args, **kwargs)
-        calls.append({"files": args[2], "kwargs": kwargs, "out": out})
+        out = run_batch(*args, share=share, **kwargs)
+        shared = Path(kwargs["staging_root"].removeprefix("file://")) / args[1].name / "_shared"
+        batches = sorted(p.name for p in shared.iterdir()) if shared.exists() else []
+        calls.append({"files": args[2], "kwargs": kwargs, "out": out, "shared": batches})
         return out
 
     return run
 
 
+@pytest.mark.parametrize("share", [True, False])
 @pytest.mark.parametrize("name", ["flights", "weather"])
-def test_warm_batch_of_a_demo_dataset_stages_one_row_rejects_one(
-    spark: Any, specs: dict[str, Any], tmp_path: Path, name: str
+def test_warm_batch_of_a_demo_dataset_stages_one_row_rejects_one_a_file(
+    spark: Any, specs: dict[str, Any], tmp_path: Path, name: str, share: bool
 ) -> None:
-    """The real job on the synthetic file: one valid row staged, one rejected, both counted;
-    its scratch directory under ``<staging>/<dataset>/_tmp`` removed afterwards."""
+    """The real job on two synthetic files, as the service runs it (shared data files or
+    not): per file one valid row staged, one rejected, both counted; with ``share``, the batch's
+    rows in one shared batch directory; the scratch directory under ``<staging>/<dataset>/_tmp``
+    removed afterwards."""
     calls: list[dict[str, Any]] = []
     staging = f"file://{tmp_path}/staging"
-    warm_dataset(spark, specs[name], staging, _recording(calls))
+    warm_dataset(spark, specs[name], staging, _recording(calls, share))
     [call] = calls
-    [result] = call["out"].values()
-    assert (result.file_id, result.status) == (WARM_FILE_ID, "transformed")
-    assert (result.counts.rows_in, result.counts.rows_out, result.counts.rows_rejected) == (
-        2,
-        1,
-        1,
-    )
+    got = {
+        r.file_id: (r.status, r.counts.rows_in, r.counts.rows_out, r.counts.rows_rejected)
+        for r in call["out"].values()
+    }
+    assert got == dict.fromkeys(WARM_FILE_IDS, ("transformed", 2, 1, 1))
+    assert len(call["shared"]) == (1 if share else 0)
     assert call["kwargs"]["staging_root"].startswith(f"{staging}/{name}/_tmp/warm-up-")
     assert list((tmp_path / "staging" / name / "_tmp").iterdir()) == []
 

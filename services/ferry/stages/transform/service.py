@@ -71,7 +71,7 @@ def build(settings: Settings | None = None) -> StageRunner:
             holder.warm,
             lambda: snapshot(definitions).specs,
             deps.staging_root,
-            run_batch,
+            deps.run_batch,  # as the real batches run: shared data files or not
             datasets=settings.transform.warm_up_datasets,
         ),
         tick=lambda: room.tick(definitions.ready_changed, definitions.ready),

@@ -7,9 +7,12 @@ by their source), and the first round trips of the session's HDFS client. Buildi
 and running one tiny job (:meth:`ferry.clusters.spark.SparkHolder.warm`) pays only for the last.
 So before the stage joins its consumer group (``ferry.core.runtime.runner``: a stage is healthy
 once it is a member), :func:`warm_transform` runs the real :func:`~ferry.stages.transform.job.
-run_batch` once per ready dataset on a file of two synthetic records (:func:`synthetic_csv`):
-one meant to pass the dataset's rules and one that breaks them, so the staging write, the
-rejects write and both counts run. Everything it writes is under
+run_batch` once per ready dataset on two files of two synthetic records each
+(:func:`synthetic_csv`): one meant to pass the dataset's rules and one that breaks them, so the
+staging write, the rejects write and both counts run; two files, so a batch that shares its data
+files (``transform.share_files``) runs the shared write and its count, as every real batch of
+more than one file does (with one file the warm-up took the per-file path, and the first real
+batch after a start still cost 1.8 times the second: 2026-12-07). Everything it writes is under
 ``<staging_root>/<dataset>/_tmp/warm-up-<id>/`` and removed when it is done; a warm-up killed
 half-way leaves a ``_tmp`` entry that gc sweeps like a dead batch's
 (``retention.tmp_max_age_s``). No event is produced and no offset moves.
@@ -42,8 +45,8 @@ _SAMPLE = {
     "date": "2013-01-01",
     "timestamp": "2013-01-01T00:00:00Z",
 }
-#: The warm-up file's file id: 32 hex digits, as a real one (``ferry.core.identity``).
-WARM_FILE_ID = "0" * 32
+#: The warm-up files' file ids: 32 hex digits, as real ones (``ferry.core.identity``).
+WARM_FILE_IDS = ("0" * 32, "0" * 31 + "1")
 
 
 def _value(spec: DatasetSpec, column: str, type_: str) -> str:
@@ -78,8 +81,9 @@ def synthetic_csv(spec: DatasetSpec) -> bytes:
 def warm_dataset(
     spark: Any, spec: DatasetSpec, staging_root: str, run_batch: Callable[..., Any]
 ) -> float:
-    """Run ``run_batch`` on :func:`synthetic_csv` of ``spec`` in a private ``_tmp`` directory of
-    staging (removed afterwards, also on failure); returns the seconds it took.
+    """Run ``run_batch`` on two files of :func:`synthetic_csv` of ``spec`` (file ids
+    :data:`WARM_FILE_IDS`) in a private ``_tmp`` directory of staging (removed afterwards, also
+    on failure); returns the seconds it took.
 
     Raises whatever ``run_batch`` raises (the caller logs it: a warm-up is an optimisation).
     """
@@ -87,15 +91,18 @@ def warm_dataset(
     scratch = join_path(staging_root, spec.name, "_tmp", f"warm-up-{uuid.uuid4().hex}")
     t0 = time.monotonic()
     try:
-        source = join_path(scratch, "input", "warm-up.csv")
-        fs.write_bytes(source, synthetic_csv(spec))
+        files = {}
+        for n, fid in enumerate(WARM_FILE_IDS):
+            source = join_path(scratch, "input", f"warm-up-{n}.csv")
+            fs.write_bytes(source, synthetic_csv(spec))
+            files[source] = fid
         run_batch(
             spark,
             spec,
-            {source: WARM_FILE_ID},
+            files,
             staging_root=join_path(scratch, "staging"),
             rejects_root=join_path(scratch, "rejects"),
-            sources={WARM_FILE_ID: "warm-up.csv"},
+            sources={fid: f"warm-up-{n}.csv" for n, fid in enumerate(WARM_FILE_IDS)},
             fs=fs,
         )
     finally:
