@@ -65,7 +65,7 @@ def test_reading_stops_at_the_first_member_not_loaded_with_the_batch() -> None:
     # another process loaded all but one (with the batch's generation, one with an older one)
     gens = dict.fromkeys(members[8:39], GEN) | {"f010": "g0"}
     index = Index(gens)
-    got = other_generations(index, _sharing(members[:8], batch), None)  # type: ignore[arg-type]
+    got = other_generations(index, _sharing(members[:8], batch), None, "db.t")  # type: ignore[arg-type]
     assert index.asked == sorted(members[8:])[:IO_THREADS]  # f010 is in the first chunk
     assert got["f010"] == "g0"
 

@@ -140,13 +140,13 @@ class LoadedFiles:
     """The generation each file was loaded with by this process, newest ``capacity`` files
     (a bounded LRU: the service stays flat). Thread-safe.
 
-    A load of part of a transform batch (its shared files, :mod:`ferry.stages.load.shared`)
-    deletes the batch's incoming directory once every member is loaded with the batch's
-    generation; it used to read the index entry of every other member for that (issue 45: six
-    NameNode calls a file of the year on A, where a transform batch of 167 files reached load in
-    rounds of 32). What this process loaded itself is known without a read; the rest is read
-    (:func:`other_generations`). A file replayed or removed since keeps its remembered
-    generation: its rows no longer need this batch directory either way."""
+    A load of part of a transform batch deletes the batch's incoming directory once every
+    member is loaded with the batch's generation (:func:`plan_shared`); it used to read the
+    index entry of every other member for that (issue 45: six NameNode calls a file of the year
+    on A, where a transform batch of 167 files reached load in rounds of 32). What this process
+    loaded itself is known without a read; the rest is read (:func:`other_generations`). A file
+    replayed or removed since keeps its remembered generation: its rows no longer need this
+    batch directory either way."""
 
     def __init__(self, capacity: int = 65536) -> None:
         self.capacity = capacity
@@ -171,13 +171,13 @@ class LoadedFiles:
 def other_generations(
     index: TableIndex,
     sharing: Mapping[str, Staged],
-    loaded: LoadedFiles | None = None,
-    table: str = "",
+    loaded: LoadedFiles | None,
+    table: str,
 ) -> dict[str, str | None]:
     """``{file_id: generation of its index entry}`` of the members of the batches in
-    ``sharing`` that are not being loaded now (what :func:`~ferry.stages.load.shared.
-    plan_shared` takes as ``generation_of``). Per batch: members ``loaded`` remembers with the
-    batch's generation are not read; the rest are read :data:`~ferry.tables.index.IO_THREADS`
+    ``sharing`` that are not being loaded now into ``table`` (what :func:`plan_shared` takes as
+    ``generation_of``). Per batch: members ``loaded`` remembers with the batch's generation are
+    not read; the rest are read :data:`~ferry.tables.index.IO_THREADS`
     at a time, and the reading stops at the first member not loaded with the batch's
     generation (the batch is not complete: the members not read are left out, which says the
     same). A file read as loaded with another generation counts as not loaded, as before."""

@@ -91,18 +91,17 @@ def warm_dataset(
     scratch = join_path(staging_root, spec.name, "_tmp", f"warm-up-{uuid.uuid4().hex}")
     t0 = time.monotonic()
     try:
-        files = {}
-        for n, fid in enumerate(WARM_FILE_IDS):
-            source = join_path(scratch, "input", f"warm-up-{n}.csv")
+        names = {fid: f"warm-up-{n}.csv" for n, fid in enumerate(WARM_FILE_IDS)}
+        files = {join_path(scratch, "input", name): fid for fid, name in names.items()}
+        for source in files:
             fs.write_bytes(source, synthetic_csv(spec))
-            files[source] = fid
         run_batch(
             spark,
             spec,
             files,
             staging_root=join_path(scratch, "staging"),
             rejects_root=join_path(scratch, "rejects"),
-            sources={fid: f"warm-up-{n}.csv" for n, fid in enumerate(WARM_FILE_IDS)},
+            sources=names,
             fs=fs,
         )
     finally:
