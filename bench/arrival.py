@@ -451,10 +451,12 @@ def backlog_part(
     count: int,
     file_rows: int,
     pids: dict[str, int],
+    days: int = 1,
     deadline_s: float = 3600.0,
 ) -> None:
-    """A backlog at start (after an outage): ``count`` new one-day flights files of
-    ``file_rows`` rows put on the NAS by rename while no service runs, then ``group`` (not
+    """A backlog at start (after an outage): ``count`` new flights files of ``file_rows`` rows,
+    each over ``days`` consecutive days (1: one partition a file; 60: case C23), put on the NAS
+    by rename while no service runs, then ``group`` (not
     started yet) started, its processes' ids put in ``pids`` (the cost meter's services). One
     row: from the start to the last file loaded, files/min, how long the services took to be
     ready, and every file's rows in Hive against its ``loaded`` event.
@@ -464,10 +466,13 @@ def backlog_part(
     """
     header, by_day = flights_rows(demo)
     seed = int(time.time()) * 10 + 9
-    files = make_files(header, by_day, work / "backlog" / str(seed), count, file_rows, 1, seed)
+    files = make_files(header, by_day, work / "backlog" / str(seed), count, file_rows, days, seed)
     nas = settings.paths.nas_dir / "flights"
     ids = [derive_file_id("flights", sha256_file(p)) for p in files]
-    say(f"backlog: {count} files of {file_rows} rows on the NAS, then the services start …")
+    say(
+        f"backlog: {count} files of {file_rows} rows over {days} day(s) on the NAS, then the "
+        "services start …"
+    )
     for p in files:
         drop_file(p, nas / p.name, mode="rename")
     outcomes = Outcomes(settings, since_ms=int(time.time() * 1000) - 1)
@@ -492,7 +497,7 @@ def backlog_part(
     rows.append(
         (
             "backlog",
-            f"{count} files on the NAS at start ({file_rows} rows each) → Hive",
+            f"{count} files on the NAS at start ({file_rows} rows over {days} day(s) each) → Hive",
             f"{wall:.1f}",
             f"{count / wall * 60:.0f} files/min; services ready after {ready:.0f} s",
             f"{exact}{f', {failed} failed' if failed else ''}",

@@ -6,7 +6,8 @@ Parts (``--parts``, comma separated; default all, in this order):
   demo's 729): per file one ``spark-submit`` (pyspark's, against the stack's Spark masters) that
   transforms it on B and stages it on A, then one that loads it into Hive (bench/baseline_job.py,
   the same dataset definitions and job code); seconds per file, extrapolated to 729 files;
-* ``backlog``: ``--backlog`` new one-day files (``--arrival-rows`` rows) put on the NAS while
+* ``backlog``: ``--backlog`` new files (``--arrival-rows`` rows over ``--backlog-days`` days,
+  one by default) put on the NAS while
   no service runs, then the services started (after an outage): start → last file in Hive,
   files/min, rows checked in Hive (bench/arrival.py);
 * ``ferry``: the four stage services on the same sample, then on all 729 files (dropped the
@@ -302,6 +303,7 @@ def main() -> int:
     ap.add_argument("--arrival-rows", type=int, default=60, help="arrival: rows per file")
     ap.add_argument("--arrival-days", default="1,60", help="arrival: days of rows per file")
     ap.add_argument("--backlog", type=int, default=5000, help="backlog: files on the NAS at start")
+    ap.add_argument("--backlog-days", type=int, default=1, help="backlog: days of rows per file")
     ap.add_argument("--no-costs", action="store_true", help="no cost rows, no Spark event logs")
     args = ap.parse_args()
     # SIGTERM (a timeout) unwinds like Ctrl-C: the services are stopped, the stack taken down
@@ -360,6 +362,7 @@ def main() -> int:
                         count=args.backlog,
                         file_rows=args.arrival_rows,
                         pids=rss.services,
+                        days=args.backlog_days,
                     )
                 finally:
                     first.stop()
