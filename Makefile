@@ -91,8 +91,10 @@ test: install browser ## Set up and run every test tier (each tier starts and st
 	@# image) and the compose tier runs (its containers publish no port, so they never meet
 	@# the local stack's; logs var/log/compose-{build,test}.log, printed at the end). The
 	@# secure tier waits for the wheels' step to end. The HA tier (its own
-	@# ports and var directory, profiles/ha.yaml) and the YARN tier (likewise, profiles/yarn.yaml)
-	@# run beside the secure tier, which mostly waits on its tickets' life. Every
+	@# ports and var directory, profiles/ha.yaml) and the YARN tier (likewise, profiles/yarn.yaml;
+	@# Kerberos too, so it starts once the wheels are installed, by one make: two pip installs
+	@# into .venv at once would race) run beside the secure tier, which mostly waits on its
+	@# tickets' life. Every
 	@# tier runs even when an earlier one failed (one CI run shows every failure); the target
 	@# fails if any tier failed, and names them, and prints each tier's wall time.
 	@mkdir -p var/log; failed=""; rm -f var/log/compose-*.rc var/log/unit.rc var/log/ha.rc var/log/yarn.rc \
@@ -113,8 +115,9 @@ test: install browser ## Set up and run every test tier (each tier starts and st
 	$(SHARED_PARALLEL) || failed="$$failed integration+e2e"; tier integration+e2e; \
 	[ "$$pre" = up ] || $(FERRY) stack down >/dev/null; \
 	( $(MAKE) test-ha >var/log/ha.log 2>&1; echo $$? >var/log/ha.rc ) & ha=$$!; \
-	( $(MAKE) test-yarn >var/log/yarn.log 2>&1; echo $$? >var/log/yarn.rc ) & yarn=$$!; \
 	until [ -e var/log/kerberos-wheels.done ]; do sleep 5; done; tier kerberos-wheels-wait; \
+	$(MAKE) kerberos-tools >var/log/kerberos-tools.log 2>&1 || cat var/log/kerberos-tools.log; \
+	( $(MAKE) test-yarn >var/log/yarn.log 2>&1; echo $$? >var/log/yarn.rc ) & yarn=$$!; \
 	$(MAKE) test-secure || failed="$$failed secure"; tier secure; \
 	wait $$ha; tier ha-wait; echo "== ha tier, run beside the secure tier:"; cat var/log/ha.log; \
 	[ "$$(cat var/log/ha.rc)" = 0 ] || failed="$$failed ha"; \
@@ -194,11 +197,11 @@ test-ha: install ## HA tier: cluster A as an HA nameservice (profile ha), NameNo
 	mkdir -p var/ha-stack && ln -sfn ../jars var/ha-stack/jars
 	FERRY_PROFILE=ha FERRY_VAR_DIR=$(CURDIR)/var/ha-stack $(PYTEST) -s --durations=5 tests/ha
 
-test-yarn: install ## YARN tier: transform and load on each cluster's own YARN (profile yarn), a ResourceManager failover and a NodeManager lost mid-load
-	@# Its own stack state (var/yarn-stack, sharing var/jars) and ports: it runs beside the other
-	@# tiers' stacks; `make test` runs it beside the secure and HA tiers.
+test-yarn: install kerberos-tools ## YARN tier: transform and load on each cluster's own Kerberos YARN (profiles yarn, yarn-kerberos), a ResourceManager failover, a NodeManager lost mid-load, a session outliving its delegation tokens
+	@# Its own stack state (var/yarn-stack, sharing var/jars) and ports, its own KDC: it runs
+	@# beside the other tiers' stacks; `make test` runs it beside the secure and HA tiers.
 	mkdir -p var/yarn-stack && ln -sfn ../jars var/yarn-stack/jars
-	FERRY_PROFILE=yarn FERRY_VAR_DIR=$(CURDIR)/var/yarn-stack $(PYTEST) -s --durations=5 tests/yarn
+	FERRY_PROFILE=yarn,yarn-kerberos FERRY_VAR_DIR=$(CURDIR)/var/yarn-stack $(PYTEST) -s --durations=5 tests/yarn
 
 lint: install ## ruff, mypy, the Avro schema evolution check and the dataset definitions check
 	$(VENV)/bin/ruff check services tests bench

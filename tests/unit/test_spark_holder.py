@@ -61,6 +61,31 @@ def test_reset_of_a_stopped_context_drops_it_and_get_builds_anew(
     assert (second.n, len(built)) == (2, 2)
 
 
+@pytest.mark.parametrize(("manager", "rebuilt"), [("standalone", True), ("yarn", False)])
+def test_a_kerberos_session_is_rebuilt_for_new_tokens_only_off_yarn(
+    built: list[FakeSession], monkeypatch: pytest.MonkeyPatch, manager: str, rebuilt: bool
+) -> None:
+    """Standalone executors hold the token file of their session's start: past
+    ``kerberos.session_max_age_s`` the session is rebuilt. On YARN Spark's own token manager
+    obtains new tokens from the keytab (tests/yarn test_4): the session is kept."""
+    base = get_settings()
+    settings = base.model_copy(
+        update={
+            "kerberos": base.kerberos.model_copy(update={"enabled": True, "session_max_age_s": 60}),
+            "spark": base.spark.model_copy(update={"cluster_managers": {"a": manager}}),
+        }
+    )
+    clock = [1000.0]
+    monkeypatch.setattr(spark_module.time, "monotonic", lambda: clock[0])
+    holder = SparkHolder(settings, "ferry-load", "a")
+    first = holder.get()
+    clock[0] += 59
+    assert holder.get() is first
+    clock[0] += 2  # 61 s after the build
+    second = holder.get()
+    assert (second is not first, len(built), first.stop_calls) == (rebuilt, 1 + rebuilt, rebuilt)
+
+
 def test_reset_drops_a_session_whose_stop_fails(built: list[FakeSession]) -> None:
     holder = SparkHolder(get_settings(), "ferry-load", "a")
     first = holder.get()

@@ -137,12 +137,35 @@ def test_yarn_needs_the_clusters_yarn_site(tmp_path: Path) -> None:
         spark_yarn.conf_env(s, "a")
 
 
-def test_yarn_with_kerberos_is_refused(tmp_path: Path) -> None:
-    s = _yarn_settings(tmp_path).model_copy(
-        update={"kerberos": KitSettings().kerberos.model_copy(update={"enabled": True})}
+def _kerberized(s: KitSettings, tmp_path: Path) -> KitSettings:
+    krb = s.kerberos.model_copy(
+        update={"enabled": True, "keytab": tmp_path / "ferry.keytab", "principal": "ferry"}
     )
-    with pytest.raises(ConfigError, match="Kerberos is not done yet"):
-        spark_yarn.session_conf(s, "a")
+    return s.model_copy(update={"kerberos": krb})
+
+
+def test_kerberos_on_yarn_is_sparks_own_token_manager_with_the_keytab(tmp_path: Path) -> None:
+    s = _kerberized(_yarn_settings(tmp_path), tmp_path)
+    conf = session_conf(s, "ferry-load", "a", hive=True)
+    assert conf["spark.master"] == "yarn"
+    assert conf["spark.kerberos.principal"] == "ferry@FERRY.LOCAL"
+    assert conf["spark.kerberos.keytab"] == str(tmp_path / "ferry.keytab")
+    assert conf["spark.hadoop.hive.metastore.sasl.enabled"] == "true"
+    assert conf["spark.driver.extraJavaOptions"].endswith(
+        f"-Djava.security.krb5.conf={s.kerberos.krb5_conf}"
+    )
+    # the containers get their tokens and configuration from YARN, never an edge-node path
+    assert "spark.executorEnv.HADOOP_TOKEN_FILE_LOCATION" not in conf
+    assert "spark.executor.extraClassPath" not in conf
+    assert "krb5" not in conf.get("spark.executor.extraJavaOptions", "")
+
+
+def test_kerberos_on_the_standalone_cluster_keeps_the_token_file(tmp_path: Path) -> None:
+    s = _kerberized(_yarn_settings(tmp_path), tmp_path)
+    conf = session_conf(s, "ferry-load", "a", master="spark://127.0.0.1:7077")
+    assert "spark.kerberos.keytab" not in conf
+    assert conf["spark.executorEnv.HADOOP_TOKEN_FILE_LOCATION"].endswith(".token")
+    assert conf["spark.executor.extraClassPath"] == conf["spark.driver.extraClassPath"]
 
 
 # -- the jars archive ---------------------------------------------------------------------------
@@ -314,6 +337,46 @@ def test_nodemanager_site(tmp_path: Path) -> None:
     assert site["yarn.nodemanager.address"] == "127.0.0.1:30042"
     assert site["yarn.nodemanager.local-dirs"] == str(tmp_path / "local")
     assert site["yarn.resourcemanager.ha.rm-ids"] == "rm1,rm2"  # it follows the active RM
+
+
+def test_kerberos_yarn_daemons_log_in_as_yarn_and_clients_know_the_principal(
+    tmp_path: Path,
+) -> None:
+    s = KitSettings(**_profile("yarn,yarn-kerberos"))  # type: ignore[arg-type]
+    keytab = tmp_path / "yarn.keytab"
+    assert s.kerberos.kdc_port == 30750  # its own, beside the secure tier's KDC (17088)
+    principal = "yarn/localhost@FERRY.LOCAL"
+    rm = resourcemanager_site(s, "a", s.yarn["a"].resourcemanagers[0], keytab)
+    assert rm["yarn.resourcemanager.principal"] == principal
+    assert rm["yarn.resourcemanager.keytab"] == str(keytab)
+    assert rm["yarn.resourcemanager.proxy-user-privileges.enabled"] == "true"
+    nm = nodemanager_site(s, "b", tmp_path, keytab)
+    assert nm["yarn.nodemanager.principal"] == principal
+    assert nm["yarn.nodemanager.keytab"] == str(keytab)
+    assert yarn_files(s, "b")["yarn-site.xml"]["yarn.resourcemanager.principal"] == principal
+    with pytest.raises(ValueError, match="needs its keytab"):
+        resourcemanager_site(s, "b", s.yarn["b"].resourcemanagers[0])
+    # without Kerberos no key of it
+    plain = _stack_yarn()
+    site = resourcemanager_site(plain, "b", plain.yarn["b"].resourcemanagers[0])
+    assert not any("principal" in k or "keytab" in k or "proxy-user" in k for k in site)
+
+
+def test_kerberos_stack_namenodes_take_short_token_lifetimes_and_yarn_as_proxy(
+    tmp_path: Path,
+) -> None:
+    from ferry_kit.stack.base import Layout
+    from ferry_kit.stack.kdc import hdfs_server_conf
+
+    s = KitSettings(**_profile("yarn,yarn-kerberos"))  # type: ignore[arg-type]
+    conf = hdfs_server_conf(s.kerberos, Layout(tmp_path))
+    assert conf["dfs.namenode.delegation.token.renew-interval"] == "60000"
+    assert conf["dfs.namenode.delegation.token.max-lifetime"] == "120000"
+    assert conf["hadoop.proxyuser.yarn.hosts"] == "*"
+    secure = KitSettings(**_profile("secure"))  # type: ignore[arg-type]
+    assert not any(
+        "delegation.token" in k for k in hdfs_server_conf(secure.kerberos, Layout(tmp_path))
+    )
 
 
 def test_capacity_scheduler_queue() -> None:

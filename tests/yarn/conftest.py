@@ -2,8 +2,9 @@
 stack (profile ``yarn``: a ResourceManager HA pair on cluster A, one on cluster B, a NodeManager
 each).
 
-Run with ``make test-yarn`` (``FERRY_PROFILE=yarn``, stack state in ``var/yarn-stack``: its own
-ports and directories, so it runs beside the other tiers' stacks).
+Run with ``make test-yarn`` (``FERRY_PROFILE=yarn,yarn-kerberos``: Kerberos on the clusters,
+their YARN and Ferry's sessions; stack state in ``var/yarn-stack``: its own ports, KDC and
+directories, so it runs beside the other tiers' stacks).
 """
 
 from __future__ import annotations

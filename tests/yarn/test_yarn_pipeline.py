@@ -1,9 +1,11 @@
 """Issue 48: files through the whole pipeline with Spark on each cluster's own YARN (transform on
-B's, load on A's), exactly once, and across a SIGKILL in the middle of a load batch of cluster A's
-active ResourceManager, then of its NodeManager with its containers.
+B's, load on A's), exactly once, across a SIGKILL in the middle of a load batch of cluster A's
+active ResourceManager, then of its NodeManager with its containers, and on sessions older than
+their HDFS delegation tokens.
 
-One stack (profile ``yarn``) and one :class:`~ferry_kit.testing.chaos.FaultRig` for the module:
-the four stages run as processes, started with only the clusters' client configuration
+One stack (profiles ``yarn`` and ``yarn-kerberos``: Kerberos everywhere, as on the secure Hadoop
+clusters Ferry is for; ``make test-yarn``) and one :class:`~ferry_kit.testing.chaos.FaultRig` for
+the module: the four stages run as processes, started with only the clusters' client configuration
 directories (``yarn-site.xml`` among them) and ``spark.cluster_managers`` from the profile. Each
 test drops its own distinct daily flights slices and ends with every file loaded exactly once with
 its exact row count in Hive (over HiveServer2). The fault tests print the seconds from the kill
@@ -18,6 +20,7 @@ import re
 import signal
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psutil
 import pytest
@@ -25,6 +28,7 @@ import pytest
 from ferry.clusters import spark_yarn
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry_kit.settings import KitSettings
+from ferry_kit.stack import health
 from ferry_kit.stack.manager import Stack
 from ferry_kit.stack.yarn import active_rm, rm_state, running_apps
 from ferry_kit.testing.chaos import FaultRig, running_rig
@@ -178,6 +182,95 @@ def test_3_kill9_nodemanager_of_a_with_its_containers_mid_load(
         f"\nYARN NodeManager loss, kill -9 of {name} and its containers mid-load: {figures}; "
         f"load's application before {sorted(load_apps_before)}, after {sorted(load_apps_after)}"
     )
+
+
+def test_4_sessions_outlive_their_delegation_tokens(rig: FaultRig, yarn_stack: KitSettings) -> None:
+    """Kerberos on YARN (profile ``yarn-kerberos``): the stack's HDFS delegation tokens live
+    60 s unless renewed and 120 s at most. Transform's and load's applications, started with the
+    rig, are older than that (the test waits if not); new files still go through them exactly
+    once, in the same applications (no session rebuilt), on tokens Spark obtained after the
+    applications' first ones died: each cluster's NameNode created tokens for Ferry's user with
+    the ResourceManager (``yarn``) as renewer after the application started, the first of them
+    past its max date when the files were dropped and one alive then. Prints how many Spark
+    obtained and how many the ResourceManager obtained for the application as a proxy user
+    (``realUser=yarn/…``: what a restarted application master would localize with)."""
+    krb = yarn_stack.kerberos
+    assert krb.enabled, "tests/yarn runs on Kerberos (make test-yarn: profile yarn-kerberos)"
+    max_life_ms = 1000 * (krb.delegation_token_max_lifetime_s or 0)
+    assert 0 < max_life_ms <= 300_000, "the tier's tokens die within minutes (yarn-kerberos)"
+    apps = {
+        "b": _one_app(yarn_stack, "b", "ferry-transform"),
+        "a": _one_app(yarn_stack, "a", "ferry-load"),
+    }
+    started = {c: _app_started_ms(yarn_stack, c, app) for c, app in apps.items()}
+    past = max(started.values()) + max_life_ms + 5_000
+    wait_for(
+        lambda: time.time() * 1000 > past,
+        lambda: "both applications older than the tokens' max lifetime",
+        max_life_ms / 1000 + 60,
+        poll_s=1.0,
+    )
+    files = rig.slices(10, rows=ROWS, first=next(_first_slice))
+    dropped_ms = time.time() * 1000
+    rig.drop(files)
+    rig.settle(files, SETTLE_S)
+    figures = rig.assert_exactly_once(files)
+    assert _one_app(yarn_stack, "b", "ferry-transform") == apps["b"]
+    assert _one_app(yarn_stack, "a", "ferry-load") == apps["a"]
+    counts = {}
+    for cluster, app in apps.items():
+        tokens = [t for t in namenode_tokens(yarn_stack, cluster) if t["renewer"] == "yarn"]
+        sparks = [t for t in tokens if not t["real"] and t["issue"] >= started[cluster] - 30_000]
+        proxied = [
+            t
+            for t in tokens
+            if t["real"].startswith("yarn/") and t["issue"] >= started[cluster] - 30_000
+        ]
+        assert len(sparks) >= 2, f"{app} on {cluster}: Spark obtained {sparks}"
+        first = min(sparks, key=lambda t: t["issue"])
+        assert first["max"] < dropped_ms, f"{app}: its first token was alive at the drop"
+        assert any(t["issue"] <= dropped_ms <= t["max"] for t in sparks), (
+            f"{app}: no token of Spark's alive at the drop: {sparks}"
+        )
+        counts[cluster] = {
+            "application": app,
+            "age_s": round((dropped_ms - started[cluster]) / 1000),
+            "spark_tokens": len(sparks),
+            "resourcemanager_tokens": len(proxied),
+        }
+    print(f"\nYARN on Kerberos, sessions older than their tokens: {figures}; {counts}")
+
+
+_TOKEN = re.compile(
+    r"Creating password for identifier: \(token for \S+: HDFS_DELEGATION_TOKEN "
+    r"owner=(?P<owner>[^,]*), renewer=(?P<renewer>[^,]*), realUser=(?P<real>[^,]*), "
+    r"issueDate=(?P<issue>\d+), maxDate=(?P<max>\d+)"
+)
+
+
+def namenode_tokens(stack: KitSettings, cluster: str) -> list[dict[str, Any]]:
+    """The HDFS delegation tokens ``cluster``'s NameNode created, from its log (Hadoop's
+    ``AbstractDelegationTokenSecretManager.createPassword`` logs each at INFO): owner, renewer,
+    real user (a proxy user's), issue and max dates (epoch ms)."""
+    text = (stack.var_dir / "log" / f"hdfs-{cluster}-namenode.log").read_text(errors="replace")
+    return [
+        {**m.groupdict(), "issue": int(m["issue"]), "max": int(m["max"])}
+        for m in _TOKEN.finditer(text)
+    ]
+
+
+def _one_app(stack: KitSettings, cluster: str, name: str) -> str:
+    """The id of the one RUNNING application ``name`` on ``cluster``'s ACTIVE RM."""
+    ids = [i for i, n in app_names(stack, cluster).items() if n == name]
+    assert len(ids) == 1, f"{name} on {cluster}: {app_names(stack, cluster)}"
+    return ids[0]
+
+
+def _app_started_ms(stack: KitSettings, cluster: str, app: str) -> int:
+    """``startedTime`` (epoch ms) of application ``app`` (``/ws/v1/cluster/apps/<id>``)."""
+    rm = active_rm(stack.yarn[cluster])
+    assert rm is not None, f"no ACTIVE ResourceManager on cluster {cluster}"
+    return int(health._get_json(f"{rm.web_url}/ws/v1/cluster/apps/{app}")["app"]["startedTime"])  # noqa: SLF001
 
 
 def _container_jvm(proc: psutil.Process) -> bool:

@@ -51,7 +51,7 @@ def session_conf(
     YARN" pages; the HDFS client keys in hdfs-default.xml; Hive's in HiveConf.
 
     Raises:
-        ConfigError: unknown cluster; YARN with Kerberos (not done yet).
+        ConfigError: unknown cluster.
     """
     sp = settings.spark
     cs = settings.cluster(cluster)
@@ -131,7 +131,7 @@ def session_conf(
     if on_yarn:
         conf |= spark_yarn.session_conf(settings, cluster)
     # Kerberos (docs/security.md): Hadoop's keys, the krb5.conf, the executors' token file
-    krb = spark_kerberos.session_conf(settings, cluster, app_name, hive)
+    krb = spark_kerberos.session_conf(settings, cluster, app_name, hive, yarn=on_yarn)
     # JVM options (SparkSettings), then the Kerberos one
     for key, mine in (
         ("spark.driver.extraJavaOptions", sp.driver_java_options),
@@ -160,7 +160,7 @@ def build_session(
 
     Raises:
         ferry.errors.ConfigError: unknown cluster name; YARN without the cluster's
-            ``yarn-site.xml`` or with Kerberos.
+            ``yarn-site.xml``.
         ferry.errors.TransientError: YARN: the cluster's HDFS did not answer while the archive
             was checked or staged.
     """
@@ -174,7 +174,7 @@ def build_session(
     if conf["spark.master"] == "yarn":
         _yarn_driver(settings, cluster)
     if settings.kerberos.enabled:
-        _kerberos_driver(settings, app_name, cluster, conf)
+        _kerberos_driver(settings, app_name, cluster, conf, tokens=conf["spark.master"] != "yarn")
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -202,10 +202,13 @@ def _yarn_driver(settings: Settings, cluster: str) -> None:
     )
 
 
-def _kerberos_driver(settings: Settings, app_name: str, cluster: str, conf: dict[str, str]) -> None:
+def _kerberos_driver(
+    settings: Settings, app_name: str, cluster: str, conf: dict[str, str], *, tokens: bool
+) -> None:
     """Start the driver's JVM with ``conf`` (its class path and Java options are read at launch),
-    log it in from the keytab and write the executors' token file, before the SparkContext
-    exists (:func:`ferry.clusters.spark_kerberos.prepare_driver`).
+    log it in from the keytab and (``tokens``: not on YARN, where Spark obtains them) write the
+    executors' token file, before the SparkContext exists
+    (:func:`ferry.clusters.spark_kerberos.prepare_driver`).
 
     The process's ticket cache gets a ticket first (:func:`ferry.clusters.kerberos.ticket_cache`):
     a local-mode context's own delegation token manager logs in from the cache the JVM inherits
@@ -221,7 +224,7 @@ def _kerberos_driver(settings: Settings, app_name: str, cluster: str, conf: dict
     # pyspark's own start of the gateway (what SparkContext() does first), with the conf the
     # context gets: spark-submit receives it as --conf, as for any session
     SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(list(conf.items())))
-    spark_kerberos.prepare_driver(SparkContext._jvm, settings, cluster, app_name)
+    spark_kerberos.prepare_driver(SparkContext._jvm, settings, cluster, app_name, tokens=tokens)
 
 
 def drop_stopped_context() -> bool:
@@ -295,9 +298,11 @@ class SparkHolder:
         if (
             self._spark is not None
             and krb.enabled
+            and self.settings.spark.manager(self.cluster) != "yarn"
             and time.monotonic() - self._built_at > krb.session_max_age_s
         ):
             # the executors' HDFS delegation token would expire: a new session fetches a new one
+            # (on YARN Spark obtains new tokens itself: spark_kerberos.session_conf)
             log.info("%s: rebuilding the Spark session for a new delegation token", self.app_name)
             self._spark.stop()
             self._spark = None

@@ -22,6 +22,10 @@ new token, after ``kerberos.session_max_age_s`` (12 h). The executors must run o
 the token file's path, ``kerberos.spark_files_dir`` (the local stack's one worker does; compose
 shares it between the driver's container and the worker's as a volume; a real standalone cluster
 needs a shared path, or Spark on YARN).
+
+On YARN (``spark.cluster_managers``) none of that: the driver logs in the same way, and Spark's
+own token manager obtains, hands to YARN and renews the application's tokens
+(:func:`session_conf` with ``yarn``; docs/yarn.md, "Kerberos").
 """
 
 from __future__ import annotations
@@ -71,18 +75,37 @@ def client_keys(settings: Settings, cluster: str) -> dict[str, str]:
     return {**hadoop_client_conf(settings.kerberos), **settings.cluster(cluster).hadoop_properties}
 
 
-def session_conf(settings: Settings, cluster: str, app_name: str, hive: bool) -> dict[str, str]:
-    """The Spark keys of a Kerberos session (empty when Kerberos is off)."""
+def session_conf(
+    settings: Settings, cluster: str, app_name: str, hive: bool, *, yarn: bool = False
+) -> dict[str, str]:
+    """The Spark keys of a Kerberos session (empty when Kerberos is off).
+
+    On the standalone cluster: the executors' class path and token file (module docstring). On
+    YARN (``yarn``): Spark's own Kerberos support instead (Spark's "Running Spark on YARN",
+    "Kerberos", and "Security", "Long-Running Applications"): ``spark.kerberos.principal`` and
+    ``spark.kerberos.keytab``, with which the driver obtains the application's HDFS delegation
+    tokens (the ResourceManager, ``yarn.resourcemanager.principal``, their renewer), hands them to
+    YARN with the application and obtains new ones at ``spark.security.credentials.
+    renewalRatio`` (0.75) of their renewal interval, sending them to the executors; the
+    containers get the tokens from YARN (their own ``HADOOP_TOKEN_FILE_LOCATION``) and the
+    cluster's configuration from ``HADOOP_CONF_DIR`` (ferry.clusters.spark_yarn)."""
     krb = settings.kerberos
     if not krb.enabled:
         return {}
     java = f"-Djava.security.krb5.conf={krb.krb5_conf}"
     hadoop = {**client_keys(settings, cluster), **(metastore_conf(krb) if hive else {})}
-    return {
+    conf = {
         **{f"spark.hadoop.{k}": v for k, v in hadoop.items()},
         "spark.driver.extraJavaOptions": java,
-        "spark.executor.extraJavaOptions": java,
         "spark.driver.extraClassPath": str(conf_dir(settings, cluster)),
+    }
+    if yarn:
+        return conf | {
+            "spark.kerberos.principal": krb.client_principal,
+            "spark.kerberos.keytab": str(krb.keytab),
+        }
+    return conf | {
+        "spark.executor.extraJavaOptions": java,
         "spark.executor.extraClassPath": str(conf_dir(settings, cluster)),
         "spark.executorEnv.HADOOP_TOKEN_FILE_LOCATION": str(
             token_file(settings, cluster, app_name)
@@ -101,9 +124,13 @@ def write_conf_dir(settings: Settings, cluster: str) -> Path:
     return d
 
 
-def prepare_driver(jvm: Any, settings: Settings, cluster: str, app_name: str) -> Path:
+def prepare_driver(
+    jvm: Any, settings: Settings, cluster: str, app_name: str, *, tokens: bool = True
+) -> Path | None:
     """In the driver's JVM ``jvm`` (py4j, before the SparkContext exists): log in from the
-    keytab and write the executors' token file. Returns the token file.
+    keytab and (``tokens``: the standalone cluster) write the executors' token file. Returns the
+    token file, or None without ``tokens`` (on YARN Spark obtains the tokens itself:
+    :func:`session_conf`).
 
     Raises:
         AuthenticationFailed: the keytab is refused, the login or the token fetch failed (the
@@ -121,6 +148,8 @@ def prepare_driver(jvm: Any, settings: Settings, cluster: str, app_name: str) ->
     try:
         ugi.setConfiguration(hconf)
         ugi.loginUserFromKeytab(krb.client_principal, str(krb.keytab))
+        if not tokens:
+            return None
         creds = jvm.org.apache.hadoop.security.Credentials()
         fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI(cs.fs_url), hconf)
         fs.addDelegationTokens(krb.principal.split("@")[0].split("/")[0], creds)

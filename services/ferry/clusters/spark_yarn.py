@@ -15,7 +15,8 @@ and executors in NodeManager containers. What differs from the standalone cluste
   session that finds it absent and reused by every later one (``spark.yarn.archive``; without it
   Spark uploads its ~460 MB of jars at every application start).
 
-Kerberos on YARN is not done yet (docs/yarn.md): :func:`session_conf` refuses it.
+With Kerberos the driver logs in from Ferry's keytab and Spark's own token manager obtains and
+renews the application's delegation tokens (:func:`ferry.clusters.spark_kerberos.session_conf`).
 """
 
 from __future__ import annotations
@@ -101,16 +102,9 @@ def session_conf(
     "Running Spark on YARN"): executors sized by ``spark.executor_cores`` and
     ``spark.executor_memory_mb``, ``app_cores_max / executor_cores`` of them (at least one), no
     dynamic allocation; the application master with ``spark.yarn.am_memory_mb`` and the drivers'
-    JVM options; the jars from :func:`archive_path` on the cluster's own HDFS.
-
-    Raises:
-        ConfigError: Kerberos is on (not done yet for YARN: docs/yarn.md).
+    JVM options; the jars from :func:`archive_path` on the cluster's own HDFS. (Kerberos adds
+    its keys in :func:`ferry.clusters.spark_kerberos.session_conf`.)
     """
-    if settings.kerberos.enabled:
-        raise ConfigError(
-            f"spark.cluster_managers.{cluster} is yarn and Kerberos is on: Spark on YARN with "
-            "Kerberos is not done yet (docs/yarn.md); use the standalone cluster manager"
-        )
     sp = settings.spark
     cs = settings.cluster(cluster)
     conf = {

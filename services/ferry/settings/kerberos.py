@@ -109,8 +109,10 @@ class KerberosSettings(Frozen):
         default=43200,
         gt=0,
         description=(
-            "A Spark stage rebuilds its session after this long (seconds), so its executors get "
-            "a new HDFS delegation token before the old one expires (24 h unless renewed)."
+            "A Spark stage on the standalone cluster rebuilds its session after this long "
+            "(seconds), so its executors get a new HDFS delegation token before the old one "
+            "expires (24 h unless renewed). On YARN Spark obtains new tokens itself (from "
+            "``keytab``) and the session is kept."
         ),
     )
 

@@ -205,6 +205,30 @@ class StackKerberos(KerberosSettings):
         ),
     )
 
+    delegation_token_renew_interval_s: int | None = Field(
+        default=None,
+        ge=10,
+        description=(
+            "Local stack only: how long an HDFS delegation token lives unless renewed "
+            "(``dfs.namenode.delegation.token.renew-interval``; None: Hadoop's 86400). The YARN "
+            "tier uses 40, so a Spark session on YARN outlives its first tokens within a test."
+        ),
+    )
+    delegation_token_max_lifetime_s: int | None = Field(
+        default=None,
+        ge=10,
+        description=(
+            "Local stack only: the longest an HDFS delegation token can be renewed "
+            "(``dfs.namenode.delegation.token.max-lifetime``; None: Hadoop's 604800, 7 days)."
+        ),
+    )
+
+    @property
+    def yarn_principal(self) -> str:
+        """The ResourceManagers' and NodeManagers' principal (``yarn.resourcemanager.principal``,
+        ``yarn.nodemanager.principal``): ``yarn/<service_host>``, short name ``yarn``."""
+        return f"yarn/{self.service_host}@{self.realm}"
+
     @field_validator("realm_kdcs")
     @classmethod
     def _kdc_addresses(cls, value: dict[str, str]) -> dict[str, str]:

@@ -87,7 +87,8 @@ def yarn_files(settings: KitSettings, cluster: str) -> dict[str, dict[str, str]]
     """``{"yarn-site.xml": {…}}`` of ``cluster`` when the stack runs a YARN for it, else ``{}``."""
     if cluster not in settings.yarn:
         return {}
-    return {"yarn-site.xml": client_site(settings.yarn[cluster], cluster)}
+    principal = settings.kerberos.yarn_principal if settings.kerberos.enabled else None
+    return {"yarn-site.xml": client_site(settings.yarn[cluster], cluster, principal)}
 
 
 def hive_files(settings: KitSettings) -> dict[str, dict[str, str]]:
@@ -140,7 +141,8 @@ def write_client_confs(settings: KitSettings) -> dict[str, Path]:
 
 
 #: Profiles that describe the clusters (and so are not what a service started by
-#: :func:`client_conf_env` reads), each → what of it a service does read: ``kerberos`` nothing;
+#: :func:`client_conf_env` reads), each → what of it a service does read: ``kerberos`` and
+#: ``yarn-kerberos`` nothing;
 #: ``ha`` its stack's other ports (``ha-services``); ``secure`` is ``secure-kafka`` plus
 #: ``kerberos``; ``yarn`` its ports and the clusters' Spark on YARN (``yarn-services``).
 CLUSTER_PROFILES = {
@@ -148,6 +150,7 @@ CLUSTER_PROFILES = {
     "kerberos": (),
     "secure": ("secure-kafka",),
     "yarn": ("yarn-services",),
+    "yarn-kerberos": (),
 }
 
 

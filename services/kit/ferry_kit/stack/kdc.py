@@ -16,6 +16,8 @@ principal                       used by                                keytab
 of each NameNode/DataNode host  dials; hosts of another realm's
                                 ``kerberos.domain_realm`` excepted)
 ``hive/<service_host>``         the Hive metastore (SASL)              var/conf/krb5/hive.keytab
+``yarn/<service_host>``         ResourceManagers and NodeManagers      var/conf/krb5/yarn.keytab
+                                (profile ``yarn``)
 ``<kerberos.principal>``        Ferry's processes                      ``kerberos.keytab``
 ==============================  =====================================  =====================
 
@@ -66,6 +68,11 @@ def hdfs_keytab(lay: Layout) -> Path:
     return conf_dir(lay) / "hdfs.keytab"
 
 
+def yarn_keytab(lay: Layout) -> Path:
+    """Keytab of ``yarn/<host>`` (the ResourceManagers and NodeManagers of profile ``yarn``)."""
+    return conf_dir(lay) / "yarn.keytab"
+
+
 def hive_keytab(lay: Layout) -> Path:
     """Keytab of ``hive/<host>`` (the Hive metastore)."""
     return conf_dir(lay) / "hive.keytab"
@@ -111,6 +118,19 @@ def hdfs_server_conf(krb: StackKerberos, lay: Layout) -> dict[str, str]:
         # the SASL metastore acts on HDFS as its caller (its doAs of the client's user)
         "hadoop.proxyuser.hive.hosts": "*",
         "hadoop.proxyuser.hive.groups": "*",
+        # YARN's ResourceManager (yarn/<host>, profile yarn) gets new delegation tokens for a
+        # long-running application as its user when the old ones near their max lifetime
+        # (yarn.resourcemanager.proxy-user-privileges.enabled: ferry_kit.stack.yarn_conf)
+        "hadoop.proxyuser.yarn.hosts": "*",
+        "hadoop.proxyuser.yarn.groups": "*",
+        **{
+            f"dfs.namenode.delegation.token.{key}": str(seconds * 1000)
+            for key, seconds in (
+                ("renew-interval", krb.delegation_token_renew_interval_s),
+                ("max-lifetime", krb.delegation_token_max_lifetime_s),
+            )
+            if seconds is not None
+        },
     }
 
 
@@ -351,6 +371,9 @@ def prepare_realm(settings: KitSettings, lay: Layout) -> None:
     _write_keytab(krb, lay, hdfs_keytab(lay), _principals(settings))
     _write_keytab(krb, lay, hive_keytab(lay), [krb.hive_principal])
     _write_keytab(krb, lay, krb.keytab, [krb.client_principal])
+    if settings.yarn:
+        _ensure_principal(krb, lay, krb.yarn_principal)
+        _write_keytab(krb, lay, yarn_keytab(lay), [krb.yarn_principal])
 
 
 def check(settings: KitSettings, lay: Layout) -> str:

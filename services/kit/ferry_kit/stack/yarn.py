@@ -31,6 +31,7 @@ from ferry_kit.settings import KitSettings, StackResourceManager, StackYarn
 from ferry_kit.stack import health
 from ferry_kit.stack.base import CONF_SRC, JAVA17_OPENS, Component, Layout, java
 from ferry_kit.stack.client_conf import cluster_files, write_conf_dir
+from ferry_kit.stack.kdc import yarn_keytab
 from ferry_kit.stack.process import markers
 from ferry_kit.stack.yarn_conf import capacity_scheduler, nodemanager_site, resourcemanager_site
 
@@ -166,14 +167,17 @@ def write_daemon_conf(
     return d
 
 
-def yarn_argv(lay: Layout, name: str, heap_mb: int, main: str) -> list[str]:
+def yarn_argv(
+    lay: Layout, name: str, heap_mb: int, main: str, krb5_conf: Path | None = None
+) -> list[str]:
     """The JVM command line of YARN daemon ``name``: its configuration directory first on the
-    class path, then ``var/jars/yarn``."""
+    class path, then ``var/jars/yarn``; ``krb5_conf``: the stack's krb5.conf (Kerberos)."""
     return [
         java(),
         f"-Xmx{heap_mb}m",
         *markers(name, lay.var),
         *JAVA17_OPENS,
+        *([f"-Djava.security.krb5.conf={krb5_conf}"] if krb5_conf is not None else []),
         f"-Dhadoop.log.dir={lay.logs}",
         f"-Dyarn.log.dir={lay.logs}",
         f"-Dhadoop.home.dir={lay.jars / 'yarn'}",
@@ -193,11 +197,13 @@ def yarn_components(settings: KitSettings, lay: Layout) -> list[Component]:
     """The ResourceManager(s) and the NodeManager of every cluster in ``settings.yarn``, in start
     order."""
     comps: list[Component] = []
+    keytab = yarn_keytab(lay) if settings.kerberos.enabled else None
+    krb5 = settings.kerberos.krb5_conf if keytab is not None else None
     for cluster, yarn in settings.yarn.items():
         rm_names: list[str] = []
         for rm in yarn.resourcemanagers:
             name = f"yarn-{cluster}-{rm.id}"
-            site = resourcemanager_site(settings, cluster, rm)
+            site = resourcemanager_site(settings, cluster, rm, keytab)
 
             def prepare(
                 name: str = name, site: dict[str, str] = site, cluster: str = cluster
@@ -211,11 +217,15 @@ def yarn_components(settings: KitSettings, lay: Layout) -> list[Component]:
                     f"{rm.host}:{rm.port} (http {rm.web_port})",
                     lay.launch(
                         name,
-                        yarn_argv(lay, name, yarn.resourcemanager_heap_mb, RESOURCEMANAGER_MAIN),
+                        yarn_argv(
+                            lay, name, yarn.resourcemanager_heap_mb, RESOURCEMANAGER_MAIN, krb5
+                        ),
                     ),
                     check=partial(_rm_check, yarn, rm),
                     # the second of a pair starts once the first is up, so rm1 is active first
-                    requires=(("zookeeper",) if yarn.ha else ()) + tuple(rm_names),
+                    requires=(("zookeeper",) if yarn.ha else ())
+                    + (("kdc",) if keytab is not None else ())
+                    + tuple(rm_names),
                     ports=tuple(rm_addresses_ports(rm)),
                     host=rm.host,
                     prepare=prepare,
@@ -225,7 +235,7 @@ def yarn_components(settings: KitSettings, lay: Layout) -> list[Component]:
             rm_names.append(name)
         name = f"yarn-{cluster}-nodemanager"
         data = lay.data / name
-        nm_site = nodemanager_site(settings, cluster, data)
+        nm_site = nodemanager_site(settings, cluster, data, keytab)
 
         def prepare_nm(
             name: str = name,
@@ -245,7 +255,7 @@ def yarn_components(settings: KitSettings, lay: Layout) -> list[Component]:
                 f"{host}:{yarn.nodemanager_port} (http {yarn.nodemanager_web_port})",
                 lay.launch(
                     name,
-                    yarn_argv(lay, name, yarn.nodemanager_heap_mb, NODEMANAGER_MAIN),
+                    yarn_argv(lay, name, yarn.nodemanager_heap_mb, NODEMANAGER_MAIN, krb5),
                     env={"JAVA_HOME": _java_home()},
                 ),
                 check=partial(_nodemanager_check, yarn),

@@ -5,7 +5,9 @@ ResourceManager and NodeManager adds for itself. Pure functions of the settings;
 
 Keys and defaults are yarn-default.xml's (Hadoop 3.5.0); the HA ones are those of Hadoop's
 "ResourceManager High Availability", the state store's those of "ResourceManager Restart",
-the queue's those of "Hadoop: Capacity Scheduler".
+the queue's those of "Hadoop: Capacity Scheduler", the Kerberos ones those of "Hadoop in Secure
+Mode" (YARN's principals and keytabs) and "YARN Application Security" (the ResourceManager's
+proxy-user privileges for long-running applications).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def rm_addresses(rm: StackResourceManager) -> dict[str, str]:
     }
 
 
-def client_site(yarn: StackYarn, cluster: str) -> dict[str, str]:
+def client_site(yarn: StackYarn, cluster: str, principal: str | None = None) -> dict[str, str]:
     """``yarn-site.xml`` as the cluster's clients get it (its client configuration directory).
 
     One ResourceManager: its addresses. An HA pair: ``yarn.resourcemanager.ha.enabled``, the
@@ -38,12 +40,18 @@ def client_site(yarn: StackYarn, cluster: str) -> dict[str, str]:
     every client (Spark's YarnClient, the application master, the NodeManager) fails over to
     whichever RM is active (``ConfiguredRMFailoverProxyProvider``). Both: a client retries an
     RM every second, not every 30 s (``yarn.resourcemanager.connect.retry-interval.ms``, which
-    also bounds the failover sleeps unless ``yarn.client.failover-sleep-*`` are set)."""
+    also bounds the failover sleeps unless ``yarn.client.failover-sleep-*`` are set).
+
+    ``principal``: the ResourceManagers' Kerberos principal on a Kerberos cluster
+    (``yarn.resourcemanager.principal``): clients authenticate to it, and Spark names it the
+    renewer of the HDFS delegation tokens it gives the application."""
     conf = {
         "yarn.resourcemanager.connect.retry-interval.ms": "1000",
         "yarn.client.failover-sleep-base-ms": "500",
         "yarn.client.failover-sleep-max-ms": "2000",
     }
+    if principal is not None:
+        conf["yarn.resourcemanager.principal"] = principal
     if not yarn.ha:
         rm = yarn.resourcemanagers[0]
         conf["yarn.resourcemanager.hostname"] = rm.host
@@ -60,8 +68,14 @@ def client_site(yarn: StackYarn, cluster: str) -> dict[str, str]:
     return conf
 
 
+def kerberos_principal(settings: KitSettings) -> str | None:
+    """The YARN daemons' principal when the stack runs Kerberos, else None."""
+    krb = settings.kerberos
+    return krb.yarn_principal if krb.enabled else None
+
+
 def resourcemanager_site(
-    settings: KitSettings, cluster: str, rm: StackResourceManager
+    settings: KitSettings, cluster: str, rm: StackResourceManager, keytab: Path | None = None
 ) -> dict[str, str]:
     """``yarn-site.xml`` of ResourceManager ``rm`` of ``cluster``: the client keys, the
     scheduler's limits (containers from ``minimum_allocation_mb`` up to one whole NodeManager),
@@ -69,10 +83,16 @@ def resourcemanager_site(
     apart by address), automatic failover through the embedded elector on the stack's
     ZooKeeper (``hadoop.zk.address``), recovery from ``ZKRMStateStore``, a ZooKeeper session of
     ``zookeeper.max_session_timeout_ms`` (the server clamps it there anyway), and 2 s instead of
-    10 s before a new active RM schedules new containers after recovery."""
+    10 s before a new active RM schedules new containers after recovery.
+
+    With Kerberos (``keytab``: of :func:`kerberos_principal`): the RM logs in from it, and it
+    gets new HDFS delegation tokens for an application as its user when the old ones near their
+    max lifetime (``proxy-user-privileges``; the NameNodes allow ``yarn`` as a proxy user): an
+    application master restarted after that (a NodeManager lost) still localizes its files."""
     yarn = settings.yarn[cluster]
+    principal = kerberos_principal(settings)
     conf = {
-        **client_site(yarn, cluster),
+        **client_site(yarn, cluster, principal),
         "yarn.scheduler.minimum-allocation-mb": str(yarn.minimum_allocation_mb),
         "yarn.scheduler.maximum-allocation-mb": str(yarn.nodemanager_memory_mb),
         "yarn.scheduler.maximum-allocation-vcores": str(yarn.nodemanager_vcores),
@@ -94,6 +114,13 @@ def resourcemanager_site(
             "yarn.resourcemanager.zk-state-store.parent-path": f"/ferry/yarn/rmstore-{cluster}",
             "yarn.resourcemanager.work-preserving-recovery.scheduling-wait-ms": "2000",
         }
+    if principal is not None:
+        if keytab is None:
+            raise ValueError("a Kerberos ResourceManager needs its keytab")
+        conf |= {
+            "yarn.resourcemanager.keytab": str(keytab),
+            "yarn.resourcemanager.proxy-user-privileges.enabled": "true",
+        }
     return conf
 
 
@@ -109,15 +136,30 @@ def capacity_scheduler(queue: str = "default") -> dict[str, str]:
     }
 
 
-def nodemanager_site(settings: KitSettings, cluster: str, data: Path) -> dict[str, str]:
+def nodemanager_site(
+    settings: KitSettings, cluster: str, data: Path, keytab: Path | None = None
+) -> dict[str, str]:
     """``yarn-site.xml`` of ``cluster``'s NodeManager: the client keys, its own ports, what it
     offers (``nodemanager_memory_mb``, ``nodemanager_vcores``), no virtual-memory check (the JVMs'
     reserved address space is many times their use), its local and log directories under
-    ``data``, and a disk check that tolerates a full development disk up to 99%."""
+    ``data``, and a disk check that tolerates a full development disk up to 99%.
+
+    With Kerberos (``keytab``): its principal and keytab. The containers still run as the
+    NodeManager's own user (the default ``DefaultContainerExecutor``): a real secure cluster runs
+    them as the application's user with ``LinuxContainerExecutor``, whose setuid
+    ``container-executor`` binary comes with a Hadoop distribution, not with the Maven jars
+    (docs/yarn.md)."""
     yarn = settings.yarn[cluster]
     host = yarn.resourcemanagers[0].host
+    principal = kerberos_principal(settings)
+    secure = {}
+    if principal is not None:
+        if keytab is None:
+            raise ValueError("a Kerberos NodeManager needs its keytab")
+        secure = {"yarn.nodemanager.principal": principal, "yarn.nodemanager.keytab": str(keytab)}
     return {
-        **client_site(yarn, cluster),
+        **client_site(yarn, cluster, principal),
+        **secure,
         "yarn.nodemanager.hostname": host,
         "yarn.nodemanager.address": f"{host}:{yarn.nodemanager_port}",
         "yarn.nodemanager.localizer.address": f"{host}:{yarn.nodemanager_localizer_port}",
@@ -135,6 +177,7 @@ __all__ = [
     "ZK_STATE_STORE",
     "capacity_scheduler",
     "client_site",
+    "kerberos_principal",
     "nodemanager_site",
     "resourcemanager_site",
     "rm_addresses",
