@@ -15,7 +15,7 @@ APT_LOCK   := $(CURDIR)/var/.apt.lock
 APT_GET    := mkdir -p var && $$( [ "$$(id -u)" = 0 ] || echo sudo ) flock $(APT_LOCK) apt-get
 
 .PHONY: help install up down ps status demo test test-unit test-integration test-e2e test-compose \
-        test-shared test-ha test-yarn test-secure kerberos-tools kerberos-wheels lint nemesis compose-nemesis bench bench-transform bench-hdfs bench-load bench-pipeline bench-tracker \
+        test-shared test-ha test-yarn test-secure kerberos-tools kerberos-wheels lint nemesis compose-nemesis bench bench-transform bench-hdfs bench-load bench-pipeline bench-yarn bench-tracker test-yarn-e2e \
         beeline compose-up compose-down compose-test compose-engine compose-context compose-build \
         compose-secrets compose-kerberos-up compose-kerberos-down \
         clean browser
@@ -203,6 +203,18 @@ test-yarn: install kerberos-tools ## YARN tier: transform and load on each clust
 	mkdir -p var/yarn-stack && ln -sfn ../jars var/yarn-stack/jars
 	FERRY_PROFILE=yarn,yarn-kerberos FERRY_VAR_DIR=$(CURDIR)/var/yarn-stack $(PYTEST) -s --durations=5 tests/yarn
 
+test-yarn-e2e: install kerberos-tools ## The e2e pipeline and fault modules on the YARN tier's Kerberos YARN stack (not in `make test`: ~15 min more)
+	@# tests/e2e/test_pipeline.py and test_faults.py as they run on the standalone cluster, with
+	@# transform and load on each cluster's own YARN (the Spark master failover is skipped: YARN
+	@# has none; tests/yarn holds the ResourceManager's). The stack is stopped after them unless
+	@# it was up before.
+	@mkdir -p var/yarn-stack && ln -sfn ../jars var/yarn-stack/jars; \
+	export FERRY_PROFILE=yarn,yarn-kerberos FERRY_VAR_DIR=$(CURDIR)/var/yarn-stack; \
+	pre=$$($(FERRY) stack status >/dev/null 2>&1 && echo up); \
+	FERRY_KEEP_STACK=1 $(PYTEST) -s --durations=10 tests/e2e/test_pipeline.py \
+	  tests/e2e/test_faults.py; rc=$$?; \
+	[ "$$pre" = up ] || $(FERRY) stack down >/dev/null; exit $$rc
+
 lint: install ## ruff, mypy, the Avro schema evolution check and the dataset definitions check
 	$(VENV)/bin/ruff check services tests bench
 	$(VENV)/bin/ruff format --check services tests bench
@@ -224,6 +236,21 @@ bench-load: install ## The load, copy-on-write layout beside per-file: growth of
 
 bench-pipeline: install ## Ferry vs one spark-submit per file, the year, big files, the floor, RSS: one table (starts the stack; PARTS=ferry,big … ARGS='--rates 1 --minutes 5')
 	$(PY) bench/bench_pipeline.py $(if $(PARTS),--parts $(PARTS)) $(ARGS)
+
+BENCH_YARN_ARGS := --parts ferry,big --big-mb 300 --gz-mb 0 --lone 1
+
+bench-yarn: install ## Issue 48's figures: the year, the 300 MB file and one small file on the standalone Spark cluster, then on the clusters' YARN (profile yarn), one run (ARGS=… to both)
+	@# One after the other, each on its own stack (the yarn one without Kerberos, as the
+	@# standalone one, in var/bench-yarn/stack: not the YARN tier's Kerberos stack), each stopped
+	@# at its end: never both at once on the 2 cores. "services
+	@# started → ready" is what a session start costs on each (on YARN: the application master
+	@# and the executors' containers); the YARN containers' CPU counts under the NodeManager.
+	@echo "== standalone Spark cluster (the default)"
+	$(PY) bench/bench_pipeline.py $(BENCH_YARN_ARGS) --work $(CURDIR)/var/bench-yarn/standalone $(ARGS)
+	@echo "== each cluster's own YARN (profile yarn)"
+	mkdir -p var/bench-yarn/stack && ln -sfn ../../jars var/bench-yarn/stack/jars
+	FERRY_PROFILE=yarn FERRY_VAR_DIR=$(CURDIR)/var/bench-yarn/stack $(PY) bench/bench_pipeline.py \
+	  $(BENCH_YARN_ARGS) --work $(CURDIR)/var/bench-yarn/yarn $(ARGS)
 
 # --- Docker Compose: both clusters in containers from one image (docs/compose.md) -----------------
 COMPOSE_CTX := var/compose-context

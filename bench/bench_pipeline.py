@@ -90,6 +90,7 @@ from ferry.stages.transfer.copy import copy_between
 from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import ServiceGroup
 from ferry_kit.settings import get_kit_settings
+from ferry_kit.stack.client_conf import client_conf_env
 from ferry_kit.stack.manager import Stack
 
 PARTS = (
@@ -288,6 +289,16 @@ def stream(settings: Settings, path: Path, rows: list[tuple[str, ...]]) -> None:
             port.close()
 
 
+def yarn_env(settings: Any) -> dict[str, str]:
+    """What the services get besides the bench's own environment: nothing, unless a cluster's
+    Spark runs on its YARN (``FERRY_PROFILE=yarn``, ``make bench-yarn``); then, as ``ferry up``
+    starts them, the clusters read from the client configuration directories the stack wrote
+    (Spark finds each ResourceManager in ``yarn-site.xml`` there)."""
+    if not any(settings.spark.manager(c) == "yarn" for c in settings.clusters):
+        return {}
+    return client_conf_env(settings, os.environ.get("FERRY_PROFILE", ""))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--parts", default=",".join(PARTS), help=f"of {','.join(PARTS)}")
@@ -349,7 +360,7 @@ def main() -> int:
             with guard("baseline", rows):
                 base = baseline_part(settings, sample, work, rows)
         if "backlog" in parts:
-            first = ServiceGroup({}, work / "logs-backlog")
+            first = ServiceGroup(yarn_env(settings), work / "logs-backlog")
             with guard("backlog", rows), metered(meter, "backlog", args.backlog, costs):
                 try:
                     backlog_part(
@@ -368,7 +379,7 @@ def main() -> int:
                     first.stop()
                     rss.services.clear()  # the next group's ids replace them
         if {"ferry", "big", "arrival"} & set(parts):
-            group = ServiceGroup({}, work / "logs")
+            group = ServiceGroup(yarn_env(settings), work / "logs")
             group.start()
             for name, proc in group.procs.items():
                 rss.services[name] = proc.pid

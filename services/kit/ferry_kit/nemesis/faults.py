@@ -36,6 +36,7 @@ from ferry_kit.nemesis.schedule import (
 )
 from ferry_kit.settings import KitSettings
 from ferry_kit.stack.base import Layout
+from ferry_kit.stack.kdc import superuser_env
 from ferry_kit.stack.manager import Stack
 from ferry_kit.stack.process import port_in_use
 from ferry_kit.stack.servers import hadoop_argv
@@ -91,24 +92,29 @@ def stranger_records(seed: int, known_fingerprint: bytes) -> list[tuple[bytes, b
 
 
 def dfsadmin(stack: KitSettings, cluster: str, *args: str, timeout_s: float = 90) -> str:
-    """``hdfs dfsadmin <args>`` on ``cluster`` (Hadoop's DFSAdmin, from the stack's jars);
-    returns its output.
+    """``hdfs dfsadmin <args>`` on ``cluster`` (Hadoop's DFSAdmin, from the stack's jars), as the
+    HDFS superuser (on Kerberos with a ticket of its principal: :func:`ferry_kit.stack.kdc.
+    superuser_env`); returns its output.
 
     Raises:
         RuntimeError: it exited non-zero or ran longer than ``timeout_s`` (output in the message).
+        ferry_kit.errors.StackError: on Kerberos, no ticket for the HDFS principal.
     """
+    lay = Layout(stack.var_dir)
     argv = hadoop_argv(
-        Layout(stack.var_dir),
+        lay,
         f"hdfs-{cluster}-dfsadmin",
         128,
         cluster,
         "org.apache.hadoop.hdfs.tools.DFSAdmin",
         *args,
+        krb=stack.kerberos,
     )
     try:
-        proc = subprocess.run(  # noqa: S603
-            argv, capture_output=True, text=True, timeout=timeout_s, check=False
-        )
+        with superuser_env(stack, lay) as env:
+            proc = subprocess.run(  # noqa: S603
+                argv, capture_output=True, text=True, timeout=timeout_s, check=False, env=env
+            )
     except subprocess.TimeoutExpired as exc:
         raise RuntimeError(f"dfsadmin {args}: no answer within {timeout_s:.0f}s") from exc
     if proc.returncode != 0:

@@ -40,12 +40,14 @@ both sides. They are made once: a new password needs both databases made anew.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from ferry_kit.errors import StackError
@@ -374,6 +376,34 @@ def prepare_realm(settings: KitSettings, lay: Layout) -> None:
     if settings.yarn:
         _ensure_principal(krb, lay, krb.yarn_principal)
         _write_keytab(krb, lay, yarn_keytab(lay), [krb.yarn_principal])
+
+
+@contextlib.contextmanager
+def superuser_env(settings: KitSettings, lay: Layout) -> Iterator[dict[str, str]]:
+    """The environment of a Hadoop admin tool (``hdfs dfsadmin``) run as the HDFS superuser:
+    this process's, and with Kerberos a ticket of the HDFS principal from its keytab (``kinit
+    -k``) in a throw-away cache (``KRB5CCNAME``, which Hadoop's login reads), removed after.
+
+    Raises:
+        StackError: kinit failed (its message).
+    """
+    krb = settings.kerberos
+    if not krb.enabled:
+        yield dict(os.environ)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "KRB5_CONFIG": str(krb.krb5_conf), "KRB5CCNAME": f"FILE:{tmp}/cc"}
+        proc = subprocess.run(  # noqa: S603 - argv built here
+            [_tool("kinit"), "-k", "-t", str(hdfs_keytab(lay)), krb.hdfs_principal],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            env=env,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise StackError(f"kinit {krb.hdfs_principal}: {proc.stderr.strip()[-200:]}")
+        yield env
 
 
 def check(settings: KitSettings, lay: Layout) -> str:
