@@ -116,8 +116,11 @@ test: install browser ## Set up and run every test tier (each tier starts and st
 	[ "$$pre" = up ] || $(FERRY) stack down >/dev/null; \
 	( $(MAKE) test-ha >var/log/ha.log 2>&1; echo $$? >var/log/ha.rc ) & ha=$$!; \
 	until [ -e var/log/kerberos-wheels.done ]; do sleep 5; done; tier kerberos-wheels-wait; \
-	$(MAKE) kerberos-tools >var/log/kerberos-tools.log 2>&1 || cat var/log/kerberos-tools.log; \
-	( $(MAKE) test-yarn >var/log/yarn.log 2>&1; echo $$? >var/log/yarn.rc ) & yarn=$$!; \
+	if $(MAKE) kerberos-tools >var/log/kerberos-tools.log 2>&1; then krb=ok; else \
+	  cat var/log/kerberos-tools.log; failed="$$failed kerberos-tools"; krb=; fi; \
+	( if [ "$$krb" = ok ]; then $(MAKE) test-yarn >var/log/yarn.log 2>&1; echo $$? >var/log/yarn.rc; \
+	  else echo "not run: make kerberos-tools failed" >var/log/yarn.log; echo 1 >var/log/yarn.rc; fi \
+	) & yarn=$$!; \
 	$(MAKE) test-secure || failed="$$failed secure"; tier secure; \
 	wait $$ha; tier ha-wait; echo "== ha tier, run beside the secure tier:"; cat var/log/ha.log; \
 	[ "$$(cat var/log/ha.rc)" = 0 ] || failed="$$failed ha"; \
@@ -203,7 +206,7 @@ test-yarn: install kerberos-tools ## YARN tier: transform and load on each clust
 	mkdir -p var/yarn-stack && ln -sfn ../jars var/yarn-stack/jars
 	FERRY_PROFILE=yarn,yarn-kerberos FERRY_VAR_DIR=$(CURDIR)/var/yarn-stack $(PYTEST) -s --durations=5 tests/yarn
 
-test-yarn-e2e: install kerberos-tools ## The e2e pipeline and fault modules on the YARN tier's Kerberos YARN stack (not in `make test`: ~15 min more)
+test-yarn-e2e: install kerberos-tools ## The e2e pipeline and fault modules on the YARN tier's Kerberos YARN stack (not in `make test`: ~11 min more)
 	@# tests/e2e/test_pipeline.py and test_faults.py as they run on the standalone cluster, with
 	@# transform and load on each cluster's own YARN (the Spark master failover is skipped: YARN
 	@# has none; tests/yarn holds the ResourceManager's). The stack is stopped after them unless
@@ -241,8 +244,9 @@ BENCH_YARN_ARGS := --parts ferry,big --big-mb 300 --gz-mb 0 --lone 1
 
 bench-yarn: install ## Issue 48's figures: the year, the 300 MB file and one small file on the standalone Spark cluster, then on the clusters' YARN (profile yarn), one run (ARGS=… to both)
 	@# One after the other, each on its own stack (the yarn one without Kerberos, as the
-	@# standalone one, in var/bench-yarn/stack: not the YARN tier's Kerberos stack), each stopped
-	@# at its end: never both at once on the 2 cores. "services
+	@# standalone one, in var/bench-yarn/stack: not the YARN tier's Kerberos stack, whose ports it
+	@# shares, so that one must be down), each stopped at its end: never both at once on the 2
+	@# cores. "services
 	@# started → ready" is what a session start costs on each (on YARN: the application master
 	@# and the executors' containers); the YARN containers' CPU counts under the NodeManager.
 	@echo "== standalone Spark cluster (the default)"

@@ -34,6 +34,7 @@ import pytest
 from ferry.clusters.hdfs.webhdfs import WebHdfs
 from ferry.core.runtime.conditions import Held, read_conditions
 from ferry.settings import Settings
+from ferry_kit.errors import StackError
 from ferry_kit.nemesis.faults import dfsadmin as nemesis_dfsadmin
 from ferry_kit.pipeline import run_cli
 from ferry_kit.stack.manager import Stack
@@ -98,11 +99,11 @@ def dfsadmin(stack: Settings, cluster: str, *args: str) -> None:
     Kerberos with the HDFS principal's ticket).
 
     Raises:
-        AssertionError: it exited non-zero (its output in the message).
+        AssertionError: it exited non-zero, or no superuser ticket (the message says which).
     """
     try:
-        nemesis_dfsadmin(stack, cluster, *args)  # type: ignore[arg-type]
-    except RuntimeError as exc:
+        nemesis_dfsadmin(stack, cluster, *args, timeout_s=120)  # type: ignore[arg-type]
+    except (RuntimeError, StackError) as exc:
         raise AssertionError(str(exc)) from None
 
 

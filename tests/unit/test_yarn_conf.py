@@ -266,6 +266,7 @@ def test_yarn_profile_settings_and_ports() -> None:
         )
     # a service beside that stack reads yarn-services: the same values, key for key
     assert service_profile("yarn") == "yarn-services"
+    assert service_profile("yarn,yarn-kerberos") == "yarn-services"  # Kerberos: core-site says
     for section, values in _profile("yarn-services").items():
         assert data[section] == values, section
 
@@ -377,6 +378,17 @@ def test_kerberos_stack_namenodes_take_short_token_lifetimes_and_yarn_as_proxy(
     assert not any(
         "delegation.token" in k for k in hdfs_server_conf(secure.kerberos, Layout(tmp_path))
     )
+
+
+def test_a_token_max_lifetime_shorter_than_its_renew_interval_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from ferry_kit.settings import StackKerberos
+
+    with pytest.raises(ValidationError, match="max_lifetime_s 30 is shorter"):
+        StackKerberos(delegation_token_renew_interval_s=60, delegation_token_max_lifetime_s=30)
+    ok = StackKerberos(delegation_token_renew_interval_s=60, delegation_token_max_lifetime_s=60)
+    assert ok.delegation_token_max_lifetime_s == 60
 
 
 def test_capacity_scheduler_queue() -> None:

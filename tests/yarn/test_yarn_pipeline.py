@@ -219,7 +219,12 @@ def test_4_sessions_outlive_their_delegation_tokens(rig: FaultRig, yarn_stack: K
     assert _one_app(yarn_stack, "a", "ferry-load") == apps["a"]
     counts = {}
     for cluster, app in apps.items():
-        tokens = [t for t in namenode_tokens(yarn_stack, cluster) if t["renewer"] == "yarn"]
+        ferry = krb.principal.split("@")[0].split("/")[0]
+        tokens = [
+            t
+            for t in namenode_tokens(yarn_stack, cluster)
+            if t["renewer"] == "yarn" and t["owner"].split("@")[0] == ferry
+        ]
         sparks = [t for t in tokens if not t["real"] and t["issue"] >= started[cluster] - 30_000]
         proxied = [
             t

@@ -25,7 +25,7 @@ needs a shared path, or Spark on YARN).
 
 On YARN (``spark.cluster_managers``) none of that: the driver logs in the same way, and Spark's
 own token manager obtains, hands to YARN and renews the application's tokens
-(:func:`session_conf` with ``yarn``; docs/yarn.md, "Kerberos").
+(:func:`session_conf` with ``yarn``; docs/yarn.md, "Kerberos on YARN").
 """
 
 from __future__ import annotations

@@ -211,7 +211,7 @@ class StackKerberos(KerberosSettings):
         description=(
             "Local stack only: how long an HDFS delegation token lives unless renewed "
             "(``dfs.namenode.delegation.token.renew-interval``; None: Hadoop's 86400). The YARN "
-            "tier uses 40, so a Spark session on YARN outlives its first tokens within a test."
+            "tier uses 60, so a Spark session on YARN outlives its first tokens within a test."
         ),
     )
     delegation_token_max_lifetime_s: int | None = Field(
@@ -222,6 +222,16 @@ class StackKerberos(KerberosSettings):
             "(``dfs.namenode.delegation.token.max-lifetime``; None: Hadoop's 604800, 7 days)."
         ),
     )
+
+    @model_validator(mode="after")
+    def _token_lifetimes(self) -> StackKerberos:
+        renew, most = self.delegation_token_renew_interval_s, self.delegation_token_max_lifetime_s
+        if renew is not None and most is not None and most < renew:
+            raise ValueError(
+                f"delegation_token_max_lifetime_s {most} is shorter than "
+                f"delegation_token_renew_interval_s {renew}"
+            )
+        return self
 
     @property
     def yarn_principal(self) -> str:

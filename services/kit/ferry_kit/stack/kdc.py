@@ -122,7 +122,8 @@ def hdfs_server_conf(krb: StackKerberos, lay: Layout) -> dict[str, str]:
         "hadoop.proxyuser.hive.groups": "*",
         # YARN's ResourceManager (yarn/<host>, profile yarn) gets new delegation tokens for a
         # long-running application as its user when the old ones near their max lifetime
-        # (yarn.resourcemanager.proxy-user-privileges.enabled: ferry_kit.stack.yarn_conf)
+        # (yarn.resourcemanager.proxy-user-privileges.enabled: ferry_kit.stack.yarn_conf); on a
+        # stack without YARN no principal of that name exists, so the grant is unused
         "hadoop.proxyuser.yarn.hosts": "*",
         "hadoop.proxyuser.yarn.groups": "*",
         **{
@@ -385,7 +386,7 @@ def superuser_env(settings: KitSettings, lay: Layout) -> Iterator[dict[str, str]
     -k``) in a throw-away cache (``KRB5CCNAME``, which Hadoop's login reads), removed after.
 
     Raises:
-        StackError: kinit failed (its message).
+        StackError: kinit failed or did not answer within 15 s (its message).
     """
     krb = settings.kerberos
     if not krb.enabled:
@@ -393,14 +394,17 @@ def superuser_env(settings: KitSettings, lay: Layout) -> Iterator[dict[str, str]
         return
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "KRB5_CONFIG": str(krb.krb5_conf), "KRB5CCNAME": f"FILE:{tmp}/cc"}
-        proc = subprocess.run(  # noqa: S603 - argv built here
-            [_tool("kinit"), "-k", "-t", str(hdfs_keytab(lay)), krb.hdfs_principal],
-            capture_output=True,
-            text=True,
-            timeout=15,
-            env=env,
-            check=False,
-        )
+        try:
+            proc = subprocess.run(  # noqa: S603 - argv built here
+                [_tool("kinit"), "-k", "-t", str(hdfs_keytab(lay)), krb.hdfs_principal],
+                capture_output=True,
+                text=True,
+                timeout=15,
+                env=env,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise StackError(f"kinit {krb.hdfs_principal}: no answer within 15 s") from exc
         if proc.returncode != 0:
             raise StackError(f"kinit {krb.hdfs_principal}: {proc.stderr.strip()[-200:]}")
         yield env
