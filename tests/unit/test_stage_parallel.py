@@ -53,6 +53,45 @@ def test_up_to_threads_events_run_at_once_and_never_more() -> None:
     assert most == 4
 
 
+class _Ev:
+    """An event about file ``file_id`` (what :func:`file_key` reads), numbered ``n``."""
+
+    def __init__(self, file_id: str | None, n: int) -> None:
+        self.file_id, self.n = file_id, n
+
+
+def test_two_events_of_one_file_run_one_after_the_other_beside_other_files() -> None:
+    """The compose nemesis's seed 4711 (2026-12-07): a transfer batch held two FileTransformed
+    of one file (transformed twice); copied at once into the same incoming directory, one copy
+    deleted the other's output and its file was quarantined as hdfs_not_found. The first event
+    of file "a" waits (up to 1 s) for the second to start beside it: that must never happen,
+    while files "b" and c and an event of no file run during that wait."""
+    started = {n: threading.Event() for n in range(6)}
+    lock = threading.Lock()
+    running: dict[int, str | None] = {}
+    order: list[int] = []
+    beside_first: list[int] = []  # events that started while event 0 (file a) ran
+
+    def handler(event: _Ev, deps: Any) -> list[int]:
+        with lock:
+            if 0 in running and event.n != 0:
+                beside_first.append(event.n)
+            running[event.n] = event.file_id
+            order.append(event.n)
+        started[event.n].set()
+        if event.n == 0:
+            started[3].wait(timeout=1.0)  # the next event of file a: never while this one runs
+        with lock:
+            del running[event.n]
+        return [event.n]
+
+    events = [_Ev("a", 0), _Ev("b", 1), _Ev("c", 2), _Ev("a", 3), _Ev(None, 4), _Ev("a", 5)]
+    assert in_parallel(handler, 4)(events, None) == [[n] for n in range(6)]
+    assert order.index(0) < order.index(3) < order.index(5)  # one file's events in batch order
+    assert 3 not in beside_first and 5 not in beside_first
+    assert {1, 2, 4} <= set(beside_first)  # the other files did not wait for file a
+
+
 def test_a_config_error_stops_the_batch() -> None:
     def handler(event: int, deps: Any) -> list[int]:
         raise ConfigError("kafka refused user")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 import pytest
@@ -15,12 +15,18 @@ from ferry.core.events import FileTransferred, FileTransformed
 from ferry.core.identity import derive_file_id
 from ferry.errors import (
     DataNodeUnreachable,
+    HdfsPathNotFound,
     HdfsUnavailable,
     InputExpired,
     PermanentError,
 )
 from ferry.settings.retry import RetrySettings
-from ferry.stages.transfer.handlers import StagedAnew, TransferDeps, transfer_file
+from ferry.stages.transfer.handlers import (
+    StagedAnew,
+    TargetVanished,
+    TransferDeps,
+    transfer_file,
+)
 from ferry.tables.model import StagedMarker
 
 SHA = "ab" * 32
@@ -425,5 +431,39 @@ def test_a_tree_staged_anew_while_it_is_copied_is_retried_not_expired() -> None:
         f"{INCOMING}/_ferry.json": StagedMarker(
             FID, GEN2, (f"note=x/ferry-{FID}-{GEN2}-00000.parquet",)
         ).to_json(),
+    }
+    assert ev.manifest.uris["incoming"] == FS_A + INCOMING
+
+
+class CopiedTwiceAtOnce(FakeHdfs):
+    """Cluster A where another copy of the same file, started at the same moment, finds a stale
+    incoming directory and deletes it (starting clean) just as this copy's first data file is
+    being written (compose nemesis seed 4711: a transfer batch held two FileTransformed of one
+    file and copied both at once)."""
+
+    def __init__(self) -> None:
+        super().__init__("a")
+        self.armed = self.struck = False
+
+    def _create(self, path: str, chunks: Iterable[bytes], on_started: Callable[[], None]) -> None:
+        if self.armed and not self.struck and ".parquet" in path:
+            self.struck = True
+            self.delete(INCOMING, recursive=True)
+            raise HdfsPathNotFound(f"File does not exist: {path} (deleted while written)")
+        super()._create(path, chunks, on_started)
+
+
+def test_a_target_deleted_on_a_while_it_is_written_is_retried_not_quarantined() -> None:
+    b, _, _ = tree(TREE)
+    a = CopiedTwiceAtOnce()
+    a.armed = True
+    deps = TransferDeps(b, a, "/ferry/incoming/", FS_A, RETRY, threads=1)
+    with pytest.raises(TargetVanished, match="deleted on A while it was written") as info:
+        transfer_file(event(), deps)
+    assert info.value.reason == "target_vanished" and not isinstance(info.value, PermanentError)
+    [ev] = transfer_file(event(), deps)  # the runner's next attempt copies it whole
+    assert a_files(a) == {
+        **{f"{INCOMING}/{rel}": data for rel, data in TREE.items()},
+        f"{INCOMING}/_ferry.json": StagedMarker(FID, GEN, tuple(TREE)).to_json(),
     }
     assert ev.manifest.uris["incoming"] == FS_A + INCOMING

@@ -6,7 +6,7 @@ counters its runner deals in (:mod:`ferry.core.runtime.processing` runs it;
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,12 +203,26 @@ def one_by_one(handler: Handler) -> BatchHandler:
     return in_parallel(handler, 1)
 
 
-def in_parallel(handler: Handler, threads: int) -> BatchHandler:
+def file_key(event: Any) -> Hashable | None:
+    """The file an event is about (its ``file_id``), or None for an event of no file."""
+    return cast(Hashable | None, getattr(event, "file_id", None))
+
+
+def in_parallel(
+    handler: Handler, threads: int, key: Callable[[Any], Hashable | None] = file_key
+) -> BatchHandler:
     """A :data:`BatchHandler` calling the plain ``handler`` on up to ``threads`` events at once
     (a thread pool per batch); results in the events' order, each settled as in
     :func:`one_by_one`. For handlers that wait on the network, not the CPU (transfer's copies),
     and whose dependencies may be used from several threads. A ConfigError is raised once every
     running call has returned.
+
+    Events of one file (the same ``key``, default :func:`file_key`) never run at once: they run
+    one after another in the batch's order, while other files' run beside them. A batch can hold
+    two events of one file (transform ran it twice: a redelivery, a rebalance between two
+    replicas), and two copies of one file into the same directory at once could delete each
+    other's output: the compose nemesis's seed 4711 (2026-12-07) quarantined a file as
+    ``hdfs_not_found`` that way (tests/unit/test_stage_parallel.py).
 
     Raises:
         ValueError: ``threads`` < 1.
@@ -225,8 +239,19 @@ def in_parallel(handler: Handler, threads: int) -> BatchHandler:
     def each(events: Sequence[Any], deps: Any) -> list[BatchResult]:
         if threads == 1 or len(events) <= 1:
             return [call(event, deps) for event in events]
-        with ThreadPoolExecutor(min(threads, len(events)), "ferry-file") as pool:
-            return list(pool.map(lambda event: call(event, deps), events))
+        groups: dict[tuple[str, Hashable], list[int]] = {}
+        for i, event in enumerate(events):
+            k = key(event)
+            groups.setdefault(("event", i) if k is None else ("file", k), []).append(i)
+        results: list[BatchResult | None] = [None] * len(events)
+
+        def run(idx: list[int]) -> None:
+            for i in idx:
+                results[i] = call(events[i], deps)
+
+        with ThreadPoolExecutor(min(threads, len(groups)), "ferry-file") as pool:
+            list(pool.map(run, groups.values()))
+        return cast(list[BatchResult], results)
 
     return each
 
@@ -240,6 +265,7 @@ __all__ = [
     "Record",
     "RunStats",
     "Stage",
+    "file_key",
     "in_parallel",
     "one_by_one",
 ]

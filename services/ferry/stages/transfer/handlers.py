@@ -110,6 +110,16 @@ class StagedAnew(TransientError):
     reason = "staged_anew"
 
 
+class TargetVanished(TransientError):
+    """A file's target on A vanished while it was written (its temporary file or its directory
+    deleted under the copy): another copy of the same file ran at once and started clean (a
+    batch of two events of one file, or two transfer instances across a rebalance). Not a path
+    that is missing for good: the next attempt copies it again, whole (compose nemesis seed
+    4711, 2026-12-07: quarantined as ``hdfs_not_found``, then loaded from the other event)."""
+
+    reason = "target_vanished"
+
+
 @dataclass(frozen=True)
 class TransferDeps:
     hdfs_b: HdfsPort
@@ -151,6 +161,8 @@ def transfer_file(event: FileTransformed, deps: TransferDeps) -> list[FileTransf
         InputExpired: the staged copy is gone (reason ``input_expired``).
         StagedAnew: a data file vanished because the file was staged anew meanwhile (a newer
             generation's marker is there now): retried, and the next attempt copies that one.
+        TargetVanished: a target on A was deleted while it was written (another copy of the
+            same file at once): retried.
         TransientError / PermanentError subclasses from the HDFS ports and copy_between.
     """
     m = event.manifest
@@ -214,9 +226,11 @@ def _copy_one(
             retry=deps.retry,
         )
         return size
-    except HdfsPathNotFound:
+    except HdfsPathNotFound as exc:
         if deps.hdfs_b.exists(src):
-            raise  # something else is missing (cluster A's side)
+            # the source is there: what went missing is the target's side on A, deleted under
+            # this copy by another copy of the file (CREATE makes missing parents itself)
+            raise TargetVanished(f"{dst}: deleted on A while it was written: {exc}") from exc
         raise expired(f"{src.rsplit('/', 1)[-1]} removed while it was copied") from None
 
 
