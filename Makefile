@@ -248,7 +248,7 @@ bench-yarn: install ## Issue 48's figures: the year, the 300 MB file and one sma
 	@# shares, so that one must be down), each stopped at its end: never both at once on the 2
 	@# cores. "services
 	@# started → ready" is what a session start costs on each (on YARN: the application master
-	@# and the executors' containers); the YARN containers' CPU counts under the NodeManager.
+	@# and the executors' containers); the containers' CPU is "executors <application id>".
 	@echo "== standalone Spark cluster (the default)"
 	$(PY) bench/bench_pipeline.py $(BENCH_YARN_ARGS) --work $(CURDIR)/var/bench-yarn/standalone $(ARGS)
 	@echo "== each cluster's own YARN (profile yarn)"
