@@ -90,7 +90,7 @@ from ferry.stages.transfer.copy import copy_between
 from ferry_kit.demo_data import write_demo_files
 from ferry_kit.pipeline import ServiceGroup
 from ferry_kit.settings import get_kit_settings
-from ferry_kit.stack.client_conf import client_conf_env
+from ferry_kit.stack.client_conf import yarn_client_env
 from ferry_kit.stack.manager import Stack
 
 PARTS = (
@@ -294,9 +294,7 @@ def yarn_env(settings: Any) -> dict[str, str]:
     Spark runs on its YARN (``FERRY_PROFILE=yarn``, ``make bench-yarn``); then, as ``ferry up``
     starts them, the clusters read from the client configuration directories the stack wrote
     (Spark finds each ResourceManager in ``yarn-site.xml`` there)."""
-    if not any(settings.spark.manager(c) == "yarn" for c in settings.clusters):
-        return {}
-    return client_conf_env(settings, os.environ.get("FERRY_PROFILE", ""))
+    return yarn_client_env(settings, os.environ.get("FERRY_PROFILE", ""))
 
 
 def main() -> int:

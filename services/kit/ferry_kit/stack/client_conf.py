@@ -165,6 +165,15 @@ def service_profile(profile: str) -> str:
     return ",".join(dict.fromkeys(out))
 
 
+def yarn_client_env(settings: KitSettings, profile: str) -> dict[str, str]:
+    """:func:`client_conf_env` when a cluster's Spark runs on its YARN (Spark finds each
+    ResourceManager in ``yarn-site.xml`` of the client configuration directory), else ``{}``:
+    what ``ferry up`` and the bench add to a service's environment."""
+    if not any(settings.spark.manager(c) == "yarn" for c in settings.clusters):
+        return {}
+    return client_conf_env(settings, profile)
+
+
 def client_conf_env(
     settings: KitSettings, profile: str, dirs: dict[str, Path] | None = None
 ) -> dict[str, str]:

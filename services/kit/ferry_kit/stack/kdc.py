@@ -412,19 +412,14 @@ def superuser_env(settings: KitSettings, lay: Layout) -> Iterator[dict[str, str]
 
 def check(settings: KitSettings, lay: Layout) -> str:
     """Health: a ticket for the HDFS principal from its keytab (``kinit -k``), in a throw-away
-    cache. Raises :class:`ferry_kit.stack.health.Unhealthy` with kinit's message."""
+    cache (:func:`superuser_env`). Raises :class:`ferry_kit.stack.health.Unhealthy` with kinit's
+    message."""
     krb = settings.kerberos
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run(  # noqa: S603 - argv built here
-            [_tool("kinit"), "-k", "-t", str(hdfs_keytab(lay)), krb.hdfs_principal],
-            capture_output=True,
-            text=True,
-            timeout=15,
-            env={**os.environ, "KRB5_CONFIG": str(krb.krb5_conf), "KRB5CCNAME": f"FILE:{tmp}/cc"},
-            check=False,
-        )
-    if proc.returncode != 0:
-        raise health.Unhealthy(f"kinit {krb.hdfs_principal}: {proc.stderr.strip()[-200:]}")
+    try:
+        with superuser_env(settings, lay):
+            pass
+    except StackError as exc:
+        raise health.Unhealthy(str(exc)) from exc
     return f"realm {', '.join(_served(krb))}"
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ferry_kit.pipeline import LOCAL_STACK_ENV
 from ferry_kit.settings import KitSettings
-from ferry_kit.stack.client_conf import client_conf_env
+from ferry_kit.stack.client_conf import yarn_client_env
 from ferry_kit.supervise.health import Health, group_members, probe
 from ferry_kit.supervise.programs import (
     SCALABLE,
@@ -28,13 +28,11 @@ from ferry_kit.supervise.rpc import ProcessInfo, Supervisor
 def service_environment(settings: KitSettings, environ: Mapping[str, str]) -> dict[str, str]:
     """The ``FERRY_*`` settings every service gets: the caller's (``environ``) over the kit's
     stack defaults (lineage on); when a cluster's Spark runs on YARN, also the clusters read from
-    the client configuration directories the stack wrote (:func:`client_conf_env`): Spark finds
+    the client configuration directories the stack wrote (:func:`yarn_client_env`): Spark finds
     each ResourceManager in ``yarn-site.xml`` there, as the test tiers start the services
     (docs/yarn.md)."""
     env = ferry_environment({**LOCAL_STACK_ENV, **environ})
-    if any(settings.spark.manager(c) == "yarn" for c in settings.clusters):
-        env |= client_conf_env(settings, env.get("FERRY_PROFILE", ""))
-    return env
+    return env | yarn_client_env(settings, env.get("FERRY_PROFILE", ""))
 
 
 #: States after which supervisord will not start the process again by itself.
